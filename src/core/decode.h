@@ -1,0 +1,62 @@
+/* decode — one Kafka record value to a typed event or a rejection (SPEC 5).
+ *
+ * Validation happens here, with the database's own limits, because the batch
+ * is one transaction: one out-of-range value reaching SQL would abort it and
+ * sacrifice its good messages. A rejected record goes to dead_letter_events
+ * with `error_type` (a short stable code) and a detail that names the field
+ * and the problem.
+ *
+ * Knows neither Kafka nor PostgreSQL: the event holds each column as the text
+ * PostgreSQL reads, so any writer (COPY, parameters) can take it as is. */
+#ifndef STORAGE_DECODE_H
+#define STORAGE_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/pipeline.h"
+
+#define EVENT_MAX_COLUMNS 12
+#define EVENT_NULL SIZE_MAX
+
+/* Stable error_type codes: the same words in the table, the logs and docs. */
+#define ERROR_EMPTY_PAYLOAD "empty_payload"
+#define ERROR_INVALID_UTF8 "invalid_utf8"
+#define ERROR_INVALID_JSON "invalid_json"
+#define ERROR_MISSING_FIELD "missing_field"
+#define ERROR_INVALID_FIELD "invalid_field"
+#define ERROR_UNREGISTERED_APP "unregistered_app"
+#define ERROR_DATABASE_REJECTED "database_rejected"
+
+typedef struct {
+    const char *error_type; /* one of the ERROR_* codes; static storage */
+    char detail[512];
+} rejection_t;
+
+/* A decoded record. All column texts live in one buffer owned by the event;
+ * col[i] is the offset of column i's NUL-terminated text, or EVENT_NULL. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    size_t col[EVENT_MAX_COLUMNS];
+    size_t package_name;
+    int64_t version; /* value of the pipeline's version_field, in UTC microseconds */
+} event_t;
+
+/* An event starts zeroed ({0}) or with event_init; event_free releases its
+ * buffer. An event may be decoded into again: the buffer is reused. */
+void event_init(event_t *ev);
+void event_free(event_t *ev);
+
+/* Column i's text, or NULL for SQL NULL. Valid until the event is reused. */
+const char *event_column(const event_t *ev, size_t i);
+const char *event_package_name(const event_t *ev);
+
+/* Decode `len` bytes at `value` (NULL means a tombstone) by the contract of
+ * `def`. Returns 0 and fills *ev, or returns -1 and fills *rej; it never
+ * fails in any other way (allocation failure aborts the process: a decoder
+ * that cannot allocate cannot make progress either). */
+int decode_record(const pipeline_def_t *def, const void *value, size_t len, event_t *ev,
+                  rejection_t *rej);
+
+#endif

@@ -1,0 +1,49 @@
+#include "core/retry.h"
+
+#include <string.h>
+
+error_class_t retry_classify(const char *sqlstate, bool connection_bad)
+{
+    if (!sqlstate || !*sqlstate) return connection_bad ? ERROR_CLASS_TRANSIENT : ERROR_CLASS_FATAL;
+    /* Class 08: connection exceptions. Class 53: insufficient resources (too
+     * many connections, disk full, out of memory) pass once the operator or
+     * the server frees them. */
+    if (strncmp(sqlstate, "08", 2) == 0 || strncmp(sqlstate, "53", 2) == 0)
+        return ERROR_CLASS_TRANSIENT;
+    static const char *const transient[] = {
+        "57P01", /* admin_shutdown: server restart or pg_terminate_backend */
+        "57P02", /* crash_shutdown */
+        "57P03", /* cannot_connect_now: starting up */
+        "40001", /* serialization_failure */
+        "40P01", /* deadlock_detected */
+        "57014", /* query_canceled: statement timeout */
+        "25006", /* read_only_sql_transaction: a standby after a failover */
+    };
+    for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++)
+        if (strcmp(sqlstate, transient[i]) == 0) return ERROR_CLASS_TRANSIENT;
+    /* Class 22 (data exception), 23 (integrity constraint) and 54001
+     * (statement too complex, e.g. deep jsonb) are caused by a record, not
+     * by the database: isolating the record keeps the partition moving. */
+    if (strncmp(sqlstate, "22", 2) == 0 || strncmp(sqlstate, "23", 2) == 0 ||
+        strcmp(sqlstate, "54001") == 0)
+        return ERROR_CLASS_DATA;
+    if (connection_bad) return ERROR_CLASS_TRANSIENT;
+    return ERROR_CLASS_FATAL;
+}
+
+long retry_backoff_ms(int attempt, long base_ms)
+{
+    long d = base_ms;
+    for (int i = 1; i < attempt && d < 3600000L; i++) d *= 2;
+    return d;
+}
+
+const char *retry_class_name(error_class_t cls)
+{
+    switch (cls) {
+    case ERROR_CLASS_TRANSIENT: return "transient";
+    case ERROR_CLASS_DATA: return "data";
+    case ERROR_CLASS_FATAL: return "fatal";
+    }
+    return "unknown";
+}

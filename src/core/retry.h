@@ -1,0 +1,28 @@
+/* retry — error class → action, and the back-off schedule (SPEC 8).
+ *
+ * Three classes, decided here so the rule is unit-tested without a server:
+ * transient errors retry the same batch (never dead-letter healthy data
+ * because PostgreSQL was restarting); data errors isolate the offending
+ * record(s); everything else is fatal and stops the process. */
+#ifndef STORAGE_RETRY_H
+#define STORAGE_RETRY_H
+
+#include <stdbool.h>
+
+typedef enum {
+    ERROR_CLASS_TRANSIENT, /* retry the same batch after a back-off and a reconnect */
+    ERROR_CLASS_DATA,      /* a record the database refuses: isolate and dead-letter it */
+    ERROR_CLASS_FATAL      /* a bug or a broken deployment: stop every pipeline */
+} error_class_t;
+
+/* Classify an error by its SQLSTATE (NULL or "" when the server sent none)
+ * and whether the connection is still usable. No SQLSTATE on a broken
+ * connection is a lost connection: transient. */
+error_class_t retry_classify(const char *sqlstate, bool connection_bad);
+
+/* Delay before retry number `attempt` (1-based): base, 2*base, 4*base, ... */
+long retry_backoff_ms(int attempt, long base_ms);
+
+const char *retry_class_name(error_class_t cls);
+
+#endif

@@ -1,0 +1,47 @@
+/* log — one line per event on stderr, text (key=value) or JSON.
+ *
+ * The level is checked before any formatting work (LOG_* macros), so a debug
+ * line in the hot path costs one comparison when debug is off. Each line is
+ * written with a single write(2), so lines from different pipeline threads
+ * never interleave. */
+#ifndef STORAGE_LOG_H
+#define STORAGE_LOG_H
+
+#include <stdarg.h>
+
+typedef enum {
+    LOG_LEVEL_DEBUG = 0,
+    LOG_LEVEL_INFO,
+    LOG_LEVEL_WARN,
+    LOG_LEVEL_ERROR,
+    LOG_LEVEL_OFF
+} log_level_t;
+
+typedef enum { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON } log_format_t;
+
+/* Set once at start-up, before any thread starts. */
+void log_configure(log_level_t level, log_format_t format);
+log_level_t log_current_level(void);
+
+/* Parse "debug", "info", "warn"/"warning", "error" (case-insensitive).
+ * Returns 0 on success, -1 if the name is unknown. */
+int log_level_parse(const char *name, log_level_t *out);
+int log_format_parse(const char *name, log_format_t *out);
+
+/* Format and emit one line. `component` is a short tag such as a pipeline
+ * name ("reviews") or "main". Use the LOG_* macros instead. */
+void log_emit(log_level_t level, const char *component, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define LOG_AT(lvl, comp, ...)                                  \
+    do {                                                        \
+        if ((lvl) >= log_current_level())                       \
+            log_emit((lvl), (comp), __VA_ARGS__);               \
+    } while (0)
+
+#define LOG_DEBUG(comp, ...) LOG_AT(LOG_LEVEL_DEBUG, comp, __VA_ARGS__)
+#define LOG_INFO(comp, ...)  LOG_AT(LOG_LEVEL_INFO, comp, __VA_ARGS__)
+#define LOG_WARN(comp, ...)  LOG_AT(LOG_LEVEL_WARN, comp, __VA_ARGS__)
+#define LOG_ERROR(comp, ...) LOG_AT(LOG_LEVEL_ERROR, comp, __VA_ARGS__)
+
+#endif

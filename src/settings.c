@@ -1,0 +1,328 @@
+#include "settings.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char *const *envp;
+    char *err;
+    size_t errlen;
+} loader_t;
+
+static int fail(loader_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(loader_t *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->err, l->errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The value of `name`, or NULL when unset. An empty value counts as unset so
+ * that `FOO=` in an env file means "use the default". */
+static const char *env_get(const loader_t *l, const char *name)
+{
+    size_t n = strlen(name);
+    for (char *const *e = l->envp; e && *e; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return (*e)[n + 1] ? *e + n + 1 : NULL;
+    return NULL;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    if (!p) abort();
+    return p;
+}
+
+static int get_int(loader_t *l, const char *name, int def, long min, long max, int *out)
+{
+    const char *v = env_get(l, name);
+    char *end;
+    long x;
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (errno || end == v || *end != '\0' || !(isdigit((unsigned char)v[0]) || v[0] == '-'))
+        return fail(l, "%s=%s: not an integer", name, v);
+    if (x < min || x > max)
+        return fail(l, "%s=%s: out of range %ld..%ld", name, v, min, max);
+    *out = (int)x;
+    return 0;
+}
+
+static int get_string(loader_t *l, const char *name, const char *def, char **out)
+{
+    const char *v = env_get(l, name);
+    *out = xstrdup(v ? v : def);
+    return 0;
+}
+
+/* Kafka's legal topic names: [a-zA-Z0-9._-], 1..249 characters. */
+static int valid_topic(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n > 249) return 0;
+    for (; *t; t++)
+        if (!isalnum((unsigned char)*t) && *t != '.' && *t != '_' && *t != '-') return 0;
+    return 1;
+}
+
+static int load_pipelines(loader_t *l, settings_t *s)
+{
+    const char *v = env_get(l, "STORAGE_PIPELINES");
+    if (!v) {
+        for (int i = 0; i < PIPELINE_COUNT; i++) s->pipeline_enabled[i] = true;
+        return 0;
+    }
+    const char *p = v;
+    int count = 0;
+    while (*p) {
+        const char *start = p;
+        while (*p && *p != ',') p++;
+        const char *end = p;
+        while (start < end && isspace((unsigned char)*start)) start++;
+        while (end > start && isspace((unsigned char)end[-1])) end--;
+        const pipeline_def_t *def = pipeline_find(start, (size_t)(end - start));
+        if (!def)
+            return fail(l, "STORAGE_PIPELINES=%s: unknown pipeline \"%.*s\" (known: app-stats, reviews, network-metrics)",
+                        v, (int)(end - start), start);
+        if (s->pipeline_enabled[def->id])
+            return fail(l, "STORAGE_PIPELINES=%s: pipeline %s is listed twice", v, def->name);
+        s->pipeline_enabled[def->id] = true;
+        count++;
+        if (*p == ',') p++;
+    }
+    if (count == 0) return fail(l, "STORAGE_PIPELINES=%s: names no pipeline", v);
+    return 0;
+}
+
+/* STORAGE_RDKAFKA_SSL_CA_LOCATION -> ssl.ca.location */
+static int load_kafka_properties(loader_t *l, settings_t *s)
+{
+    static const char *const reserved[] = {
+        "enable.auto.commit", "enable.auto.offset.store", "group.id", "bootstrap.servers",
+        "auto.offset.reset", "session.timeout.ms", "max.poll.interval.ms",
+    };
+    const size_t plen = strlen(SETTINGS_RDKAFKA_PREFIX);
+    for (char *const *e = l->envp; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, SETTINGS_RDKAFKA_PREFIX, plen) != 0 || !eq) continue;
+        size_t nlen = (size_t)(eq - *e) - plen;
+        if (nlen == 0) return fail(l, "%s: a librdkafka property needs a name", *e);
+        char *name = malloc(nlen + 1);
+        if (!name) abort();
+        for (size_t i = 0; i < nlen; i++) {
+            char c = (*e)[plen + i];
+            name[i] = c == '_' ? '.' : (char)tolower((unsigned char)c);
+        }
+        name[nlen] = '\0';
+        for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+            if (strcmp(name, reserved[i]) == 0) {
+                fail(l, "%.*s: %s is set by storage-consumer itself%s", (int)(eq - *e), *e, name,
+                     strcmp(name, "enable.auto.commit") == 0
+                         ? " (auto-commit is time-based, not write-based: it would lose messages)"
+                         : " (use its STORAGE_ variable)");
+                free(name);
+                return -1;
+            }
+        }
+        kafka_property_t *grown =
+            realloc(s->kafka_properties, (s->kafka_property_count + 1) * sizeof *grown);
+        if (!grown) abort();
+        s->kafka_properties = grown;
+        s->kafka_properties[s->kafka_property_count].name = name;
+        s->kafka_properties[s->kafka_property_count].value = xstrdup(eq + 1);
+        s->kafka_property_count++;
+    }
+    return 0;
+}
+
+/* Every STORAGE_ variable we read. Anything else with the prefix is a typo,
+ * and a typo silently ignored is a setting silently not applied. */
+static const char *const known_variables[] = {
+    "STORAGE_DATABASE_URL", "STORAGE_KAFKA_BOOTSTRAP_SERVERS", "STORAGE_PIPELINES",
+    "STORAGE_GROUP_PREFIX", "STORAGE_TOPIC_APP_STATS", "STORAGE_TOPIC_REVIEWS",
+    "STORAGE_TOPIC_NETWORK_METRICS", "STORAGE_MAX_POLL_RECORDS",
+    "STORAGE_MAX_POLL_RECORDS_APP_STATS", "STORAGE_MAX_POLL_RECORDS_REVIEWS",
+    "STORAGE_MAX_POLL_RECORDS_NETWORK_METRICS", "STORAGE_POLL_TIMEOUT_MS",
+    "STORAGE_MAX_POLL_INTERVAL_MS", "STORAGE_SESSION_TIMEOUT_MS", "STORAGE_AUTO_OFFSET_RESET",
+    "STORAGE_DB_RETRY_MAX_ATTEMPTS", "STORAGE_DB_RETRY_BASE_MS",
+    "STORAGE_DB_STATEMENT_TIMEOUT_MS", "STORAGE_COMMIT_TIMEOUT_MS",
+    "STORAGE_APPLICATION_CACHE_TTL_SECONDS", "STORAGE_SHUTDOWN_TIMEOUT_SECONDS",
+    "STORAGE_COMMIT_FAILURE_LIMIT", "STORAGE_HEARTBEAT_DIR", "STORAGE_HEALTH_MAX_AGE_SECONDS",
+    "STORAGE_LOG_LEVEL", "STORAGE_LOG_FORMAT", "STORAGE_METRICS_ADDR",
+};
+
+static int reject_unknown_variables(loader_t *l)
+{
+    for (char *const *e = l->envp; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, "STORAGE_", 8) != 0 || !eq) continue;
+        if (strncmp(*e, SETTINGS_RDKAFKA_PREFIX, strlen(SETTINGS_RDKAFKA_PREFIX)) == 0) continue;
+        size_t n = (size_t)(eq - *e);
+        int known = 0;
+        for (size_t i = 0; i < sizeof known_variables / sizeof known_variables[0]; i++)
+            if (strlen(known_variables[i]) == n && strncmp(*e, known_variables[i], n) == 0)
+                known = 1;
+        if (!known)
+            return fail(l, "%.*s: unknown setting (a misspelt variable would be silently ignored)",
+                        (int)n, *e);
+    }
+    return 0;
+}
+
+/* host:port with a numeric port 1..65535. */
+static int valid_listen_addr(const char *a)
+{
+    const char *colon = strrchr(a, ':');
+    char *end;
+    if (!colon || colon == a) return 0;
+    long port = strtol(colon + 1, &end, 10);
+    return *end == '\0' && end != colon + 1 && port >= 1 && port <= 65535;
+}
+
+long long settings_worst_case_batch_ms(const settings_t *s)
+{
+    /* Every attempt may run to the statement timeout, and between attempts
+     * the back-off doubles: base * (2^attempts - 1) in all. */
+    long long backoff = (long long)s->db_retry_base_ms * ((1LL << s->db_retry_max_attempts) - 1);
+    return (long long)(s->db_retry_max_attempts + 1) * s->db_statement_timeout_ms + backoff +
+           s->commit_timeout_ms;
+}
+
+static int load(loader_t *l, settings_t *s)
+{
+    const char *v;
+    char name[96];
+
+    if (reject_unknown_variables(l)) return -1;
+    get_string(l, "STORAGE_DATABASE_URL", "", &s->database_url);
+    get_string(l, "STORAGE_KAFKA_BOOTSTRAP_SERVERS", "localhost:9092", &s->bootstrap_servers);
+    get_string(l, "STORAGE_GROUP_PREFIX", "storage-consumer", &s->group_prefix);
+    if (load_pipelines(l, s)) return -1;
+
+    int all_batch;
+    if (get_int(l, "STORAGE_MAX_POLL_RECORDS", 0, 1, 100000, &all_batch)) return -1;
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        const pipeline_def_t *def = pipeline_get((pipeline_id_t)i);
+        snprintf(name, sizeof name, "STORAGE_TOPIC_%s", def->env_suffix);
+        get_string(l, name, def->default_topic, &s->topic[i]);
+        if (!valid_topic(s->topic[i]))
+            return fail(l, "%s=%s: not a valid Kafka topic name ([a-zA-Z0-9._-], 1..249 characters)",
+                        name, s->topic[i]);
+        /* Precedence: the pipeline's own variable, then the shared one, then
+         * the built-in default. */
+        snprintf(name, sizeof name, "STORAGE_MAX_POLL_RECORDS_%s", def->env_suffix);
+        if (get_int(l, name, all_batch ? all_batch : def->default_batch_size, 1, 100000,
+                    &s->max_poll_records[i]))
+            return -1;
+    }
+    for (int i = 0; i < PIPELINE_COUNT; i++)
+        for (int j = i + 1; j < PIPELINE_COUNT; j++)
+            if (s->pipeline_enabled[i] && s->pipeline_enabled[j] &&
+                strcmp(s->topic[i], s->topic[j]) == 0)
+                return fail(l, "STORAGE_TOPIC_%s=%s: the same topic as STORAGE_TOPIC_%s",
+                            pipeline_get((pipeline_id_t)j)->env_suffix, s->topic[j],
+                            pipeline_get((pipeline_id_t)i)->env_suffix);
+
+    if (get_int(l, "STORAGE_POLL_TIMEOUT_MS", 1000, 1, 60000, &s->poll_timeout_ms) ||
+        get_int(l, "STORAGE_MAX_POLL_INTERVAL_MS", 300000, 1000, 86400000,
+                &s->max_poll_interval_ms) ||
+        get_int(l, "STORAGE_SESSION_TIMEOUT_MS", 45000, 1000, 3600000, &s->session_timeout_ms) ||
+        get_int(l, "STORAGE_DB_RETRY_MAX_ATTEMPTS", 5, 0, 20, &s->db_retry_max_attempts) ||
+        get_int(l, "STORAGE_DB_RETRY_BASE_MS", 1000, 1, 600000, &s->db_retry_base_ms) ||
+        get_int(l, "STORAGE_DB_STATEMENT_TIMEOUT_MS", 30000, 1, 3600000,
+                &s->db_statement_timeout_ms) ||
+        get_int(l, "STORAGE_COMMIT_TIMEOUT_MS", 10000, 100, 600000, &s->commit_timeout_ms) ||
+        get_int(l, "STORAGE_APPLICATION_CACHE_TTL_SECONDS", 300, 0, 86400,
+                &s->application_cache_ttl_seconds) ||
+        get_int(l, "STORAGE_SHUTDOWN_TIMEOUT_SECONDS", 30, 1, 3600,
+                &s->shutdown_timeout_seconds) ||
+        get_int(l, "STORAGE_COMMIT_FAILURE_LIMIT", 5, 1, 1000, &s->commit_failure_limit) ||
+        get_int(l, "STORAGE_HEALTH_MAX_AGE_SECONDS", 90, 1, 86400, &s->health_max_age_seconds))
+        return -1;
+
+    if (s->session_timeout_ms > s->max_poll_interval_ms)
+        return fail(l, "STORAGE_SESSION_TIMEOUT_MS=%d: must not exceed STORAGE_MAX_POLL_INTERVAL_MS=%d",
+                    s->session_timeout_ms, s->max_poll_interval_ms);
+    if (s->poll_timeout_ms >= s->max_poll_interval_ms)
+        return fail(l, "STORAGE_POLL_TIMEOUT_MS=%d: must be below STORAGE_MAX_POLL_INTERVAL_MS=%d",
+                    s->poll_timeout_ms, s->max_poll_interval_ms);
+    /* The broker evicts a member that does not poll within the interval: a
+     * batch still retrying then would be processed twice by two owners. */
+    long long worst = settings_worst_case_batch_ms(s);
+    if (worst > s->max_poll_interval_ms)
+        return fail(l,
+                    "STORAGE_DB_RETRY_MAX_ATTEMPTS=%d, STORAGE_DB_RETRY_BASE_MS=%d: the worst-case batch "
+                    "(%lld ms of back-off, statement timeouts of STORAGE_DB_STATEMENT_TIMEOUT_MS=%d and "
+                    "STORAGE_COMMIT_TIMEOUT_MS=%d) exceeds STORAGE_MAX_POLL_INTERVAL_MS=%d",
+                    s->db_retry_max_attempts, s->db_retry_base_ms, worst,
+                    s->db_statement_timeout_ms, s->commit_timeout_ms, s->max_poll_interval_ms);
+
+    get_string(l, "STORAGE_AUTO_OFFSET_RESET", "earliest", &s->auto_offset_reset);
+    if (strcmp(s->auto_offset_reset, "earliest") != 0 && strcmp(s->auto_offset_reset, "latest") != 0)
+        return fail(l, "STORAGE_AUTO_OFFSET_RESET=%s: must be earliest or latest", s->auto_offset_reset);
+
+    get_string(l, "STORAGE_HEARTBEAT_DIR", "/tmp/storage-consumer", &s->heartbeat_dir);
+
+    v = env_get(l, "STORAGE_LOG_LEVEL");
+    s->log_level = LOG_LEVEL_INFO;
+    if (v && log_level_parse(v, &s->log_level))
+        return fail(l, "STORAGE_LOG_LEVEL=%s: must be debug, info, warn or error", v);
+    v = env_get(l, "STORAGE_LOG_FORMAT");
+    s->log_format = LOG_FORMAT_TEXT;
+    if (v && log_format_parse(v, &s->log_format))
+        return fail(l, "STORAGE_LOG_FORMAT=%s: must be text or json", v);
+
+    v = env_get(l, "STORAGE_METRICS_ADDR");
+    if (v) {
+        if (!valid_listen_addr(v))
+            return fail(l, "STORAGE_METRICS_ADDR=%s: expected host:port", v);
+        s->metrics_addr = xstrdup(v);
+    }
+    return load_kafka_properties(l, s);
+}
+
+int settings_load(settings_t *out, char *const *envp, char *err, size_t errlen)
+{
+    loader_t l = {envp, err, errlen};
+    memset(out, 0, sizeof *out);
+    if (load(&l, out)) {
+        settings_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+void settings_free(settings_t *s)
+{
+    free(s->database_url);
+    free(s->bootstrap_servers);
+    free(s->group_prefix);
+    for (int i = 0; i < PIPELINE_COUNT; i++) free(s->topic[i]);
+    free(s->auto_offset_reset);
+    free(s->heartbeat_dir);
+    free(s->metrics_addr);
+    for (size_t i = 0; i < s->kafka_property_count; i++) {
+        free(s->kafka_properties[i].name);
+        free(s->kafka_properties[i].value);
+    }
+    free(s->kafka_properties);
+    memset(s, 0, sizeof *s);
+}
+
+void settings_group_id(const settings_t *s, pipeline_id_t id, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s.%s", s->group_prefix, pipeline_get(id)->name);
+}

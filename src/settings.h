@@ -1,0 +1,70 @@
+/* settings — the environment, parsed once at start-up into an immutable
+ * structure (SPEC 10, 13).
+ *
+ * Every invalid value stops start-up with a message that names the variable
+ * and the value, never hours later mid-batch. After settings_load returns,
+ * the structure is only read, so pipeline threads share it without locks. */
+#ifndef STORAGE_SETTINGS_H
+#define STORAGE_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/pipeline.h"
+#include "log.h"
+
+/* Any librdkafka property can be set as STORAGE_RDKAFKA_<NAME>, the name
+ * upper-cased with dots as underscores: STORAGE_RDKAFKA_SECURITY_PROTOCOL=ssl
+ * sets security.protocol. */
+#define SETTINGS_RDKAFKA_PREFIX "STORAGE_RDKAFKA_"
+
+typedef struct {
+    char *name;  /* librdkafka property, e.g. "security.protocol" */
+    char *value;
+} kafka_property_t;
+
+typedef struct {
+    char *database_url; /* libpq conninfo or URI; "" means libpq's PG* variables */
+    char *bootstrap_servers;
+    bool pipeline_enabled[PIPELINE_COUNT];
+    char *group_prefix;
+    char *topic[PIPELINE_COUNT];
+    int max_poll_records[PIPELINE_COUNT];
+    int poll_timeout_ms;
+    int max_poll_interval_ms;
+    int session_timeout_ms;
+    char *auto_offset_reset; /* "earliest" or "latest" */
+    int db_retry_max_attempts;
+    int db_retry_base_ms;
+    int db_statement_timeout_ms;
+    int commit_timeout_ms;
+    int application_cache_ttl_seconds;
+    int shutdown_timeout_seconds;
+    int commit_failure_limit;
+    char *heartbeat_dir;
+    int health_max_age_seconds;
+    log_level_t log_level;
+    log_format_t log_format;
+    char *metrics_addr; /* NULL: no metrics endpoint */
+    kafka_property_t *kafka_properties;
+    size_t kafka_property_count;
+} settings_t;
+
+/* Parse and validate the variables in `envp` (a NULL-terminated array of
+ * "NAME=value", as `environ`). On success returns 0 and `out` owns its
+ * strings (release with settings_free). On failure returns -1, writes a
+ * message naming the variable and its value to `err`, and leaves nothing to
+ * free. */
+int settings_load(settings_t *out, char *const *envp, char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+
+void settings_free(settings_t *s);
+
+/* "prefix.pipeline": the consumer group of a pipeline. Writes into buf. */
+void settings_group_id(const settings_t *s, pipeline_id_t id, char *buf, size_t len);
+
+/* Worst-case time of one batch with every database retry, in ms: what must
+ * fit inside the max poll interval. */
+long long settings_worst_case_batch_ms(const settings_t *s);
+
+#endif

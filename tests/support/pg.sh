@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# A throw-away PostgreSQL 15 for tests, the demo and the benchmark.
+#
+#   pg.sh start DIR     initdb into DIR/data, start on a Unix socket in DIR and a
+#                       private loopback port; prints the conninfo
+#   pg.sh stop DIR      stop it (fast shutdown) and keep DIR
+#   pg.sh destroy DIR   stop it and remove DIR
+#   pg.sh conninfo DIR  print the conninfo of a started server
+#   pg.sh ctl DIR ARGS  run pg_ctl on it (e.g. "restart -m fast")
+#
+# initdb and postgres refuse to run as root, so as root they run as the
+# postgres user, which owns DIR.
+set -euo pipefail
+
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+
+as_owner() {
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u postgres -- "$@"
+    else
+        "$@"
+    fi
+}
+
+free_port() {
+    # A port nobody listens on, in the ephemeral range; good enough for a
+    # private test server (the start fails loudly if it was taken meanwhile).
+    local port
+    for _ in $(seq 1 50); do
+        port=$(( 20000 + RANDOM % 20000 ))
+        if ! (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+    done
+    echo "pg.sh: no free port found" >&2
+    return 1
+}
+
+conninfo() {
+    echo "host=$1 port=$(cat "$1/port") dbname=postgres user=postgres"
+}
+
+cmd=${1:-}
+dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || { sed -n '2,12p' "$0" >&2; exit 2; }
+
+case "$cmd" in
+start)
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
+    if [ ! -f "$dir/data/PG_VERSION" ]; then
+        as_owner "$PGBIN/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 \
+            --no-instructions >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+    fi
+    port=$(free_port)
+    echo "$port" >"$dir/port"
+    # fsync stays on: tests that kill the server must see real durability.
+    as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=${PG_MAX_CONNECTIONS:-100}" \
+        start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+    conninfo "$dir"
+    ;;
+stop)
+    dir=$(cd "$dir" && pwd)
+    if [ -f "$dir/data/postmaster.pid" ]; then
+        as_owner "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+    fi
+    ;;
+destroy)
+    if [ -d "$dir" ]; then
+        dir=$(cd "$dir" && pwd)
+        if [ -f "$dir/data/postmaster.pid" ]; then
+            as_owner "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+        fi
+        rm -rf "$dir"
+    fi
+    ;;
+conninfo)
+    dir=$(cd "$dir" && pwd)
+    conninfo "$dir"
+    ;;
+ctl)
+    dir=$(cd "$dir" && pwd)
+    shift 2
+    as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w "$@" \
+        -o "-p $(cat "$dir/port") -k $dir -c listen_addresses=127.0.0.1"
+    ;;
+*)
+    sed -n '2,12p' "$0" >&2
+    exit 2
+    ;;
+esac
