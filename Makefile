@@ -19,8 +19,9 @@ BUILD   ?= build
 
 # The core knows neither Kafka nor PostgreSQL: unit tests link only these.
 CORE_SRC := src/log.c src/settings.c src/core/timestamp.c src/core/decode.c \
-            src/core/pipeline.c src/core/retry.c
-APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c $(BUILD)/migrations.c
+            src/core/pipeline.c src/core/retry.c src/core/batch.c src/worker.c
+APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/store.c src/kafka/consumer.c \
+            src/supervisor.c $(BUILD)/migrations.c
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 MAIN_SRC := src/main.c
 

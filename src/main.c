@@ -2,14 +2,17 @@
  * duplicated. main parses the command line and the settings and decides the
  * exit code; the work is done by the modules it calls. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kafka/consumer.h"
 #include "log.h"
 #include "pg/db.h"
 #include "pg/migrate.h"
 #include "settings.h"
+#include "supervisor.h"
 
 #ifndef STORAGE_VERSION
 #define STORAGE_VERSION "0.1.0"
@@ -29,7 +32,10 @@ static void usage(FILE *out)
           "every write is idempotent, so redelivery never duplicates a row.\n"
           "\n"
           "commands:\n"
+          "  run         (the default) apply migrations, then consume until SIGTERM/SIGINT;\n"
+          "              exits 1 if any pipeline fails, so the orchestrator restarts it\n"
           "  migrate     apply the schema migrations and exit\n"
+          "  health      exit 0 if every enabled pipeline's heartbeat is fresh, else 1\n"
           "  version     print the version and exit\n"
           "  --help      this text\n"
           "\n"
@@ -80,7 +86,7 @@ static int load_env_file(const char *path)
     return 0;
 }
 
-static int cmd_migrate(const settings_t *s)
+static int cmd_migrate(const settings_t *s, bool quiet_when_current)
 {
     char err[2048];
     char *masked = db_mask_conninfo(s->database_url);
@@ -97,8 +103,26 @@ static int cmd_migrate(const settings_t *s)
         LOG_ERROR("migrate", "%s", err);
         return EXIT_RUNTIME;
     }
-    LOG_INFO("migrate", "schema is current applied=%d total=%u", applied, migration_count);
+    if (applied > 0 || !quiet_when_current)
+        LOG_INFO("migrate", "schema is current applied=%d total=%u", applied, migration_count);
     return EXIT_CLEAN;
+}
+
+static int cmd_run(const settings_t *s)
+{
+    char err[1024];
+    char *masked;
+    if (consumer_check_properties(s, err, sizeof err)) {
+        fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
+        return EXIT_USAGE;
+    }
+    masked = db_mask_conninfo(s->database_url);
+    LOG_INFO("main", "storage-consumer %s starting database=\"%s\" kafka=%s", STORAGE_VERSION, masked,
+             s->bootstrap_servers);
+    free(masked);
+    /* A migration error exits 1 before any pipeline starts. */
+    if (cmd_migrate(s, true) != EXIT_CLEAN) return EXIT_RUNTIME;
+    return supervisor_run(s);
 }
 
 int main(int argc, char **argv)
@@ -141,8 +165,15 @@ int main(int argc, char **argv)
     }
     log_configure(settings.log_level, settings.log_format);
 
-    if (strcmp(command, "migrate") == 0 && i == argc) {
-        rc = cmd_migrate(&settings);
+    if (i != argc) {
+        fprintf(stderr, "storage-consumer: unexpected argument %s\n", argv[i]);
+        rc = EXIT_USAGE;
+    } else if (strcmp(command, "run") == 0) {
+        rc = cmd_run(&settings);
+    } else if (strcmp(command, "migrate") == 0) {
+        rc = cmd_migrate(&settings, false);
+    } else if (strcmp(command, "health") == 0) {
+        rc = supervisor_health(&settings);
     } else {
         fprintf(stderr, "storage-consumer: unknown command %s\n", command);
         usage(stderr);

@@ -54,6 +54,15 @@ live_pid() {
     echo "$pid"
 }
 
+# True while PID is running.  kill -0 is not enough: once the helper has
+# exited it stays a zombie until its reaper (often PID 1 of a container, which
+# can be slow) collects it, and kill -0 still succeeds on a zombie.
+proc_alive() {
+    local state
+    state=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+    [[ -n $state && $state != Z && $state != X ]]
+}
+
 cmd_start() {
     [[ $# -ge 1 ]] || usage
     local dir brokers=3 launcher rc tick pid
@@ -113,18 +122,20 @@ cmd_stop() {
     if pid=$(live_pid "$dir"); then
         kill -TERM "$pid" 2>/dev/null || true
         for ((tick = 0; tick < STOP_TERM_TICKS; tick++)); do
-            kill -0 "$pid" 2>/dev/null || break
+            proc_alive "$pid" || break
             sleep 0.1
         done
-        if kill -0 "$pid" 2>/dev/null; then
+        if proc_alive "$pid"; then
             echo "broker.sh: pid $pid ignored SIGTERM, sending SIGKILL" >&2
             kill -KILL "$pid" 2>/dev/null || true
             for ((tick = 0; tick < STOP_KILL_TICKS; tick++)); do
-                kill -0 "$pid" 2>/dev/null || break
+                proc_alive "$pid" || break
                 sleep 0.1
             done
         fi
-        kill -0 "$pid" 2>/dev/null && die "pid $pid is still alive"
+        if proc_alive "$pid"; then
+            die "pid $pid is still alive"
+        fi
     fi
     # A clean exit removes these itself; after SIGKILL they would be stale.
     rm -f "$dir/pid" "$dir/bootstrap" "$dir/control.sock"

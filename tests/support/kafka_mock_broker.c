@@ -476,6 +476,9 @@ static void cmd_clear_request_errors(server_t *srv, int argc, char **argv, reply
     reply_ok(r);
 }
 
+/* Beware: the mock creates an unknown TOPIC (PARTITION+1 partitions) rather
+ * than failing; checking first would need a working broker, which tests that
+ * move leaders while brokers are down may not have. */
 static void cmd_leader(server_t *srv, int argc, char **argv, reply_t *r) {
     int32_t part;
     int32_t id;
@@ -544,6 +547,42 @@ static rd_kafka_t *watermark_client_new(server_t *srv, reply_t *r) {
     return rk;
 }
 
+/*
+ * The 2.0.2 mock speaks Metadata v0-v2 only, which cannot carry
+ * "allow.auto.create.topics=false", so it auto-creates (4 partitions) every
+ * topic a client names.  Asking about an unknown topic would therefore
+ * create it; an all-topics Metadata request creates nothing, so look there
+ * first.  Returns true when TOPIC [PARTITION] exists; sets *r otherwise.
+ */
+static bool watermark_partition_exists(server_t *srv, const char *topic, int32_t part,
+                                       reply_t *r) {
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err;
+    bool found = false;
+    int i;
+
+    err = rd_kafka_metadata(srv->wm_rk, 1, NULL, &md, WATERMARK_TIMEOUT_MS);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        reply_from_err(r, err, "watermarks: metadata");
+        return false;
+    }
+    for (i = 0; i < md->topic_cnt; i++) {
+        if (strcmp(md->topics[i].topic, topic) != 0)
+            continue;
+        found = true;
+        if (part >= md->topics[i].partition_cnt) {
+            reply_errorf(r, "watermarks: topic %s has %d partition(s)", topic,
+                         md->topics[i].partition_cnt);
+            found = false;
+        }
+        break;
+    }
+    if (i == md->topic_cnt)
+        reply_errorf(r, "watermarks: unknown topic %s", topic);
+    rd_kafka_metadata_destroy(md);
+    return found;
+}
+
 static void cmd_watermarks(server_t *srv, int argc, char **argv, reply_t *r) {
     int64_t lo = -1;
     int64_t hi = -1;
@@ -554,6 +593,8 @@ static void cmd_watermarks(server_t *srv, int argc, char **argv, reply_t *r) {
     if (!arg_topic(argv[1], r) || !arg_partition(argv[2], INT32_MAX, &part, r))
         return;
     if (srv->wm_rk == NULL && (srv->wm_rk = watermark_client_new(srv, r)) == NULL)
+        return;
+    if (!watermark_partition_exists(srv, argv[1], part, r))
         return;
     err = rd_kafka_query_watermark_offsets(srv->wm_rk, argv[1], part, &lo, &hi,
                                            WATERMARK_TIMEOUT_MS);
@@ -635,16 +676,19 @@ static void server_dispatch(server_t *srv, char *line, reply_t *r) {
             c->fn(srv, argc, argv, r);
         return;
     }
-    reply_errorf(r, "unknown command '%s' (try 'help')", argv[0]);
+    reply_errorf(r, "unknown command '%.64s' (try 'help')", argv[0]);
 }
 
 /* Executes one request line and writes its reply; -1 if the client is gone. */
 static int server_answer(server_t *srv, int fd, char *line) {
+    char request[128];
     reply_t r;
     size_t len;
 
+    /* Keep a copy for the log: dispatch tokenizes the line in place. */
+    snprintf(request, sizeof(request), "%s", line);
     server_dispatch(srv, line, &r);
-    fprintf(stderr, "kafka-mock-broker: control: %s\n", r.text);
+    fprintf(stderr, "kafka-mock-broker: control: %s -> %s\n", request, r.text);
     len = strlen(r.text);
     /* The reply is one line: never let an argument echo break framing. */
     for (size_t i = 0; i < len; i++) {
@@ -688,46 +732,72 @@ static int server_wait_readable(server_t *srv, int fd, int timeout_ms) {
     }
 }
 
+typedef struct {
+    char buf[LINE_MAX_LEN];
+    size_t used;
+    /* Inside an over-long line: drop bytes up to its newline, then answer
+     * with one error, so framing survives and the client sees a reply. */
+    bool discarding;
+} line_reader_t;
+
+static int client_reject_long_line(int fd) {
+    static const char too_long[] = "error: request line too long\n";
+    return write_all(fd, too_long, sizeof(too_long) - 1);
+}
+
+/* Answers every complete line in the buffer; -1 if the client is gone. */
+static int client_process_lines(server_t *srv, int fd, line_reader_t *lr) {
+    char *nl;
+
+    while ((nl = memchr(lr->buf, '\n', lr->used)) != NULL) {
+        size_t line_len = (size_t)(nl - lr->buf) + 1;
+        int rc;
+
+        *nl = '\0';
+        rc = lr->discarding ? client_reject_long_line(fd) : server_answer(srv, fd, lr->buf);
+        lr->discarding = false;
+        if (rc != 0)
+            return -1;
+        memmove(lr->buf, lr->buf + line_len, lr->used - line_len);
+        lr->used -= line_len;
+    }
+    if (lr->used == sizeof(lr->buf) - 1) {
+        lr->discarding = true;
+        lr->used = 0;
+    }
+    return 0;
+}
+
 /* Serves one connection: any number of lines until EOF, idle timeout or a
  * termination signal. */
 static void server_serve_client(server_t *srv, int fd) {
-    char buf[LINE_MAX_LEN];
-    size_t used = 0;
+    line_reader_t lr;
 
+    memset(&lr, 0, sizeof(lr));
     for (;;) {
-        char *nl;
         ssize_t n;
-        int ready = server_wait_readable(srv, fd, CLIENT_IDLE_MS);
 
-        if (ready <= 0)
+        if (server_wait_readable(srv, fd, CLIENT_IDLE_MS) <= 0)
             return;
-        n = recv(fd, buf + used, sizeof(buf) - 1 - used, 0);
+        n = recv(fd, lr.buf + lr.used, sizeof(lr.buf) - 1 - lr.used, 0);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0) {
+        if (n == 0 && lr.discarding) {
+            (void)client_reject_long_line(fd);
+            return;
+        }
+        if (n == 0 && lr.used > 0) {
             /* A final request without newline is still a request. */
-            if (n == 0 && used > 0) {
-                buf[used] = '\0';
-                (void)server_answer(srv, fd, buf);
-            }
+            lr.buf[lr.used] = '\0';
+            (void)server_answer(srv, fd, lr.buf);
             return;
         }
-        used += (size_t)n;
-        buf[used] = '\0';
-        while ((nl = memchr(buf, '\n', used)) != NULL) {
-            size_t line_len = (size_t)(nl - buf) + 1;
-            *nl = '\0';
-            if (server_answer(srv, fd, buf) != 0)
-                return;
-            memmove(buf, buf + line_len, used - line_len);
-            used -= line_len;
-            buf[used] = '\0';
-        }
-        if (used == sizeof(buf) - 1) {
-            static const char too_long[] = "error: request line too long\n";
-            (void)write_all(fd, too_long, sizeof(too_long) - 1);
+        if (n <= 0)
             return;
-        }
+        lr.used += (size_t)n;
+        lr.buf[lr.used] = '\0';
+        if (client_process_lines(srv, fd, &lr) != 0)
+            return;
     }
 }
 
@@ -777,7 +847,9 @@ static int signals_setup(server_t *srv) {
 }
 
 /* The mock cluster needs an rd_kafka_t for bookkeeping only; a producer with
- * no bootstrap servers is the cheapest handle that never talks to anyone. */
+ * no bootstrap servers is the cheapest handle that never talks to anyone.
+ * (Its one-time CONFWARN "No `bootstrap.servers` configured" in broker.log is
+ * expected and harmless.) */
 static int cluster_create(server_t *srv) {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     char errstr[512];

@@ -1,0 +1,82 @@
+/* batch — one polled batch on its way to the database: records, their
+ * decoded events or rejections, application ids, de-duplication.
+ *
+ * Knows neither Kafka nor PostgreSQL. The worker fills `records` from its
+ * consumer; everything else is derived here and consumed by the store. */
+#ifndef STORAGE_BATCH_H
+#define STORAGE_BATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/decode.h"
+#include "core/pipeline.h"
+
+/* One Kafka record. The bytes belong to the consumer that polled it and stay
+ * valid until that consumer releases the batch. */
+typedef struct {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp_ms; /* -1: none */
+    const void *key;
+    size_t key_len;
+    const void *value; /* NULL: tombstone */
+    size_t value_len;
+} record_t;
+
+typedef enum {
+    ENTRY_EVENT,     /* decoded; to be written (unless superseded) */
+    ENTRY_REJECTED,  /* to dead_letter_events */
+    ENTRY_SUPERSEDED /* same natural key as a winning event of this batch */
+} entry_state_t;
+
+typedef struct {
+    entry_state_t state;
+    event_t event;
+    rejection_t rejection;
+    int64_t application_id;
+} entry_t;
+
+typedef struct {
+    const pipeline_def_t *def;
+    record_t *records; /* borrowed from the consumer */
+    size_t count;
+    entry_t *entries;  /* owned; one per record, kept across batches */
+    size_t capacity;
+} batch_t;
+
+/* Counters of one batch, for the log line and the metrics. */
+typedef struct {
+    size_t inserted, updated, skipped, dead_lettered, superseded;
+} batch_counts_t;
+
+void batch_init(batch_t *b, const pipeline_def_t *def);
+void batch_free(batch_t *b);
+
+/* Take `count` records (borrowed) and decode each into its entry. */
+void batch_decode(batch_t *b, record_t *records, size_t count);
+
+/* The distinct package names of the decoded events, for one resolve query.
+ * Fills `names` (pointers into the events; valid until the batch is reused)
+ * and returns how many. `names` must hold b->count pointers. */
+size_t batch_package_names(const batch_t *b, const char **names);
+
+/* Bind application ids: `lookup` returns the id of a package name, or -1
+ * when the app is not registered; such events become rejected records
+ * (unregistered_app). */
+void batch_bind(batch_t *b, int64_t (*lookup)(void *ctx, const char *package_name), void *ctx);
+
+/* Mark all but one event per natural key as superseded: the greatest
+ * version wins (reviews: last_synced_at), ties and versionless pipelines keep
+ * the first occurrence, as ON CONFLICT DO NOTHING would. Required, not an
+ * optimisation: PostgreSQL aborts an ON CONFLICT DO UPDATE that touches the
+ * same row twice. Returns the number superseded. */
+size_t batch_deduplicate(batch_t *b);
+
+/* Mark entry i rejected with the database's reason (a data error isolated
+ * by the store). */
+void batch_reject(batch_t *b, size_t i, const char *error_type, const char *detail);
+
+#endif

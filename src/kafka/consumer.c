@@ -1,0 +1,327 @@
+#include "kafka/consumer.h"
+
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+struct consumer {
+    const settings_t *settings;
+    const pipeline_def_t *def;
+    rd_kafka_t *rk;
+    rd_kafka_topic_partition_list_t *owned; /* current assignment */
+    rd_kafka_message_t **messages;          /* the last poll's messages */
+    record_t *records;
+    size_t count, capacity;
+};
+
+static int set_conf(rd_kafka_conf_t *conf, const char *name, const char *value,
+                    const char *variable, char *err, size_t errlen)
+{
+    char why[512];
+    if (rd_kafka_conf_set(conf, name, value, why, sizeof why) != RD_KAFKA_CONF_OK) {
+        snprintf(err, errlen, "%s: librdkafka property %s=%s: %s", variable, name, value, why);
+        return -1;
+    }
+    return 0;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Track the assignment: the rebalance callback runs on the worker thread
+ * inside rd_kafka_consumer_poll, never while a batch is being written. */
+static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    consumer_t *c = opaque;
+    int cooperative = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    rd_kafka_error_t *error = NULL;
+
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        for (int i = 0; i < parts->cnt; i++) {
+            if (!rd_kafka_topic_partition_list_find(c->owned, parts->elems[i].topic,
+                                                    parts->elems[i].partition))
+                rd_kafka_topic_partition_list_add(c->owned, parts->elems[i].topic,
+                                                  parts->elems[i].partition);
+        }
+        LOG_INFO(c->def->name, "partitions assigned count=%d owned=%d", parts->cnt, c->owned->cnt);
+        if (cooperative) error = rd_kafka_incremental_assign(rk, parts);
+        else rd_kafka_assign(rk, parts);
+    } else {
+        for (int i = 0; i < parts->cnt; i++)
+            rd_kafka_topic_partition_list_del(c->owned, parts->elems[i].topic,
+                                              parts->elems[i].partition);
+        LOG_INFO(c->def->name, "partitions revoked count=%d owned=%d reason=%s", parts->cnt,
+                 c->owned->cnt, rd_kafka_err2str(err));
+        if (cooperative) error = rd_kafka_incremental_unassign(rk, parts);
+        else rd_kafka_assign(rk, NULL);
+    }
+    if (error) {
+        LOG_ERROR(c->def->name, "rebalance failed: %s", rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+    }
+}
+
+static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    /* syslog levels: 0..3 error, 4 warning, 5..6 info, 7 debug. */
+    log_level_t lvl = level <= 3 ? LOG_LEVEL_ERROR : level == 4 ? LOG_LEVEL_WARN
+                    : level <= 6 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG;
+    LOG_AT(lvl, "rdkafka", "%s: %s", fac, buf);
+}
+
+static rd_kafka_conf_t *build_conf(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char group[512], num[32];
+    settings_group_id(s, id, group, sizeof group);
+
+#define SET(name, value, var)                                          \
+    if (set_conf(conf, name, value, var, err, errlen)) goto error
+
+    SET("bootstrap.servers", s->bootstrap_servers, "STORAGE_KAFKA_BOOTSTRAP_SERVERS");
+    SET("group.id", group, "STORAGE_GROUP_PREFIX");
+    /* Auto-commit is time-based, not write-based: it would commit offsets of
+     * messages whose rows were never committed. */
+    SET("enable.auto.commit", "false", "(built in)");
+    SET("enable.auto.offset.store", "false", "(built in)");
+    SET("auto.offset.reset", s->auto_offset_reset, "STORAGE_AUTO_OFFSET_RESET");
+    snprintf(num, sizeof num, "%d", s->session_timeout_ms);
+    SET("session.timeout.ms", num, "STORAGE_SESSION_TIMEOUT_MS");
+    snprintf(num, sizeof num, "%d", s->max_poll_interval_ms);
+    SET("max.poll.interval.ms", num, "STORAGE_MAX_POLL_INTERVAL_MS");
+    /* Incremental rebalancing: a member joining or leaving does not stop
+     * the partitions that stay where they are. */
+    SET("partition.assignment.strategy", "cooperative-sticky", "(built in)");
+    SET("client.id", group, "(built in)");
+    /* Bounded local queue: memory stays flat with any backlog. */
+    SET("queued.max.messages.kbytes", "16384", "(built in)");
+    for (size_t i = 0; i < s->kafka_property_count; i++) {
+        char var[256];
+        size_t n = 0;
+        n += (size_t)snprintf(var, sizeof var, "%s", SETTINGS_RDKAFKA_PREFIX);
+        for (const char *p = s->kafka_properties[i].name; *p && n + 1 < sizeof var; p++)
+            var[n++] = *p == '.' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+        var[n] = '\0';
+        SET(s->kafka_properties[i].name, s->kafka_properties[i].value, var);
+    }
+#undef SET
+    rd_kafka_conf_set_log_cb(conf, on_log);
+    return conf;
+error:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+}
+
+int consumer_check_properties(const settings_t *s, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = build_conf(s, PIPELINE_REVIEWS, err, errlen);
+    if (!conf) return -1;
+    rd_kafka_conf_destroy(conf);
+    return 0;
+}
+
+consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
+{
+    consumer_t *c = calloc(1, sizeof *c);
+    rd_kafka_conf_t *conf;
+    rd_kafka_topic_partition_list_t *topics;
+    char why[512];
+    rd_kafka_resp_err_t rerr;
+
+    if (!c) abort();
+    c->settings = s;
+    c->def = pipeline_get(id);
+    c->owned = rd_kafka_topic_partition_list_new(8);
+    conf = build_conf(s, id, err, errlen);
+    if (!conf) goto error;
+    rd_kafka_conf_set_opaque(conf, c);
+    rd_kafka_conf_set_rebalance_cb(conf, on_rebalance);
+
+    /* rd_kafka_new takes ownership of conf on success only. */
+    c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
+    if (!c->rk) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(err, errlen, "cannot create the Kafka consumer: %s", why);
+        goto error;
+    }
+    conf = NULL;
+    rd_kafka_poll_set_consumer(c->rk);
+
+    topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(topics, s->topic[id], RD_KAFKA_PARTITION_UA);
+    rerr = rd_kafka_subscribe(c->rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (rerr) {
+        snprintf(err, errlen, "cannot subscribe to %s: %s", s->topic[id], rd_kafka_err2str(rerr));
+        goto error;
+    }
+    return c;
+error:
+    if (c->rk) rd_kafka_destroy(c->rk);
+    rd_kafka_topic_partition_list_destroy(c->owned);
+    free(c);
+    return NULL;
+}
+
+static void grow(consumer_t *c, size_t max)
+{
+    if (max <= c->capacity) return;
+    c->messages = realloc(c->messages, max * sizeof *c->messages);
+    c->records = realloc(c->records, max * sizeof *c->records);
+    if (!c->messages || !c->records) abort();
+    c->capacity = max;
+}
+
+/* Returns 1 if the message was kept, 0 if it was an event we consumed, -1 on
+ * a fatal error. */
+static int take(consumer_t *c, rd_kafka_message_t *m, char *err, size_t errlen)
+{
+    if (m->err) {
+        rd_kafka_resp_err_t e = m->err;
+        if (e == RD_KAFKA_RESP_ERR__FATAL) {
+            char why[512];
+            rd_kafka_fatal_error(c->rk, why, sizeof why);
+            snprintf(err, errlen, "fatal Kafka error: %s", why);
+            rd_kafka_message_destroy(m);
+            return -1;
+        }
+        if (e == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET || e == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
+            /* The broker no longer has the offset we were at: retention
+             * dropped messages nobody stored. Say so loudly. */
+            LOG_ERROR(c->def->name, "offset reset on %s [%d]: %s — messages may have been deleted by retention before they were stored",
+                      m->rkt ? rd_kafka_topic_name(m->rkt) : "?", m->partition,
+                      rd_kafka_message_errstr(m));
+        else
+            LOG_WARN(c->def->name, "consumer: %s", rd_kafka_message_errstr(m));
+        rd_kafka_message_destroy(m);
+        return 0;
+    }
+    record_t *r = &c->records[c->count];
+    r->topic = rd_kafka_topic_name(m->rkt);
+    r->partition = m->partition;
+    r->offset = m->offset;
+    rd_kafka_timestamp_type_t tstype;
+    r->timestamp_ms = rd_kafka_message_timestamp(m, &tstype);
+    r->key = m->key;
+    r->key_len = m->key_len;
+    r->value = m->payload;
+    r->value_len = m->len;
+    c->messages[c->count++] = m;
+    return 1;
+}
+
+int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records, char *err,
+                  size_t errlen)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    consumer_release(c);
+    grow(c, max);
+    while (c->count < max) {
+        /* Block only until the first record: afterwards take what is
+         * already fetched and go. */
+        int wait = 0;
+        if (c->count == 0) {
+            int64_t left = deadline - now_ms();
+            if (left <= 0) break;
+            wait = (int)left;
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
+        if (!m) {
+            if (c->count > 0) break;
+            continue;
+        }
+        if (take(c, m, err, errlen) < 0) return -1;
+    }
+    *records = c->records;
+    return (int)c->count;
+}
+
+void consumer_release(consumer_t *c)
+{
+    for (size_t i = 0; i < c->count; i++) rd_kafka_message_destroy(c->messages[i]);
+    c->count = 0;
+}
+
+int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err, size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(4);
+    rd_kafka_queue_t *q = NULL;
+    int rc = -1;
+
+    for (size_t i = 0; i < count; i++) {
+        const record_t *r = &records[i];
+        /* Never commit for a partition this member no longer owns: the new
+         * owner's commits must not be overwritten by ours. */
+        if (!rd_kafka_topic_partition_list_find(c->owned, r->topic, r->partition)) continue;
+        rd_kafka_topic_partition_t *p =
+            rd_kafka_topic_partition_list_find(offsets, r->topic, r->partition);
+        if (!p) p = rd_kafka_topic_partition_list_add(offsets, r->topic, r->partition);
+        if (r->offset + 1 > p->offset) p->offset = r->offset + 1;
+    }
+    if (offsets->cnt == 0) {
+        rc = 0;
+        goto out;
+    }
+
+    /* A synchronous commit can block for minutes with every broker down:
+     * commit on a private queue and wait for the answer with our own
+     * deadline. A commit that never returns is a failure that counts. */
+    q = rd_kafka_queue_new(c->rk);
+    rd_kafka_resp_err_t e = rd_kafka_commit_queue(c->rk, offsets, q, NULL, NULL);
+    if (e) {
+        snprintf(err, errlen, "offset commit failed: %s", rd_kafka_err2str(e));
+        goto out;
+    }
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, c->settings->commit_timeout_ms);
+    if (!ev) {
+        snprintf(err, errlen, "offset commit did not complete within %d ms (STORAGE_COMMIT_TIMEOUT_MS)",
+                 c->settings->commit_timeout_ms);
+        goto out;
+    }
+    e = rd_kafka_event_error(ev);
+    if (e) {
+        snprintf(err, errlen, "offset commit failed: %s", rd_kafka_event_error_string(ev));
+    } else {
+        /* Per-partition errors travel in the event's partition list. */
+        const rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev);
+        rc = 0;
+        for (int i = 0; res && i < res->cnt; i++) {
+            if (res->elems[i].err) {
+                snprintf(err, errlen, "offset commit failed for %s [%d]: %s", res->elems[i].topic,
+                         res->elems[i].partition, rd_kafka_err2str(res->elems[i].err));
+                rc = -1;
+                break;
+            }
+        }
+    }
+    rd_kafka_event_destroy(ev);
+out:
+    if (q) rd_kafka_queue_destroy(q);
+    rd_kafka_topic_partition_list_destroy(offsets);
+    return rc;
+}
+
+void consumer_close(consumer_t *c)
+{
+    if (!c) return;
+    consumer_release(c);
+    /* Close before destroy: leaves the group so the broker rebalances at
+     * once instead of after a session timeout. */
+    rd_kafka_resp_err_t e = rd_kafka_consumer_close(c->rk);
+    if (e) LOG_WARN(c->def->name, "consumer close: %s", rd_kafka_err2str(e));
+    rd_kafka_destroy(c->rk);
+    rd_kafka_topic_partition_list_destroy(c->owned);
+    free(c->messages);
+    free(c->records);
+    free(c);
+}

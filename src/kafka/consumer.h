@@ -1,0 +1,48 @@
+/* consumer — one Kafka consumer per pipeline (its own rd_kafka_t, so a
+ * reviews burst can never fill network-metrics' queue).
+ *
+ * Auto-commit is off: offsets are committed by the worker, synchronously and
+ * with a deadline of our own, only after the database commit. The consumer
+ * tracks which partitions this member owns, and never commits an offset for
+ * a partition it no longer owns. */
+#ifndef STORAGE_CONSUMER_H
+#define STORAGE_CONSUMER_H
+
+#include <stddef.h>
+
+#include "core/batch.h"
+#include "settings.h"
+
+typedef struct consumer consumer_t;
+
+/* Create a consumer for pipeline `id`, subscribed to its topic in its group.
+ * Returns NULL with the reason in `err` (an invalid librdkafka property
+ * names the variable). The settings must outlive the consumer. */
+consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen);
+
+/* Validate the librdkafka pass-through properties without connecting.
+ * Returns 0, or -1 naming the STORAGE_RDKAFKA_ variable at fault. */
+int consumer_check_properties(const settings_t *s, char *err, size_t errlen);
+
+/* Poll up to `max` records: wait up to `timeout_ms` for the first, then take
+ * only what is already fetched, so a lone message is not held back waiting
+ * for a full batch. Returns the number of records (0 on timeout), stored
+ * in *records (owned by the consumer, valid until consumer_release), or -1
+ * on a fatal consumer error described in `err`. */
+int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records, char *err,
+                  size_t errlen);
+
+/* Release the records of the last poll. */
+void consumer_release(consumer_t *c);
+
+/* Commit, for every partition of `records` this member still owns, the
+ * highest offset + 1. Waits at most the commit timeout. Returns 0, or -1
+ * with the reason in `err` (the data is already durable: the caller counts
+ * the failure and goes on). */
+int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err,
+                    size_t errlen);
+
+/* Leave the group (the broker rebalances at once) and free everything. */
+void consumer_close(consumer_t *c);
+
+#endif

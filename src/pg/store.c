@@ -1,0 +1,503 @@
+#include "pg/store.h"
+
+#include <search.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/timestamp.h"
+#include "log.h"
+#include "pg/db.h"
+
+/* Payloads over 64 KiB are truncated in dead_letter_events; the truncation
+ * is stated in error_detail and payload_size keeps the original size. */
+#define DEAD_LETTER_MAX_PAYLOAD 65536
+#define DEAD_LETTER_PARAMS 9
+/* A statement has at most 65,535 bind parameters. */
+#define DEAD_LETTER_ROWS_PER_STATEMENT (65535 / DEAD_LETTER_PARAMS)
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} buf_t;
+
+static void buf_reserve(buf_t *b, size_t extra)
+{
+    if (b->len + extra + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra + 1) cap *= 2;
+    b->data = realloc(b->data, cap);
+    if (!b->data) abort();
+    b->cap = cap;
+}
+
+static void buf_add(buf_t *b, const char *s, size_t n)
+{
+    buf_reserve(b, n);
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static void buf_str(buf_t *b, const char *s) { buf_add(b, s, strlen(s)); }
+
+typedef struct {
+    char *name;
+    int64_t id;
+    int64_t fetched_ms;
+} app_entry_t;
+
+struct store {
+    const settings_t *settings;
+    const pipeline_def_t *def;
+    PGconn *conn;
+    char *columns;    /* "application_id, crawled_at, ..." */
+    char *copy_sql;   /* COPY storage_stage (...) FROM STDIN */
+    char *insert_sql; /* INSERT INTO table (...) SELECT ... FROM storage_stage ON CONFLICT ... */
+    buf_t copy;       /* reused COPY data of one chunk */
+    /* The per-thread application cache (SPEC 7). hsearch_r tables cannot
+     * grow, so a full cache is rebuilt bigger. Absences are never cached. */
+    struct hsearch_data apps;
+    app_entry_t *entries;
+    size_t entry_count, entry_cap;
+    /* Reused per batch. */
+    size_t *pending;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void cache_clear(store_t *st, size_t cap)
+{
+    if (st->entry_cap) hdestroy_r(&st->apps);
+    for (size_t i = 0; i < st->entry_count; i++) free(st->entries[i].name);
+    free(st->entries);
+    st->entries = calloc(cap, sizeof *st->entries);
+    if (!st->entries) abort();
+    st->entry_count = 0;
+    st->entry_cap = cap;
+    memset(&st->apps, 0, sizeof st->apps);
+    if (!hcreate_r(cap * 2, &st->apps)) abort();
+}
+
+static app_entry_t *cache_find(store_t *st, const char *name)
+{
+    ENTRY item = {(char *)name, NULL}, *found;
+    if (!hsearch_r(item, FIND, &found, &st->apps)) return NULL;
+    return &st->entries[(size_t)found->data];
+}
+
+static void cache_put(store_t *st, const char *name, int64_t id)
+{
+    app_entry_t *e = cache_find(st, name);
+    if (!e) {
+        if (st->entry_count == st->entry_cap) cache_clear(st, st->entry_cap * 2);
+        e = &st->entries[st->entry_count];
+        e->name = strdup(name);
+        if (!e->name) abort();
+        ENTRY item = {e->name, (void *)st->entry_count}, *found;
+        if (!hsearch_r(item, ENTER, &found, &st->apps)) abort();
+        st->entry_count++;
+    }
+    e->id = id;
+    e->fetched_ms = now_ms();
+}
+
+static int cache_fresh(const store_t *st, const app_entry_t *e)
+{
+    return e && now_ms() - e->fetched_ms < (int64_t)st->settings->application_cache_ttl_seconds * 1000;
+}
+
+store_t *store_new(const settings_t *s, const pipeline_def_t *def)
+{
+    store_t *st = calloc(1, sizeof *st);
+    buf_t cols = {0};
+    if (!st) abort();
+    st->settings = s;
+    st->def = def;
+    buf_str(&cols, "application_id");
+    for (size_t i = 0; i < def->field_count; i++) {
+        buf_str(&cols, ", ");
+        buf_str(&cols, def->fields[i].name);
+    }
+    if (asprintf(&st->copy_sql, "COPY storage_stage (%s) FROM STDIN", cols.data) < 0 ||
+        asprintf(&st->insert_sql, "INSERT INTO %s (%s) SELECT %s FROM storage_stage %s RETURNING (xmax = 0)",
+                 def->table, cols.data, cols.data, def->conflict_sql) < 0)
+        abort();
+    st->columns = cols.data;
+    cache_clear(st, 1024);
+    return st;
+}
+
+void store_disconnect(store_t *st)
+{
+    if (st->conn) PQfinish(st->conn);
+    st->conn = NULL;
+}
+
+void store_free(store_t *st)
+{
+    if (!st) return;
+    store_disconnect(st);
+    hdestroy_r(&st->apps);
+    for (size_t i = 0; i < st->entry_count; i++) free(st->entries[i].name);
+    free(st->entries);
+    free(st->columns);
+    free(st->copy_sql);
+    free(st->insert_sql);
+    free(st->copy.data);
+    free(st->pending);
+    free(st);
+}
+
+static int store_connect(store_t *st, char *err, size_t errlen, error_class_t *cls)
+{
+    char sql[2048];
+    if (st->conn && PQstatus(st->conn) == CONNECTION_OK) return 0;
+    store_disconnect(st);
+    st->conn = db_connect(st->settings->database_url, st->settings->db_statement_timeout_ms, err, errlen);
+    if (!st->conn) {
+        /* libpq reports connect-time failures (too many connections, the
+         * server starting up) without a SQLSTATE: all transient. */
+        *cls = ERROR_CLASS_TRANSIENT;
+        return -1;
+    }
+    /* A staging table per session, same column types as the target: COPY
+     * into it, then one INSERT ... SELECT ... ON CONFLICT per batch. */
+    snprintf(sql, sizeof sql,
+             "CREATE TEMP TABLE storage_stage ON COMMIT DELETE ROWS AS SELECT %s FROM %s WITH NO DATA",
+             st->columns, st->def->table);
+    if (db_exec(st->conn, sql, err, errlen, cls)) {
+        store_disconnect(st);
+        return -1;
+    }
+    return 0;
+}
+
+/* {"a","b"}: a text[] literal; names hold no NUL (decode rejects it). */
+static void append_array_literal(buf_t *b, const char **names, size_t n)
+{
+    buf_str(b, "{");
+    for (size_t i = 0; i < n; i++) {
+        if (i) buf_str(b, ",");
+        buf_str(b, "\"");
+        for (const char *p = names[i]; *p; p++) {
+            if (*p == '"' || *p == '\\') buf_add(b, "\\", 1);
+            buf_add(b, p, 1);
+        }
+        buf_str(b, "\"");
+    }
+    buf_str(b, "}");
+}
+
+static int64_t lookup_app(void *ctx, const char *name)
+{
+    const app_entry_t *e = cache_find(ctx, name);
+    /* Present means fetched in this batch or still fresh. */
+    return cache_fresh(ctx, e) ? e->id : -1;
+}
+
+int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
+{
+    const char **names = malloc((b->count ? b->count : 1) * sizeof *names);
+    buf_t literal = {0};
+    size_t n, stale = 0;
+    int rc = -1;
+
+    if (!names) abort();
+    n = batch_package_names(b, names);
+    for (size_t i = 0; i < n; i++)
+        if (!cache_fresh(st, cache_find(st, names[i]))) names[stale++] = names[i];
+
+    if (stale > 0) {
+        if (store_connect(st, err, errlen, cls)) goto out;
+        append_array_literal(&literal, names, stale);
+        const char *params[1] = {literal.data};
+        /* No is_active filter: a soft-deleted app still gets its
+         * already-produced data stored. */
+        PGresult *res = PQexecParams(st->conn,
+                                     "SELECT package_name, id FROM apps_registry_application "
+                                     "WHERE package_name = ANY($1::text[])",
+                                     1, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+            db_describe(st->conn, res, err, errlen);
+            *cls = db_classify(st->conn, res);
+            PQclear(res);
+            goto out;
+        }
+        for (int r = 0; r < PQntuples(res); r++)
+            cache_put(st, PQgetvalue(res, r, 0), strtoll(PQgetvalue(res, r, 1), NULL, 10));
+        PQclear(res);
+    }
+    batch_bind(b, lookup_app, st);
+    rc = 0;
+out:
+    free(literal.data);
+    free(names);
+    return rc;
+}
+
+/* COPY text format: backslash, tab, newline and carriage return escaped. */
+static void copy_escape(buf_t *b, const char *s)
+{
+    size_t n = strlen(s);
+    buf_reserve(b, n * 2);
+    char *o = b->data + b->len;
+    for (; *s; s++) {
+        switch (*s) {
+        case '\\': *o++ = '\\'; *o++ = '\\'; break;
+        case '\t': *o++ = '\\'; *o++ = 't'; break;
+        case '\n': *o++ = '\\'; *o++ = 'n'; break;
+        case '\r': *o++ = '\\'; *o++ = 'r'; break;
+        default: *o++ = *s;
+        }
+    }
+    b->len = (size_t)(o - b->data);
+    b->data[b->len] = '\0';
+}
+
+static int fail_result(store_t *st, PGresult *res, char *err, size_t errlen, error_class_t *cls)
+{
+    db_describe(st->conn, res, err, errlen);
+    *cls = db_classify(st->conn, res);
+    PQclear(res);
+    return -1;
+}
+
+/* Drain results after an error so the connection is ready again. */
+static void drain(PGconn *conn)
+{
+    PGresult *r;
+    while ((r = PQgetResult(conn))) PQclear(r);
+}
+
+/* COPY the entries pending[0..n) into the stage and upsert them. Adds to
+ * *counts. Returns 0 or -1 with err/cls. */
+static int write_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n,
+                       batch_counts_t *counts, char *err, size_t errlen, error_class_t *cls)
+{
+    char num[24];
+    PGresult *res;
+
+    st->copy.len = 0;
+    for (size_t k = 0; k < n; k++) {
+        const entry_t *e = &b->entries[pending[k]];
+        snprintf(num, sizeof num, "%lld", (long long)e->application_id);
+        buf_str(&st->copy, num);
+        for (size_t c = 0; c < b->def->field_count; c++) {
+            const char *v = event_column(&e->event, c);
+            buf_add(&st->copy, "\t", 1);
+            if (v) copy_escape(&st->copy, v);
+            else buf_add(&st->copy, "\\N", 2);
+        }
+        buf_add(&st->copy, "\n", 1);
+    }
+
+    res = PQexec(st->conn, st->copy_sql);
+    if (PQresultStatus(res) != PGRES_COPY_IN) return fail_result(st, res, err, errlen, cls);
+    PQclear(res);
+    if (PQputCopyData(st->conn, st->copy.data, (int)st->copy.len) != 1 ||
+        PQputCopyEnd(st->conn, NULL) != 1) {
+        db_describe(st->conn, NULL, err, errlen);
+        *cls = db_classify(st->conn, NULL);
+        drain(st->conn);
+        return -1;
+    }
+    res = PQgetResult(st->conn);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+        int rc = fail_result(st, res, err, errlen, cls);
+        drain(st->conn);
+        return rc;
+    }
+    PQclear(res);
+    drain(st->conn);
+
+    res = PQexec(st->conn, st->insert_sql);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) return fail_result(st, res, err, errlen, cls);
+    size_t returned = (size_t)PQntuples(res);
+    for (size_t r = 0; r < returned; r++) {
+        if (PQgetvalue(res, (int)r, 0)[0] == 't') counts->inserted++;
+        else counts->updated++;
+    }
+    /* Rows neither inserted nor updated: a redelivery (DO NOTHING) or an
+     * older observation (the last_synced_at guard). */
+    counts->skipped += n - returned;
+    PQclear(res);
+    return 0;
+}
+
+static int exec_simple(store_t *st, const char *sql, char *err, size_t errlen, error_class_t *cls)
+{
+    return db_exec(st->conn, sql, err, errlen, cls);
+}
+
+/* Narrow a data error down: write halves under savepoints until the
+ * offending records stand alone, then reject them with the database's
+ * message. Returns 0, or -1 on a non-data error. */
+static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, batch_counts_t *counts,
+                   char *err, size_t errlen, error_class_t *cls)
+{
+    char why[1024];
+    batch_counts_t part = {0};
+
+    if (n == 0) return 0;
+    if (exec_simple(st, "SAVEPOINT storage_isolate", err, errlen, cls)) return -1;
+    if (write_chunk(st, b, pending, n, &part, why, sizeof why, cls) == 0) {
+        counts->inserted += part.inserted;
+        counts->updated += part.updated;
+        counts->skipped += part.skipped;
+        return exec_simple(st, "RELEASE SAVEPOINT storage_isolate; TRUNCATE storage_stage", err,
+                           errlen, cls);
+    }
+    if (*cls != ERROR_CLASS_DATA) {
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    /* After an error PostgreSQL refuses every statement (25P02) until the
+     * savepoint is rolled back. */
+    if (exec_simple(st, "ROLLBACK TO SAVEPOINT storage_isolate; RELEASE SAVEPOINT storage_isolate",
+                    err, errlen, cls))
+        return -1;
+    if (n == 1) {
+        char detail[1200];
+        snprintf(detail, sizeof detail, "the database refused the row: %s", why);
+        batch_reject(b, pending[0], ERROR_DATABASE_REJECTED, detail);
+        return 0;
+    }
+    size_t half = n / 2;
+    if (isolate(st, b, pending, half, counts, err, errlen, cls)) return -1;
+    return isolate(st, b, pending + half, n - half, counts, err, errlen, cls);
+}
+
+static int write_dead_letters(store_t *st, batch_t *b, size_t *written, char *err, size_t errlen,
+                              error_class_t *cls)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < b->count; i++) total += b->entries[i].state == ENTRY_REJECTED;
+    *written = total;
+    if (total == 0) return 0;
+
+    size_t rows = total < DEAD_LETTER_ROWS_PER_STATEMENT ? total : DEAD_LETTER_ROWS_PER_STATEMENT;
+    const char **values = calloc(rows * DEAD_LETTER_PARAMS, sizeof *values);
+    int *lengths = calloc(rows * DEAD_LETTER_PARAMS, sizeof *lengths);
+    int *formats = calloc(rows * DEAD_LETTER_PARAMS, sizeof *formats);
+    char (*text)[4][40] = calloc(rows, sizeof *text);
+    char(*details)[sizeof(((rejection_t *)0)->detail) + 96] = calloc(rows, sizeof *details);
+    buf_t sql = {0};
+    int rc = 0;
+    if (!values || !lengths || !formats || !text || !details) abort();
+
+    size_t i = 0;
+    while (i < b->count && rc == 0) {
+        size_t k = 0;
+        sql.len = 0;
+        buf_str(&sql, "INSERT INTO dead_letter_events (topic, partition, kafka_offset, kafka_timestamp, "
+                      "message_key, payload, payload_size, error_type, error_detail) VALUES ");
+        for (; i < b->count && k < rows; i++) {
+            const entry_t *e = &b->entries[i];
+            const record_t *r = &b->records[i];
+            if (e->state != ENTRY_REJECTED) continue;
+            size_t p = k * DEAD_LETTER_PARAMS;
+            size_t payload_len = r->value ? r->value_len : 0;
+            size_t stored = payload_len > DEAD_LETTER_MAX_PAYLOAD ? DEAD_LETTER_MAX_PAYLOAD : payload_len;
+            snprintf(text[k][0], sizeof text[k][0], "%d", r->partition);
+            snprintf(text[k][1], sizeof text[k][1], "%lld", (long long)r->offset);
+            snprintf(text[k][2], sizeof text[k][2], "%zu", payload_len);
+            if (r->timestamp_ms >= 0) timestamp_format(r->timestamp_ms * 1000, text[k][3]);
+            if (stored < payload_len)
+                snprintf(details[k], sizeof details[k], "%s (payload truncated to %zu of %zu bytes)",
+                         e->rejection.detail, stored, payload_len);
+            else
+                snprintf(details[k], sizeof details[k], "%s", e->rejection.detail);
+            values[p + 0] = r->topic;
+            values[p + 1] = text[k][0];
+            values[p + 2] = text[k][1];
+            values[p + 3] = r->timestamp_ms >= 0 ? text[k][3] : NULL;
+            /* bytea in binary format: the bytes exactly, invalid UTF-8 too. */
+            values[p + 4] = r->key;
+            lengths[p + 4] = (int)r->key_len;
+            formats[p + 4] = 1;
+            values[p + 5] = r->value ? r->value : "";
+            lengths[p + 5] = (int)stored;
+            formats[p + 5] = 1;
+            values[p + 6] = text[k][2];
+            values[p + 7] = e->rejection.error_type;
+            values[p + 8] = details[k];
+            char tuple[160];
+            snprintf(tuple, sizeof tuple, "%s($%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu)",
+                     k ? ", " : "", p + 1, p + 2, p + 3, p + 4, p + 5, p + 6, p + 7, p + 8, p + 9);
+            buf_str(&sql, tuple);
+            k++;
+        }
+        if (k == 0) break;
+        /* A record's coordinates are its identity: a replay adds nothing. */
+        buf_str(&sql, " ON CONFLICT (topic, partition, kafka_offset) DO NOTHING");
+        PGresult *res = PQexecParams(st->conn, sql.data, (int)(k * DEAD_LETTER_PARAMS), NULL, values,
+                                     lengths, formats, 0);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+            char why[1024];
+            fail_result(st, res, why, sizeof why, cls);
+            snprintf(err, errlen, "writing dead letters: %s", why);
+            /* A dead letter the database refuses is not a record to isolate:
+             * the batch must not be committed without it. */
+            if (*cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
+            rc = -1;
+        } else {
+            PQclear(res);
+        }
+    }
+    free(values);
+    free(lengths);
+    free(formats);
+    free(text);
+    free(details);
+    free(sql.data);
+    return rc;
+}
+
+/* One attempt: BEGIN, events, dead letters, COMMIT. `isolating` writes the
+ * events under savepoints to narrow down a data error. */
+static int write_once(store_t *st, batch_t *b, bool isolating, batch_counts_t *counts, char *err,
+                      size_t errlen, error_class_t *cls)
+{
+    size_t n = 0;
+    char why[1024];
+
+    for (size_t i = 0; i < b->count; i++)
+        if (b->entries[i].state == ENTRY_EVENT) st->pending[n++] = i;
+
+    if (exec_simple(st, "BEGIN", err, errlen, cls)) return -1;
+    int rc = isolating ? isolate(st, b, st->pending, n, counts, err, errlen, cls)
+                       : (n ? write_chunk(st, b, st->pending, n, counts, err, errlen, cls) : 0);
+    if (rc == 0) rc = write_dead_letters(st, b, &counts->dead_lettered, err, errlen, cls);
+    if (rc == 0) rc = exec_simple(st, "COMMIT", err, errlen, cls);
+    if (rc != 0 && PQstatus(st->conn) == CONNECTION_OK)
+        db_exec(st->conn, "ROLLBACK", why, sizeof why, NULL);
+    return rc;
+}
+
+int store_write(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
+                error_class_t *cls)
+{
+    batch_counts_t c = {0};
+    st->pending = realloc(st->pending, (b->count ? b->count : 1) * sizeof *st->pending);
+    if (!st->pending) abort();
+    if (store_connect(st, err, errlen, cls)) return -1;
+
+    int rc = write_once(st, b, false, &c, err, errlen, cls);
+    if (rc != 0 && *cls == ERROR_CLASS_DATA) {
+        LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
+        memset(&c, 0, sizeof c);
+        rc = write_once(st, b, true, &c, err, errlen, cls);
+    }
+    if (rc == 0) {
+        c.superseded = counts->superseded;
+        *counts = c;
+    }
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* store — a pipeline's PostgreSQL side: resolve package names, write a
+ * batch's rows and dead letters in one transaction.
+ *
+ * Each pipeline owns its store (its connection, its staging table, its
+ * application cache); nothing here is shared between threads. */
+#ifndef STORAGE_STORE_H
+#define STORAGE_STORE_H
+
+#include <stddef.h>
+
+#include "core/batch.h"
+#include "core/retry.h"
+#include "settings.h"
+
+typedef struct store store_t;
+
+/* A store for `def`. Does not connect yet. The settings must outlive it. */
+store_t *store_new(const settings_t *s, const pipeline_def_t *def);
+void store_free(store_t *st);
+
+/* Resolve the batch's package names to application ids — one query for the
+ * whole batch, through the per-thread TTL cache, never caching an absence —
+ * and bind them (unregistered apps become dead letters). Connects first if
+ * needed. Returns 0, or -1 with `err` and *cls set. */
+int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls);
+
+/* Write the batch in one transaction: dead letters, then the events with one
+ * bulk upsert. A data-class error (SQLSTATE class 22/23, 54001) is narrowed
+ * down to the offending record(s), which are dead-lettered with the
+ * database's message while the rest are written. Fills *counts. Returns 0
+ * once COMMIT succeeded, or -1 with `err` and *cls set (nothing committed,
+ * or — when the connection broke during COMMIT — unknown: the upserts are
+ * idempotent, so the caller retries). */
+int store_write(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
+                error_class_t *cls);
+
+/* Drop the connection (after a transient error); the next call reconnects. */
+void store_disconnect(store_t *st);
+
+#endif

@@ -1,0 +1,236 @@
+#include "supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kafka/consumer.h"
+#include "log.h"
+#include "pg/store.h"
+#include "worker.h"
+
+/* A heartbeat is at most this often: not a system call per poll. */
+#define HEARTBEAT_INTERVAL_S 1
+
+typedef struct {
+    worker_t worker;
+    consumer_t *consumer;
+    store_t *store;
+    pthread_t thread;
+    bool started;
+    atomic_bool done;
+    int result;
+    char heartbeat_path[4096];
+    time_t last_heartbeat;
+    bool heartbeat_warned;
+    long fault_countdown; /* test-only: kill -9 after this many batches; 0 = off */
+} pipeline_run_t;
+
+static void heartbeat(void *ctx)
+{
+    pipeline_run_t *p = ctx;
+    time_t now = time(NULL);
+    if (now - p->last_heartbeat < HEARTBEAT_INTERVAL_S) return;
+    p->last_heartbeat = now;
+    int fd = open(p->heartbeat_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || futimens(fd, NULL) != 0) {
+        /* A full /tmp is a monitoring problem, not an ingestion outage. */
+        if (!p->heartbeat_warned)
+            LOG_WARN(p->worker.def->name, "cannot write heartbeat file %s: %s (health checks will report this pipeline stale)",
+                     p->heartbeat_path, strerror(errno));
+        p->heartbeat_warned = true;
+    }
+    if (fd >= 0) close(fd);
+}
+
+/* Test-only fault point (SC_TEST_KILL_AFTER_DB_COMMIT=N): die like kill -9
+ * after the Nth database commit, before its offsets are committed. */
+static void fault_after_db_commit(void *ctx)
+{
+    pipeline_run_t *p = ctx;
+    if (p->fault_countdown > 0 && --p->fault_countdown == 0) {
+        LOG_WARN(p->worker.def->name, "test fault point: killing the process after the database commit");
+        raise(SIGKILL);
+    }
+}
+
+static int poll_adapter(void *ctx, size_t max, int timeout_ms, record_t **records, char *err, size_t errlen)
+{
+    return consumer_poll(ctx, max, timeout_ms, records, err, errlen);
+}
+static void release_adapter(void *ctx) { consumer_release(ctx); }
+static int commit_adapter(void *ctx, const record_t *r, size_t n, char *err, size_t errlen)
+{
+    return consumer_commit(ctx, r, n, err, errlen);
+}
+static int resolve_adapter(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
+{
+    return store_resolve(ctx, b, err, errlen, cls);
+}
+static int write_adapter(void *ctx, batch_t *b, batch_counts_t *c, char *err, size_t errlen,
+                         error_class_t *cls)
+{
+    return store_write(ctx, b, c, err, errlen, cls);
+}
+static void disconnect_adapter(void *ctx) { store_disconnect(ctx); }
+
+static void *pipeline_thread(void *arg)
+{
+    pipeline_run_t *p = arg;
+    LOG_INFO(p->worker.def->name, "pipeline started topic=%s batch=%d", p->worker.settings->topic[p->worker.def->id],
+             p->worker.settings->max_poll_records[p->worker.def->id]);
+    p->result = worker_run(&p->worker);
+    /* Close here, on the pipeline's own thread: leaving the group at once
+     * lets the others take over the partitions within seconds. */
+    consumer_close(p->consumer);
+    p->consumer = NULL;
+    store_free(p->store);
+    p->store = NULL;
+    LOG_INFO(p->worker.def->name, "pipeline stopped result=%s", p->result == 0 ? "clean" : "failed");
+    atomic_store(&p->done, true);
+    return NULL;
+}
+
+static double seconds_since(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+int supervisor_run(const settings_t *s)
+{
+    static pipeline_run_t runs[PIPELINE_COUNT];
+    atomic_bool stop = false;
+    bool failed = false, stopping = false;
+    struct timespec stop_time = {0, 0};
+    sigset_t sigs;
+    char err[1024];
+    const char *fault = getenv("SC_TEST_KILL_AFTER_DB_COMMIT");
+
+    /* Signals go to the supervisor only: block them before any thread
+     * (ours or librdkafka's) exists, and take them with sigtimedwait. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    if (mkdir(s->heartbeat_dir, 0755) != 0 && errno != EEXIST)
+        LOG_WARN("supervisor", "cannot create STORAGE_HEARTBEAT_DIR=%s: %s", s->heartbeat_dir, strerror(errno));
+
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        pipeline_run_t *p = &runs[i];
+        memset(p, 0, sizeof *p);
+        if (!s->pipeline_enabled[i]) continue;
+        p->consumer = consumer_new(s, (pipeline_id_t)i, err, sizeof err);
+        if (!p->consumer) {
+            LOG_ERROR(pipeline_get((pipeline_id_t)i)->name, "%s", err);
+            failed = true;
+            break;
+        }
+        p->store = store_new(s, pipeline_get((pipeline_id_t)i));
+        snprintf(p->heartbeat_path, sizeof p->heartbeat_path, "%s/%s", s->heartbeat_dir,
+                 pipeline_get((pipeline_id_t)i)->name);
+        p->fault_countdown = fault ? strtol(fault, NULL, 10) : 0;
+        p->worker = (worker_t){
+            .settings = s,
+            .def = pipeline_get((pipeline_id_t)i),
+            .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter},
+            .store = {p->store, resolve_adapter, write_adapter, disconnect_adapter},
+            .stop = &stop,
+            .heartbeat = heartbeat,
+            .heartbeat_ctx = p,
+            .after_db_commit = fault ? fault_after_db_commit : NULL,
+            .fault_ctx = p,
+        };
+    }
+    for (int i = 0; i < PIPELINE_COUNT && !failed; i++) {
+        pipeline_run_t *p = &runs[i];
+        if (!p->consumer) continue;
+        if (pthread_create(&p->thread, NULL, pipeline_thread, p) != 0) {
+            LOG_ERROR("supervisor", "cannot start the %s thread", p->worker.def->name);
+            failed = true;
+            break;
+        }
+        p->started = true;
+    }
+    if (failed) atomic_store(&stop, true);
+
+    for (;;) {
+        struct timespec wait = {0, 200 * 1000000L};
+        int sig = sigtimedwait(&sigs, NULL, &wait);
+        if (sig > 0 && !stopping) {
+            LOG_INFO("supervisor", "received %s: finishing the in-flight batches, then stopping", strsignal(sig));
+            atomic_store(&stop, true);
+        }
+        bool all_done = true;
+        for (int i = 0; i < PIPELINE_COUNT; i++) {
+            pipeline_run_t *p = &runs[i];
+            if (!p->started) continue;
+            if (!atomic_load(&p->done)) {
+                all_done = false;
+            } else if (p->result != 0 && !failed) {
+                /* All or nothing: one failed pipeline stops the others. */
+                failed = true;
+                LOG_ERROR("supervisor", "pipeline %s failed: %s; stopping all pipelines", p->worker.def->name,
+                          p->worker.failure);
+                atomic_store(&stop, true);
+            }
+        }
+        if (atomic_load(&stop) && !stopping) {
+            stopping = true;
+            clock_gettime(CLOCK_MONOTONIC, &stop_time);
+        }
+        if (all_done) break;
+        if (stopping && seconds_since(&stop_time) > s->shutdown_timeout_seconds) {
+            LOG_ERROR("supervisor", "pipelines did not stop within STORAGE_SHUTDOWN_TIMEOUT_SECONDS=%d: exiting",
+                      s->shutdown_timeout_seconds);
+            /* Threads still hold librdkafka and libpq state: no orderly
+             * teardown is possible, and uncommitted batches are redelivered. */
+            _exit(1);
+        }
+    }
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        pipeline_run_t *p = &runs[i];
+        if (p->started) pthread_join(p->thread, NULL);
+        /* Pipelines that never started still own their consumer and store. */
+        if (p->consumer) consumer_close(p->consumer);
+        if (p->store) store_free(p->store);
+    }
+    LOG_INFO("supervisor", "stopped exit=%d", failed ? 1 : 0);
+    return failed ? 1 : 0;
+}
+
+int supervisor_health(const settings_t *s)
+{
+    int healthy = 1;
+    time_t now = time(NULL);
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        if (!s->pipeline_enabled[i]) continue;
+        const char *name = pipeline_get((pipeline_id_t)i)->name;
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", s->heartbeat_dir, name);
+        if (stat(path, &st) != 0) {
+            printf("%s: unhealthy (no heartbeat file %s)\n", name, path);
+            healthy = 0;
+            continue;
+        }
+        long age = (long)(now - st.st_mtime);
+        if (age > s->health_max_age_seconds) {
+            printf("%s: unhealthy (last heartbeat %lds ago, limit %ds)\n", name, age, s->health_max_age_seconds);
+            healthy = 0;
+        } else {
+            printf("%s: healthy (last heartbeat %lds ago)\n", name, age);
+        }
+    }
+    return healthy ? 0 : 1;
+}

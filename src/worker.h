@@ -1,0 +1,57 @@
+/* worker — the batch loop of one pipeline (SPEC 3): poll → decode → resolve
+ * → de-duplicate → write → database COMMIT → offset commit → one log line.
+ *
+ * It talks to its consumer and its store through the small interfaces
+ * below, so the ordering rules (offsets move only after the rows are
+ * committed; transient errors retry the same batch; fatal errors reach the
+ * supervisor) are unit-tested with fakes. No state survives from one batch
+ * to the next, so a rebalance between batches is harmless. */
+#ifndef STORAGE_WORKER_H
+#define STORAGE_WORKER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/batch.h"
+#include "core/retry.h"
+#include "settings.h"
+
+typedef struct {
+    void *ctx;
+    /* Returns records (owned by the consumer until release), 0 on timeout,
+     * -1 on a fatal error. */
+    int (*poll)(void *ctx, size_t max, int timeout_ms, record_t **records, char *err, size_t errlen);
+    void (*release)(void *ctx);
+    /* Returns 0 or -1 (not fatal by itself: the data is already durable). */
+    int (*commit)(void *ctx, const record_t *records, size_t count, char *err, size_t errlen);
+} worker_consumer_t;
+
+typedef struct {
+    void *ctx;
+    int (*resolve)(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls);
+    int (*write)(void *ctx, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
+                 error_class_t *cls);
+    void (*disconnect)(void *ctx);
+} worker_store_t;
+
+typedef struct {
+    const settings_t *settings;
+    const pipeline_def_t *def;
+    worker_consumer_t consumer;
+    worker_store_t store;
+    atomic_bool *stop;             /* set by the supervisor; seen at a poll boundary */
+    void (*heartbeat)(void *ctx);  /* optional: called every loop, rate-limited inside */
+    void *heartbeat_ctx;
+    /* Test-only fault point: called after the database COMMIT and before the
+     * offset commit (tests kill the process there). NULL in production. */
+    void (*after_db_commit)(void *ctx);
+    void *fault_ctx;
+    char failure[1024]; /* why the worker failed, for the supervisor */
+} worker_t;
+
+/* Run until *stop is set (returns 0 after the in-flight batch is committed)
+ * or a fatal error (returns -1 with the reason in w->failure). */
+int worker_run(worker_t *w);
+
+#endif

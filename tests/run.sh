@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs every test: the unit test binaries in BUILD/unit, then every
+# tests/integration/*.sh suite. Each prints TAP lines ("ok N - name",
+# "not ok N - name"); this script counts them and ends with one summary
+# line "N passed, N failed". Exit status: 0 only if nothing failed and
+# something ran.
+#
+#   tests/run.sh BUILD [SUITE-FILTER]
+set -uo pipefail
+
+build=${1:?usage: tests/run.sh BUILD [FILTER]}
+filter=${2:-}
+top=$(cd "$(dirname "$0")/.." && pwd)
+export STORAGE_TEST_BUILD=$(cd "$build" && pwd)
+export STORAGE_TEST_TOP=$top
+# LeakSanitizer: leaks are failures. Integration suites run the sanitizer
+# build of the service too.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export CMOCKA_MESSAGE_OUTPUT=TAP
+
+passed=0
+failed=0
+log_dir=$STORAGE_TEST_BUILD/test-logs
+mkdir -p "$log_dir"
+
+run_suite() {
+    local name=$1
+    shift
+    local out="$log_dir/$name.log"
+    echo "# suite $name"
+    "$@" >"$out" 2>&1
+    local rc=$?
+    local p f
+    p=$(grep -cE '^ok [0-9]+' "$out")
+    f=$(grep -cE '^not ok [0-9]+' "$out")
+    grep -E '^(not )?ok [0-9]+' "$out" | sed 's/^/  /'
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        # A crash or a sanitizer report outside any test still fails the run.
+        echo "  not ok - suite $name exited with status $rc"
+        f=1
+    fi
+    if [ "$f" -ne 0 ]; then
+        echo "  --- last lines of $out ---"
+        tail -n 40 "$out" | sed 's/^/  | /'
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+for t in "$STORAGE_TEST_BUILD"/unit/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+    run_suite "$name" "$t"
+done
+
+for s in "$top"/tests/integration/*.sh; do
+    name=$(basename "$s" .sh)
+    [ "$name" = lib ] && continue
+    [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+    run_suite "$name" bash "$s"
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
