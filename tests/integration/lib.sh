@@ -89,3 +89,129 @@ run_tests() {
     done
     echo "1..$n"
 }
+
+# ---------------------------------------------------------------------------
+# The Kafka-protocol broker helper and the service.
+
+# Start the suite's broker (3 brokers, the three topics with 3 partitions)
+# and export BOOTSTRAP. Extra TOPIC:PARTITIONS arguments create more topics.
+broker_start() {
+    BOOTSTRAP=$("$BROKER" start "$WORK/kafka" 3 app-stats:3 reviews:3 network-metrics:3 "$@")
+    export BOOTSTRAP
+    SUITE_CLEANUP="${SUITE_CLEANUP:-}; \"$BROKER\" stop \"$WORK/kafka\" >/dev/null 2>&1 || true"
+}
+
+broker_ctl() { "$BROKER" ctl "$WORK/kafka" "$@"; }
+
+# Produce stdin, one message per line, to TOPIC (extra args go to kcat, e.g.
+# -p 0 for a partition or -K: for keys).
+produce() { # topic [kcat args...]
+    local topic=$1
+    shift
+    kcat -P -b "$BOOTSTRAP" -t "$topic" -X compression.codec=lz4 "$@"
+}
+
+# The broker dropped nothing (low watermark 0) on every partition of TOPIC:
+# a test that claims "nothing lost" must first prove this.
+assert_broker_kept_everything() { # topic [partitions]
+    local p reply
+    for p in $(seq 0 $((${2:-3} - 1))); do
+        reply=$(broker_ctl watermarks "$1" "$p")
+        [ "$(echo "$reply" | awk '{print $2}')" = 0 ] || fail "broker retention dropped messages of $1 [$p]: $reply"
+    done
+}
+
+# Settings every test shares: small session timeouts make rebalances take
+# seconds instead of a minute on the mock cluster.
+service_env() {
+    echo "STORAGE_DATABASE_URL=$DB"
+    echo "STORAGE_KAFKA_BOOTSTRAP_SERVERS=$BOOTSTRAP"
+    echo "STORAGE_SESSION_TIMEOUT_MS=6000"
+    echo "STORAGE_POLL_TIMEOUT_MS=200"
+    echo "STORAGE_HEARTBEAT_DIR=$WORK/heartbeat-$1"
+    echo "STORAGE_GROUP_PREFIX=${GROUP_PREFIX:-storage-consumer}"
+    [ -n "${TOPIC_APP_STATS:-}" ] && echo "STORAGE_TOPIC_APP_STATS=$TOPIC_APP_STATS"
+    [ -n "${TOPIC_REVIEWS:-}" ] && echo "STORAGE_TOPIC_REVIEWS=$TOPIC_REVIEWS"
+    [ -n "${TOPIC_NETWORK_METRICS:-}" ] && echo "STORAGE_TOPIC_NETWORK_METRICS=$TOPIC_NETWORK_METRICS"
+    return 0
+}
+
+# Topics and groups of one test: app-stats-SUFFIX, reviews-SUFFIX,
+# network-metrics-SUFFIX with 3 partitions each, and the group prefix
+# sc-SUFFIX, so tests never see each other's messages or offsets.
+fresh_topics() { # suffix
+    TOPIC_APP_STATS=app-stats-$1
+    TOPIC_REVIEWS=reviews-$1
+    TOPIC_NETWORK_METRICS=network-metrics-$1
+    GROUP_PREFIX=sc-$1
+    export TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS GROUP_PREFIX
+    broker_ctl topic-create "$TOPIC_APP_STATS" 3 >/dev/null
+    broker_ctl topic-create "$TOPIC_REVIEWS" 3 >/dev/null
+    broker_ctl topic-create "$TOPIC_NETWORK_METRICS" 3 >/dev/null
+}
+
+# Start `storage-consumer run` in the background as NAME; extra NAME=value
+# arguments override the environment. Its log is $WORK/NAME.log and its pid
+# is in $WORK/NAME.pid.
+service_start() { # name [VAR=value...]
+    local name=$1
+    shift
+    # shellcheck disable=SC2046
+    env $(service_env "$name") "$@" "$BIN" run >"$WORK/$name.log" 2>&1 &
+    echo $! >"$WORK/$name.pid"
+}
+
+service_pid() { cat "$WORK/$1.pid"; }
+
+# Wait for NAME to exit by itself (at most SECONDS) and print its exit code.
+service_wait() { # name seconds
+    local pid i
+    pid=$(service_pid "$1")
+    for i in $(seq 1 $(($2 * 10))); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "timeout"
+        return 0
+    fi
+    wait "$pid" 2>/dev/null
+    echo $?
+}
+
+# SIGTERM NAME and print its exit code (or "timeout" after SECONDS).
+service_stop() { # name [seconds]
+    kill -TERM "$(service_pid "$1")" 2>/dev/null || true
+    service_wait "$1" "${2:-40}"
+}
+
+service_kill() { # name: kill -9
+    kill -KILL "$(service_pid "$1")" 2>/dev/null || true
+    wait "$(service_pid "$1")" 2>/dev/null || true
+}
+
+# Poll SQL until it prints EXPECTED (at most SECONDS, default 60).
+wait_for_sql() { # sql expected [seconds]
+    local got i
+    for i in $(seq 1 $((${3:-60} * 5))); do
+        got=$(sql "$1" 2>/dev/null || true)
+        [ "$got" = "$2" ] && return 0
+        sleep 0.2
+    done
+    fail "waited for [$1] to be [$2], last got [$got]"
+}
+
+# Register apps (package names) in the App API's table.
+register_apps() {
+    local p
+    for p in "$@"; do
+        sql "INSERT INTO apps_registry_application (package_name, name) VALUES ('$p', '$p')" >/dev/null
+    done
+}
+
+# A database with the applications table and the consumer's schema.
+fresh_schema() { # dbname
+    fresh_db "$1"
+    create_applications_table
+    env STORAGE_DATABASE_URL="$DB" "$BIN" migrate >/dev/null 2>&1 || fail "migrate failed"
+}
