@@ -14,6 +14,9 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 CFLAGS  += $(CSTD) $(WARN) $(OPT) -Isrc $(PKG_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -lpthread -lm
+# Unit tests link the core with its JSON library only: a core module that
+# reached for librdkafka or libpq would fail to link.
+CORE_LIBS := $(shell pkg-config --libs jansson 2>/dev/null) -lm
 
 BUILD   ?= build
 
@@ -54,7 +57,7 @@ $(SAN_BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(wildcard src/*.h src/*/*
 
 $(SAN_BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(wildcard src/*.h src/*/*.h tests/unit/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(SAN) -Itests/unit -o $@ $< $(CORE_SRC) $(LDFLAGS) $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) $(SAN) -Itests/unit -o $@ $< $(CORE_SRC) $(LDFLAGS) $(CORE_LIBS) -lcmocka
 
 sanitize: $(SAN_BUILD)/storage-consumer $(addprefix $(SAN_BUILD)/unit/,$(UNIT_TESTS))
 

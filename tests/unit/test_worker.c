@@ -1,0 +1,343 @@
+/* The batch loop's ordering rules, with a fake consumer and a fake store:
+ * offsets move only after the database commit, transient errors retry the
+ * same batch, fatal errors reach the supervisor, commit failures are counted. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "settings.h"
+#include "worker.h"
+
+#define MAX_CALLS 64
+
+typedef struct {
+    /* script */
+    int batches;           /* how many non-empty polls to serve */
+    int write_fail_times;  /* how many writes fail before one succeeds (-1: always) */
+    error_class_t write_fail_class;
+    int commit_fail_times; /* -1: always */
+    bool stop_during_poll; /* request a stop while serving the first batch */
+    bool stop_during_write_failure;
+    /* observations */
+    char calls[MAX_CALLS][16];
+    int ncalls;
+    int polls_served, writes, commits, disconnects;
+    size_t committed_count;
+    int64_t committed_last_offset;
+    record_t records[3];
+    atomic_bool *stop;
+} fake_t;
+
+static void note(fake_t *f, const char *what)
+{
+    if (f->ncalls < MAX_CALLS) snprintf(f->calls[f->ncalls++], sizeof f->calls[0], "%s", what);
+}
+
+static const char *valid_review =
+    "{\"package_name\":\"com.a\",\"review_id\":\"r1\",\"score\":4,\"thumbs_up_count\":1,"
+    "\"reviewed_at\":\"2026-11-29T12:00:00Z\",\"last_synced_at\":\"2026-11-29T12:00:00Z\"}";
+
+static int fake_poll(void *ctx, size_t max, int timeout_ms, record_t **records, char *err, size_t errlen)
+{
+    fake_t *f = ctx;
+    (void)max, (void)timeout_ms, (void)err, (void)errlen;
+    note(f, "poll");
+    if (f->polls_served >= f->batches) {
+        /* Nothing more to serve: end the test like a SIGTERM would. */
+        atomic_store(f->stop, true);
+        return 0;
+    }
+    f->polls_served++;
+    for (int i = 0; i < 3; i++) {
+        f->records[i] = (record_t){.topic = "reviews", .partition = 0,
+                                   .offset = f->polls_served * 10 + i, .timestamp_ms = -1,
+                                   .value = valid_review, .value_len = strlen(valid_review)};
+    }
+    if (f->stop_during_poll) atomic_store(f->stop, true);
+    *records = f->records;
+    return 3;
+}
+
+static void fake_release(void *ctx) { (void)ctx; }
+
+static int fake_commit(void *ctx, const record_t *records, size_t count, char *err, size_t errlen)
+{
+    fake_t *f = ctx;
+    note(f, "commit");
+    f->commits++;
+    if (f->commit_fail_times < 0 || f->commits <= f->commit_fail_times) {
+        snprintf(err, errlen, "injected commit failure");
+        return -1;
+    }
+    f->committed_count = count;
+    f->committed_last_offset = records[count - 1].offset;
+    return 0;
+}
+
+static int64_t known_app(void *ctx, const char *name)
+{
+    (void)ctx;
+    return strcmp(name, "com.a") == 0 ? 7 : -1;
+}
+
+static int fake_resolve(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
+{
+    (void)err, (void)errlen, (void)cls;
+    note(ctx, "resolve");
+    batch_bind(b, known_app, NULL);
+    return 0;
+}
+
+static int fake_write(void *ctx, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
+                      error_class_t *cls)
+{
+    fake_t *f = ctx;
+    (void)b;
+    note(f, "write");
+    f->writes++;
+    if (f->write_fail_times < 0 || f->writes <= f->write_fail_times) {
+        snprintf(err, errlen, "injected write failure");
+        *cls = f->write_fail_class;
+        if (f->stop_during_write_failure) atomic_store(f->stop, true);
+        return -1;
+    }
+    counts->inserted = 1;
+    return 0;
+}
+
+static void fake_disconnect(void *ctx)
+{
+    fake_t *f = ctx;
+    note(f, "disconnect");
+    f->disconnects++;
+}
+
+typedef struct {
+    settings_t settings;
+    atomic_bool stop;
+    fake_t fake;
+    worker_t worker;
+} fixture_t;
+
+static int setup(void **state)
+{
+    static char *env[] = {"STORAGE_DB_RETRY_BASE_MS=1", "STORAGE_DB_RETRY_MAX_ATTEMPTS=3",
+                          "STORAGE_COMMIT_FAILURE_LIMIT=5", "STORAGE_LOG_LEVEL=error", NULL};
+    char err[512];
+    fixture_t *fx = calloc(1, sizeof *fx);
+    assert_non_null(fx);
+    assert_int_equal(settings_load(&fx->settings, env, err, sizeof err), 0);
+    log_configure(LOG_LEVEL_OFF, LOG_FORMAT_TEXT);
+    atomic_init(&fx->stop, false);
+    fx->fake.stop = &fx->stop;
+    fx->fake.batches = 1;
+    fx->worker = (worker_t){
+        .settings = &fx->settings,
+        .def = pipeline_get(PIPELINE_REVIEWS),
+        .consumer = {&fx->fake, fake_poll, fake_release, fake_commit},
+        .store = {&fx->fake, fake_resolve, fake_write, fake_disconnect},
+        .stop = &fx->stop,
+    };
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *fx = *state;
+    settings_free(&fx->settings);
+    free(fx);
+    return 0;
+}
+
+/* The calls the worker made, joined: "poll resolve write commit poll". */
+static const char *trace(const fake_t *f)
+{
+    static char out[MAX_CALLS * 16];
+    size_t n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < f->ncalls; i++)
+        n += (size_t)snprintf(out + n, sizeof out - n, "%s%s", i ? " " : "", f->calls[i]);
+    return out;
+}
+
+static void offsets_are_committed_only_after_the_database_commit(void **state)
+{
+    fixture_t *fx = *state;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake), "poll resolve write commit poll");
+    assert_int_equal(fx->fake.committed_count, 3);
+    assert_int_equal(fx->fake.committed_last_offset, 12);
+}
+
+static void fatal_database_error_commits_nothing_and_fails_the_pipeline(void **state)
+{
+    fixture_t *fx = *state;
+    fx->fake.write_fail_times = -1;
+    fx->fake.write_fail_class = ERROR_CLASS_FATAL;
+    assert_int_equal(worker_run(&fx->worker), -1);
+    assert_int_equal(fx->fake.commits, 0);
+    assert_int_equal(fx->fake.writes, 1);
+    assert_non_null(strstr(fx->worker.failure, "injected write failure"));
+}
+
+static void transient_error_retries_the_same_batch_then_commits(void **state)
+{
+    fixture_t *fx = *state;
+    fx->fake.write_fail_times = 2;
+    fx->fake.write_fail_class = ERROR_CLASS_TRANSIENT;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake),
+                        "poll resolve write disconnect resolve write disconnect resolve write commit poll");
+    assert_int_equal(fx->fake.polls_served, 1); /* the same batch, not a new poll */
+    assert_int_equal(fx->fake.committed_count, 3);
+}
+
+static void exhausted_retries_fail_the_pipeline_without_commit(void **state)
+{
+    fixture_t *fx = *state;
+    fx->fake.write_fail_times = -1;
+    fx->fake.write_fail_class = ERROR_CLASS_TRANSIENT;
+    assert_int_equal(worker_run(&fx->worker), -1);
+    assert_int_equal(fx->fake.writes, 4); /* the first try and 3 retries */
+    assert_int_equal(fx->fake.commits, 0);
+    assert_non_null(strstr(fx->worker.failure, "retries exhausted"));
+}
+
+static void stop_request_interrupts_the_backoff_without_commit(void **state)
+{
+    fixture_t *fx = *state;
+    static char *slow[] = {"STORAGE_DB_RETRY_BASE_MS=600000", "STORAGE_DB_RETRY_MAX_ATTEMPTS=1",
+                           "STORAGE_MAX_POLL_INTERVAL_MS=86400000", NULL};
+    char err[512];
+    settings_free(&fx->settings);
+    assert_int_equal(settings_load(&fx->settings, slow, err, sizeof err), 0);
+    fx->fake.write_fail_times = -1;
+    fx->fake.write_fail_class = ERROR_CLASS_TRANSIENT;
+    fx->fake.stop_during_write_failure = true;
+    /* Would sleep ten minutes if the stop request did not interrupt it. */
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_int_equal(fx->fake.commits, 0);
+    assert_int_equal(fx->fake.writes, 1);
+}
+
+static void stop_request_finishes_and_commits_the_in_flight_batch(void **state)
+{
+    fixture_t *fx = *state;
+    fx->fake.batches = 5;
+    fx->fake.stop_during_poll = true;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake), "poll resolve write commit");
+}
+
+static void commit_failures_below_the_limit_keep_the_pipeline_running(void **state)
+{
+    fixture_t *fx = *state;
+    fx->fake.batches = 6;
+    fx->fake.commit_fail_times = 4; /* limit is 5 in a row */
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_int_equal(fx->fake.commits, 6);
+    assert_int_equal(fx->fake.polls_served, 6);
+}
+
+static void commit_failures_at_the_limit_fail_the_pipeline(void **state)
+{
+    fixture_t *fx = *state;
+    fx->fake.batches = 10;
+    fx->fake.commit_fail_times = -1;
+    assert_int_equal(worker_run(&fx->worker), -1);
+    assert_int_equal(fx->fake.commits, 5);
+    assert_non_null(strstr(fx->worker.failure, "commit livelock"));
+}
+
+static void unregistered_app_is_dead_lettered_not_retried(void **state)
+{
+    fixture_t *fx = *state;
+    batch_t b;
+    record_t r = {.topic = "reviews", .value = valid_review, .value_len = strlen(valid_review)};
+    (void)fx;
+    batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
+    batch_decode(&b, &r, 1);
+    batch_bind(&b, known_app, NULL);
+    assert_int_equal(b.entries[0].state, ENTRY_EVENT);
+    assert_int_equal(b.entries[0].application_id, 7);
+
+    static const char *other =
+        "{\"package_name\":\"com.unknown\",\"review_id\":\"r1\",\"score\":4,\"thumbs_up_count\":1,"
+        "\"reviewed_at\":\"2026-11-29T12:00:00Z\",\"last_synced_at\":\"2026-11-29T12:00:00Z\"}";
+    r.value = other;
+    r.value_len = strlen(other);
+    batch_decode(&b, &r, 1);
+    batch_bind(&b, known_app, NULL);
+    assert_int_equal(b.entries[0].state, ENTRY_REJECTED);
+    assert_string_equal(b.entries[0].rejection.error_type, "unregistered_app");
+    assert_non_null(strstr(b.entries[0].rejection.detail, "com.unknown"));
+    batch_free(&b);
+}
+
+static void review_with_latest_last_synced_at_wins_inside_a_batch(void **state)
+{
+    (void)state;
+#define REVIEW_FMT \
+        "{\"package_name\":\"com.a\",\"review_id\":\"%s\",\"score\":4,\"thumbs_up_count\":%d," \
+        "\"reviewed_at\":\"2026-11-29T12:00:00Z\",\"last_synced_at\":\"%s\"}"
+    char v[4][512];
+    record_t r[4];
+    snprintf(v[0], sizeof v[0], REVIEW_FMT, "r1", 5, "2026-11-29T13:00:00Z");
+    snprintf(v[1], sizeof v[1], REVIEW_FMT, "r1", 9, "2026-11-29T15:00:00Z"); /* newest */
+    snprintf(v[2], sizeof v[2], REVIEW_FMT, "r1", 7, "2026-11-29T14:00:00Z");
+    snprintf(v[3], sizeof v[3], REVIEW_FMT, "r2", 1, "2026-11-29T14:00:00Z");
+    for (int i = 0; i < 4; i++) r[i] = (record_t){.topic = "reviews", .value = v[i], .value_len = strlen(v[i])};
+    batch_t b;
+    batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
+    batch_decode(&b, r, 4);
+    batch_bind(&b, known_app, NULL);
+    assert_int_equal(batch_deduplicate(&b), 2);
+    assert_int_equal(b.entries[0].state, ENTRY_SUPERSEDED);
+    assert_int_equal(b.entries[1].state, ENTRY_EVENT);
+    assert_int_equal(b.entries[2].state, ENTRY_SUPERSEDED);
+    assert_int_equal(b.entries[3].state, ENTRY_EVENT);
+    batch_free(&b);
+}
+
+static void app_stats_redelivery_inside_a_batch_keeps_the_first(void **state)
+{
+    (void)state;
+    static const char *v = "{\"package_name\":\"com.a\",\"crawled_at\":\"2026-11-29T12:00:00Z\"}";
+    /* The same instant written with an offset: the same natural key. */
+    static const char *w = "{\"package_name\":\"com.a\",\"crawled_at\":\"2026-11-29T15:30:00+03:30\"}";
+    record_t r[2] = {{.topic = "app-stats", .value = v, .value_len = strlen(v)},
+                     {.topic = "app-stats", .value = w, .value_len = strlen(w)}};
+    batch_t b;
+    batch_init(&b, pipeline_get(PIPELINE_APP_STATS));
+    batch_decode(&b, r, 2);
+    batch_bind(&b, known_app, NULL);
+    assert_int_equal(batch_deduplicate(&b), 1);
+    assert_int_equal(b.entries[0].state, ENTRY_EVENT);
+    assert_int_equal(b.entries[1].state, ENTRY_SUPERSEDED);
+    batch_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(offsets_are_committed_only_after_the_database_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(fatal_database_error_commits_nothing_and_fails_the_pipeline, setup, teardown),
+        cmocka_unit_test_setup_teardown(transient_error_retries_the_same_batch_then_commits, setup, teardown),
+        cmocka_unit_test_setup_teardown(exhausted_retries_fail_the_pipeline_without_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(stop_request_interrupts_the_backoff_without_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(stop_request_finishes_and_commits_the_in_flight_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(commit_failures_below_the_limit_keep_the_pipeline_running, setup, teardown),
+        cmocka_unit_test_setup_teardown(commit_failures_at_the_limit_fail_the_pipeline, setup, teardown),
+        cmocka_unit_test_setup_teardown(unregistered_app_is_dead_lettered_not_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(review_with_latest_last_synced_at_wins_inside_a_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(app_stats_redelivery_inside_a_batch_keeps_the_first, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
