@@ -30,7 +30,7 @@ MAIN_SRC := src/main.c
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all clean test unit integration deps sanitize
+.PHONY: all clean test deps sanitize demo
 
 all: $(BUILD)/storage-consumer $(BUILD)/kafka-mock-broker
 
@@ -69,6 +69,11 @@ deps:
 test: deps
 	$(MAKE) sanitize $(BUILD)/kafka-mock-broker
 	tests/run.sh $(SAN_BUILD)
+
+# make demo: the README's main command.
+demo: deps
+	$(MAKE) all
+	demo/run.sh
 
 clean:
 	rm -rf $(BUILD)
