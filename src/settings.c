@@ -68,11 +68,12 @@ static int get_string(loader_t *l, const char *name, const char *def, char **out
     return 0;
 }
 
-/* Kafka's legal topic names: [a-zA-Z0-9._-], 1..249 characters. */
+/* Kafka's legal topic names: [a-zA-Z0-9._-], 1..249 characters, except "."
+ * and "..", which the broker refuses. */
 static int valid_topic(const char *t)
 {
     size_t n = strlen(t);
-    if (n == 0 || n > 249) return 0;
+    if (n == 0 || n > 249 || strcmp(t, ".") == 0 || strcmp(t, "..") == 0) return 0;
     for (; *t; t++)
         if (!isalnum((unsigned char)*t) && *t != '.' && *t != '_' && *t != '-') return 0;
     return 1;

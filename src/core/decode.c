@@ -118,7 +118,8 @@ static int get_integer(const char *name, const json_t *v, int64_t min, int64_t m
         double d = json_real_value(v);
         if (d != floor(d))
             return reject(rej, ERROR_INVALID_FIELD, "%s: expected an integer, got %.17g", name, d);
-        if (fabs(d) > EXACT_DOUBLE_INT)
+        /* 2^53 itself is excluded: 9007199254740993.0 parses to it. */
+        if (fabs(d) >= EXACT_DOUBLE_INT)
             return reject(rej, ERROR_INVALID_FIELD,
                           "%s: %.17g is not an exact integer (write it without a fraction or exponent)",
                           name, d);
@@ -161,9 +162,10 @@ static int decode_number(const field_spec_t *f, const json_t *v, event_t *ev, si
 }
 
 /* NUMERIC(12,2): at most two decimals. The JSON text is gone once parsed, so
- * the check is on the double: a value with two decimals lies within a few
- * ulps of a whole number of cents, a third decimal lies at least 0.1 cent
- * away, far beyond rounding error at any magnitude the column accepts. */
+ * the check is on the double: a number written with at most two decimals
+ * parses to the double nearest c/100 for its whole number of cents c, which
+ * is exactly what c / 100.0 computes (c < 2^53, one correctly rounded
+ * division). Any other double has more decimals, whatever its magnitude. */
 static int decode_price(const field_spec_t *f, const json_t *v, event_t *ev, size_t *col,
                         rejection_t *rej)
 {
@@ -174,9 +176,8 @@ static int decode_price(const field_spec_t *f, const json_t *v, event_t *ev, siz
     if (!isfinite(d) || d < f->dmin || d > f->dmax)
         return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g is out of range 0..9999999999.99",
                       f->name, d);
-    double cents = d * 100.0;
-    double whole = nearbyint(cents);
-    if (fabs(cents - whole) > 1e-6 * (whole > 1.0 ? whole : 1.0) + 1e-9)
+    double whole = nearbyint(d * 100.0);
+    if (whole / 100.0 != d)
         return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g has more than 2 decimals", f->name, d);
     long long c = (long long)whole;
     char tmp[32];
