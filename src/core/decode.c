@@ -118,10 +118,14 @@ static int get_integer(const char *name, const json_t *v, int64_t min, int64_t m
         double d = json_real_value(v);
         if (d != floor(d))
             return reject(rej, ERROR_INVALID_FIELD, "%s: expected an integer, got %.17g", name, d);
+        /* 0x1p63: (double)INT64_MAX rounds up to it. */
+        if (d < (double)min || d > (double)max || fabs(d) >= 0x1p63)
+            return reject(rej, ERROR_INVALID_FIELD, "%s: %.0f is out of range %lld..%lld", name, d,
+                          (long long)min, (long long)max);
         /* 2^53 itself is excluded: 9007199254740993.0 parses to it. */
         if (fabs(d) >= EXACT_DOUBLE_INT)
             return reject(rej, ERROR_INVALID_FIELD,
-                          "%s: %.17g is not an exact integer (write it without a fraction or exponent)",
+                          "%s: %.0f is not an exact integer (write it without a fraction or exponent)",
                           name, d);
         x = (int64_t)d;
     } else {
@@ -349,7 +353,16 @@ int decode_record(const pipeline_def_t *def, const void *value, size_t len, even
     /* JSON_REJECT_DUPLICATES: a key given twice is a classic way to smuggle a
      * value past validation. JSON_ALLOW_NUL: let \u0000 through the parser so
      * the field check below can name the field that holds it. */
-    root = json_loadb(value, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+    const size_t flags = JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL;
+    root = json_loadb(value, len, flags, &jerr);
+    /* An integer beyond 64 bits fails the whole parse, which would name no
+     * field and reject a message whose huge number sits in an unknown field
+     * (unknown fields are ignored). Parse again with integers as doubles:
+     * the field checks then name the field or ignore it. Integers below 2^53
+     * stay exact; a known integer field at or beyond 2^53 is rejected in
+     * this rare path rather than stored rounded. */
+    if (!root && json_error_code(&jerr) == json_error_numeric_overflow)
+        root = json_loadb(value, len, flags | JSON_DECODE_INT_AS_REAL, &jerr);
     if (!root) return reject_parse_error(&jerr, rej);
     if (!json_is_object(root)) {
         reject(rej, ERROR_INVALID_JSON, "expected a JSON object, got %s", json_type_name(root));

@@ -945,11 +945,26 @@ static void bigint_fields_at_int64_max_are_accepted(void **state)
 static void total_bytes_beyond_int64_is_invalid_field(void **state)
 {
     (void)state;
-    /* jansson reports it as a numeric overflow at parse time. */
+    /* jansson reports it as a numeric overflow at parse time; the detail
+     * must still name the field. */
     expect_reject(NET, msg(NET, "total_bytes", "9223372036854775808", NULL), ERROR_INVALID_FIELD,
-                  NULL, "9223372036854775808");
+                  "total_bytes:", "9223372036854775808 is out of range");
     expect_reject(APP, msg(APP, "real_installs", "18446744073709551616", NULL),
-                  ERROR_INVALID_FIELD, NULL, "out of range");
+                  ERROR_INVALID_FIELD, "real_installs:", "out of range");
+}
+
+static void unknown_field_with_an_integer_beyond_int64_is_ignored(void **state)
+{
+    (void)state;
+    event_t ev = {0};
+    rejection_t rej = {0};
+    /* total_bytes small: in this path known integers must stay below 2^53. */
+    char *json = msg(NET, "future_counter", "99999999999999999999", "total_bytes", "1000", NULL);
+    int rc = decode_record(pipeline_get(NET), json, strlen(json), &ev, &rej);
+    free(json);
+    if (rc != 0) fail_msg("rejected %s: %s", rej.error_type, rej.detail);
+    assert_string_equal(event_column(&ev, 3), "1500"); /* total_packets stays exact */
+    event_free(&ev);
 }
 
 static void negative_counts_are_rejected(void **state)
@@ -1553,6 +1568,7 @@ int main(void)
         cmocka_unit_test(network_integer_counts_at_int32_limit_and_one_beyond),
         cmocka_unit_test(bigint_fields_at_int64_max_are_accepted),
         cmocka_unit_test(total_bytes_beyond_int64_is_invalid_field),
+        cmocka_unit_test(unknown_field_with_an_integer_beyond_int64_is_ignored),
         cmocka_unit_test(negative_counts_are_rejected),
         cmocka_unit_test(fractional_number_for_integer_field_is_rejected),
         cmocka_unit_test(integral_number_for_integer_field_is_accepted_as_integer),
