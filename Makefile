@@ -30,7 +30,7 @@ MAIN_SRC := src/main.c
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all clean test deps sanitize demo
+.PHONY: all clean test deps sanitize demo fuzz
 
 all: $(BUILD)/storage-consumer $(BUILD)/kafka-mock-broker
 
@@ -59,7 +59,19 @@ $(SAN_BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(wildcard src/*.h src/*/*.h tes
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -Itests/unit -o $@ $< $(CORE_SRC) $(LDFLAGS) $(CORE_LIBS) -lcmocka
 
-sanitize: $(SAN_BUILD)/storage-consumer $(addprefix $(SAN_BUILD)/unit/,$(UNIT_TESTS))
+sanitize: $(SAN_BUILD)/storage-consumer $(addprefix $(SAN_BUILD)/unit/,$(UNIT_TESTS)) \
+          $(BUILD)/fuzz/fuzz_decode
+
+# Coverage-guided fuzzing of the decoders (libFuzzer, clang), under ASan+UBSan.
+FUZZ_SRC := src/core/decode.c src/core/timestamp.c src/core/pipeline.c
+$(BUILD)/fuzz/fuzz_decode: tests/fuzz/fuzz_decode.c $(FUZZ_SRC) $(wildcard src/core/*.h)
+	@mkdir -p $(@D)
+	clang $(CSTD) $(WARN) -g -O1 -Isrc -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all -o $@ $< $(FUZZ_SRC) $(CORE_LIBS)
+
+FUZZ_SECONDS ?= 60
+fuzz: $(BUILD)/fuzz/fuzz_decode
+	tests/fuzz/run.sh $(BUILD)/fuzz/fuzz_decode $(FUZZ_SECONDS)
 
 deps:
 	scripts/install-deps.sh
@@ -68,7 +80,7 @@ deps:
 # integration) against the sanitizer build.
 test: deps
 	$(MAKE) sanitize $(BUILD)/kafka-mock-broker
-	tests/run.sh $(SAN_BUILD)
+	FUZZ_BIN=$(BUILD)/fuzz/fuzz_decode FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh $(SAN_BUILD)
 
 # make demo: the README's main command.
 demo: deps

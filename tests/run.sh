@@ -62,5 +62,10 @@ for s in "$top"/tests/integration/*.sh; do
     run_suite "$name" bash "$s"
 done
 
+# Bounded coverage-guided fuzzing of the decoders (FUZZ_BIN set by make test).
+if [ -n "${FUZZ_BIN:-}" ] && { [ -z "$filter" ] || [[ fuzz == *"$filter"* ]]; }; then
+    run_suite fuzz "$top/tests/fuzz/run.sh" "$FUZZ_BIN" "${FUZZ_SECONDS:-60}"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

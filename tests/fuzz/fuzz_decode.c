@@ -1,0 +1,33 @@
+/* libFuzzer target: every byte string through every pipeline's decoder.
+ * Under ASan+UBSan a crash, a leak or undefined behaviour is a finding; so
+ * is an accepted record whose columns break the decoder's own promises (a
+ * NUL-free text for every column, a package name of 1..255 characters).
+ * Every crash found becomes a regression test in tests/unit/test_decode.c. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/decode.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static event_t ev;
+    for (int p = 0; p < PIPELINE_COUNT; p++) {
+        const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
+        rejection_t rej;
+        if (decode_record(def, data, size, &ev, &rej) == 0) {
+            size_t n = strlen(event_package_name(&ev));
+            if (n == 0 || n > 255 * 4) abort();
+            for (size_t i = 0; i < def->field_count; i++) {
+                const char *c = event_column(&ev, i);
+                if (def->fields[i].required && !c) abort();
+            }
+        } else if (!rej.error_type || !rej.detail[0]) {
+            abort();
+        }
+    }
+    return 0;
+}
