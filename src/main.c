@@ -90,7 +90,9 @@ static int cmd_migrate(const settings_t *s, bool quiet_when_current)
 {
     char err[2048];
     char *masked = db_mask_conninfo(s->database_url);
-    PGconn *conn = db_connect(s->database_url, s->db_statement_timeout_ms, err, sizeof err);
+    /* No statement timeout: a migration building an index on a large table,
+     * or a second instance waiting on the advisory lock, may take long. */
+    PGconn *conn = db_connect(s->database_url, 0, err, sizeof err);
     if (!conn) {
         LOG_ERROR("migrate", "cannot connect to PostgreSQL (%s): %s", masked, err);
         free(masked);
@@ -164,6 +166,12 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     log_configure(settings.log_level, settings.log_format);
+    if (db_check_conninfo(settings.database_url)) {
+        /* libpq's own message would quote the URI, password included. */
+        fprintf(stderr, "storage-consumer: invalid setting: STORAGE_DATABASE_URL: not a valid libpq conninfo or URI\n");
+        settings_free(&settings);
+        return EXIT_USAGE;
+    }
 
     if (i != argc) {
         fprintf(stderr, "storage-consumer: unexpected argument %s\n", argv[i]);

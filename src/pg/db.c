@@ -22,13 +22,29 @@ static void db_notice(void *arg, const char *message)
     LOG_DEBUG("postgres", "notice: %.*s", (int)strcspn(message, "\n"), message);
 }
 
+int db_check_conninfo(const char *conninfo)
+{
+    char *errmsg = NULL;
+    PQconninfoOption *opts = PQconninfoParse(conninfo, &errmsg);
+    /* errmsg quotes the conninfo, password included: never show it. */
+    PQfreemem(errmsg);
+    if (!opts) return -1;
+    PQconninfoFree(opts);
+    return 0;
+}
+
 PGconn *db_connect(const char *conninfo, int statement_timeout_ms, char *err, size_t errlen)
 {
     const char *keys[] = {"dbname", "fallback_application_name", NULL};
     const char *vals[] = {conninfo, "storage-consumer", NULL};
     char sql[160];
-    PGconn *conn = PQconnectdbParams(keys, vals, 1);
+    PGconn *conn;
 
+    if (db_check_conninfo(conninfo)) {
+        snprintf(err, errlen, "not a valid libpq conninfo or URI");
+        return NULL;
+    }
+    conn = PQconnectdbParams(keys, vals, 1);
     if (!conn) {
         snprintf(err, errlen, "out of memory creating a PostgreSQL connection");
         return NULL;
@@ -90,7 +106,7 @@ char *db_mask_conninfo(const char *conninfo)
     char *out;
 
     if (!opts) {
-        PQfreemem(errmsg);
+        PQfreemem(errmsg); /* it quotes the conninfo, password included */
         out = strdup("(unparsable conninfo)");
         if (!out) abort();
         return out;
@@ -102,7 +118,8 @@ char *db_mask_conninfo(const char *conninfo)
     out[0] = '\0';
     for (PQconninfoOption *o = opts; o->keyword; o++) {
         if (!o->val) continue;
-        int secret = strcmp(o->keyword, "password") == 0 || strstr(o->keyword, "key") != NULL;
+        /* password, sslpassword, and whatever secret libpq adds next. */
+        int secret = strstr(o->keyword, "password") != NULL;
         len += (size_t)snprintf(out + len, cap - len, "%s%s=%s", len ? " " : "", o->keyword,
                                 secret ? "********" : o->val);
     }

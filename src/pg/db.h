@@ -13,8 +13,12 @@
 
 #include "core/retry.h"
 
+/* 0 if `conninfo` parses as a libpq conninfo or URI, else -1. */
+int db_check_conninfo(const char *conninfo);
+
 /* Connect with `conninfo` (key=value or URI; "" uses libpq's PG* variables)
- * and prepare the session. Returns a connection the caller owns (PQfinish),
+ * and prepare the session (statement_timeout_ms 0: no statement timeout).
+ * Returns a connection the caller owns (PQfinish),
  * or NULL with the reason in `err`; the password never appears in it. */
 PGconn *db_connect(const char *conninfo, int statement_timeout_ms, char *err, size_t errlen);
 

@@ -359,7 +359,8 @@ test_password_never_appears_in_connection_errors() {
     port=$(dead_port)
     for conninfo in \
         "host=127.0.0.1 port=$port dbname=storage user=storage password=s3cret connect_timeout=5" \
-        "postgresql://storage:s3cret@127.0.0.1:$port/storage?connect_timeout=5"; do
+        "postgresql://storage:s3cret@127.0.0.1:$port/storage?connect_timeout=5" \
+        "host=127.0.0.1 port=$port dbname=storage user=storage sslpassword=s3cret connect_timeout=5"; do
         rc=0
         DB=$conninfo migrate_to "$WORK/password" || rc=$?
         assert_eq 1 "$rc" "exit status for [$conninfo]"
@@ -369,6 +370,17 @@ test_password_never_appears_in_connection_errors() {
         *s3cret*) fail "the password appears in migrate's output: [$out]" ;;
         esac
     done
+}
+
+test_malformed_database_url_exits_2_without_echoing_the_password() {
+    local rc=0 out
+    DB='postgresql://u:s3cret@[::1' migrate_to "$WORK/malformed" || rc=$?
+    assert_eq 2 "$rc" "exit status"
+    out=$(cat "$WORK/malformed.out" "$WORK/malformed.err")
+    assert_contains "$out" "STORAGE_DATABASE_URL"
+    case "$out" in
+    *s3cret*) fail "the password appears in migrate's output: [$out]" ;;
+    esac
 }
 
 test_an_invalid_setting_exits_2_naming_the_variable_before_touching_the_database() {
