@@ -9,6 +9,7 @@
 
 #include "kafka/consumer.h"
 #include "log.h"
+#include "ops/ops.h"
 #include "pg/db.h"
 #include "pg/migrate.h"
 #include "settings.h"
@@ -173,6 +174,20 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    /* Commands with arguments of their own get them with argv[0] = command. */
+    const struct {
+        const char *name;
+        int (*fn)(const settings_t *, int, char **);
+    } with_args[] = {
+        {NULL, NULL}, /* sentinel */
+    };
+    for (size_t k = 0; with_args[k].name; k++) {
+        if (strcmp(command, with_args[k].name) == 0) {
+            rc = with_args[k].fn(&settings, argc - i + 1, argv + i - 1);
+            settings_free(&settings);
+            return rc;
+        }
+    }
     if (i != argc) {
         fprintf(stderr, "storage-consumer: unexpected argument %s\n", argv[i]);
         rc = EXIT_USAGE;
