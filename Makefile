@@ -2,7 +2,7 @@
 # Dependencies are found with pkg-config; scripts/install-deps.sh installs them.
 
 CC      ?= cc
-PKGS    := rdkafka libpq jansson
+PKGS    := rdkafka libpq jansson libmicrohttpd
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wformat=2 -Wvla -Wno-missing-field-initializers
@@ -22,15 +22,16 @@ BUILD   ?= build
 
 # The core knows neither Kafka nor PostgreSQL: unit tests link only these.
 CORE_SRC := src/log.c src/settings.c src/core/timestamp.c src/core/decode.c \
-            src/core/pipeline.c src/core/retry.c src/core/batch.c src/worker.c
+            src/core/pipeline.c src/core/retry.c src/core/batch.c src/worker.c src/metrics.c
 APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/store.c src/kafka/consumer.c \
-            src/supervisor.c $(BUILD)/migrations.c
+            src/supervisor.c src/metrics_http.c src/ops/dead_letters.c \
+            src/ops/cluster.c src/ops/verify.c src/ops/replay.c $(BUILD)/migrations.c
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 MAIN_SRC := src/main.c
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all clean test deps sanitize demo fuzz
+.PHONY: all clean test deps sanitize demo fuzz bench bench-bins
 
 all: $(BUILD)/storage-consumer $(BUILD)/kafka-mock-broker
 
@@ -86,6 +87,25 @@ test: deps
 demo: deps
 	$(MAKE) all
 	demo/run.sh
+
+# make bench: one command, one run: bare PostgreSQL vs storage-consumer end to
+# end, replay, network-metrics latency under load, CPU and memory cost
+# (bench/run.sh). Everything is built with the release flags above.
+BENCH_CORE := src/core/decode.c src/core/timestamp.c src/core/pipeline.c
+
+$(BUILD)/bench/bare_pg: bench/bare_pg.c $(BENCH_CORE) $(wildcard src/core/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ bench/bare_pg.c $(BENCH_CORE) $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/bench/latency: bench/latency.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LDLIBS)
+
+bench-bins: all $(BUILD)/bench/bare_pg $(BUILD)/bench/latency
+
+bench: deps
+	$(MAKE) bench-bins
+	BUILD=$(BUILD) bench/run.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -4,7 +4,7 @@
 # it every time.
 set -eu
 
-PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libcmocka-dev
+PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
 postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev"
 
 missing=""

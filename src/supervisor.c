@@ -14,6 +14,7 @@
 
 #include "kafka/consumer.h"
 #include "log.h"
+#include "metrics.h"
 #include "pg/store.h"
 #include "worker.h"
 
@@ -67,6 +68,7 @@ static int poll_adapter(void *ctx, size_t max, int timeout_ms, record_t **record
     return consumer_poll(ctx, max, timeout_ms, records, err, errlen);
 }
 static void release_adapter(void *ctx) { consumer_release(ctx); }
+static void lag_adapter(void *ctx, atomic_int_fast64_t *lag, int max) { consumer_lag(ctx, lag, max); }
 static int commit_adapter(void *ctx, const record_t *r, size_t n, char *err, size_t errlen)
 {
     return consumer_commit(ctx, r, n, err, errlen);
@@ -123,6 +125,16 @@ int supervisor_run(const settings_t *s)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+    metrics_t *metrics = metrics_new(s);
+    if (s->metrics_addr) {
+        if (metrics_http_start(metrics, s->metrics_addr, err, sizeof err)) {
+            LOG_ERROR("supervisor", "%s", err);
+            metrics_free(metrics);
+            return 1;
+        }
+        LOG_INFO("supervisor", "metrics at http://%s/metrics", s->metrics_addr);
+    }
+
     if (mkdir(s->heartbeat_dir, 0755) != 0 && errno != EEXIST)
         LOG_WARN("supervisor", "cannot create STORAGE_HEARTBEAT_DIR=%s: %s", s->heartbeat_dir, strerror(errno));
 
@@ -143,9 +155,10 @@ int supervisor_run(const settings_t *s)
         p->worker = (worker_t){
             .settings = s,
             .def = pipeline_get((pipeline_id_t)i),
-            .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter},
+            .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter},
             .store = {p->store, resolve_adapter, write_adapter, disconnect_adapter},
             .stop = &stop,
+            .metrics = metrics_pipeline(metrics, (pipeline_id_t)i),
             .heartbeat = heartbeat,
             .heartbeat_ctx = p,
             .after_db_commit = fault ? fault_after_db_commit : NULL,
@@ -205,6 +218,8 @@ int supervisor_run(const settings_t *s)
         if (p->consumer) consumer_close(p->consumer);
         if (p->store) store_free(p->store);
     }
+    metrics_http_stop(metrics);
+    metrics_free(metrics);
     LOG_INFO("supervisor", "stopped exit=%d", failed ? 1 : 0);
     return failed ? 1 : 0;
 }

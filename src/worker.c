@@ -133,6 +133,7 @@ static int store_batch(worker_t *w, batch_t *b, record_t *records, size_t n, bat
         LOG_WARN(w->def->name, "transient database error, retrying the same batch attempt=%d/%d in_ms=%ld error=\"%s\"",
                  attempt + 1, s->db_retry_max_attempts, delay, err);
         w->store.disconnect(w->store.ctx);
+        if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
         if (sleep_interruptible(w, delay)) {
             LOG_WARN(w->def->name, "stop requested during the back-off: batch of %zu left uncommitted, it will be redelivered", n);
             return 1;
@@ -180,6 +181,7 @@ int worker_run(worker_t *w)
             commit_failures = 0;
         } else {
             commit_failures++;
+            if (w->metrics) atomic_fetch_add_explicit(&w->metrics->commit_failures, 1, memory_order_relaxed);
             LOG_WARN(w->def->name, "offset commit failed (%d/%d in a row; the rows are stored, the batch may be redelivered and skipped): %s",
                      commit_failures, s->commit_failure_limit, err);
             /* A consumer that can never commit re-processes forever while
@@ -190,12 +192,17 @@ int worker_run(worker_t *w)
                 break;
             }
         }
-        char offsets[512];
-        describe_offsets(&batch, offsets, sizeof offsets);
-        LOG_INFO(w->def->name,
-                 "batch size=%d inserted=%zu updated=%zu skipped=%zu dead_lettered=%zu offsets=%s duration_ms=%.1f",
-                 n, counts.inserted, counts.updated, counts.skipped + counts.superseded,
-                 counts.dead_lettered, offsets, elapsed_ms(&start));
+        double duration = elapsed_ms(&start);
+        metrics_record_batch(w->metrics, &batch, &counts, duration);
+        if (w->metrics && w->consumer.lag) w->consumer.lag(w->consumer.ctx, w->metrics->lag, METRICS_MAX_PARTITIONS);
+        if (log_current_level() <= LOG_LEVEL_INFO) {
+            char offsets[512];
+            describe_offsets(&batch, offsets, sizeof offsets);
+            LOG_INFO(w->def->name,
+                     "batch size=%d inserted=%zu updated=%zu skipped=%zu dead_lettered=%zu offsets=%s duration_ms=%.1f",
+                     n, counts.inserted, counts.updated, counts.skipped + counts.superseded,
+                     counts.dead_lettered, offsets, duration);
+        }
         w->consumer.release(w->consumer.ctx);
     }
     w->consumer.release(w->consumer.ctx);

@@ -15,6 +15,7 @@
 
 #include "core/batch.h"
 #include "core/retry.h"
+#include "metrics.h"
 #include "settings.h"
 
 typedef struct {
@@ -25,6 +26,8 @@ typedef struct {
     void (*release)(void *ctx);
     /* Returns 0 or -1 (not fatal by itself: the data is already durable). */
     int (*commit)(void *ctx, const record_t *records, size_t count, char *err, size_t errlen);
+    /* Optional: fill lag[p] for every partition p < max (-1: not owned). */
+    void (*lag)(void *ctx, atomic_int_fast64_t *lag, int max);
 } worker_consumer_t;
 
 typedef struct {
@@ -41,6 +44,7 @@ typedef struct {
     worker_consumer_t consumer;
     worker_store_t store;
     atomic_bool *stop;             /* set by the supervisor; seen at a poll boundary */
+    pipeline_metrics_t *metrics;   /* optional */
     void (*heartbeat)(void *ctx);  /* optional: called every loop, rate-limited inside */
     void *heartbeat_ctx;
     /* Test-only fault point: called after the database COMMIT and before the

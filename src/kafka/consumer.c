@@ -130,6 +130,11 @@ int consumer_check_properties(const settings_t *s, char *err, size_t errlen)
     return 0;
 }
 
+rd_kafka_conf_t *consumer_conf_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
+{
+    return build_conf(s, id, err, errlen);
+}
+
 consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
 {
     consumer_t *c = calloc(1, sizeof *c);
@@ -309,6 +314,26 @@ out:
     if (q) rd_kafka_queue_destroy(q);
     rd_kafka_topic_partition_list_destroy(offsets);
     return rc;
+}
+
+void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, int max)
+{
+    for (int p = 0; p < max; p++) atomic_store_explicit(&lag[p], -1, memory_order_relaxed);
+    if (c->owned->cnt == 0) return;
+    rd_kafka_topic_partition_list_t *pos = rd_kafka_topic_partition_list_copy(c->owned);
+    if (rd_kafka_position(c->rk, pos) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int i = 0; i < pos->cnt; i++) {
+            int64_t lo, hi;
+            rd_kafka_topic_partition_t *p = &pos->elems[i];
+            if (p->partition < 0 || p->partition >= max || p->offset < 0) continue;
+            if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) ||
+                hi < 0)
+                continue;
+            atomic_store_explicit(&lag[p->partition], hi > p->offset ? hi - p->offset : 0,
+                                  memory_order_relaxed);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(pos);
 }
 
 void consumer_close(consumer_t *c)

@@ -8,6 +8,7 @@
 #ifndef STORAGE_CONSUMER_H
 #define STORAGE_CONSUMER_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "core/batch.h"
@@ -23,6 +24,15 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_
 /* Validate the librdkafka pass-through properties without connecting.
  * Returns 0, or -1 naming the STORAGE_RDKAFKA_ variable at fault. */
 int consumer_check_properties(const settings_t *s, char *err, size_t errlen);
+
+/* The librdkafka configuration of pipeline `id`'s consumer: its group, the
+ * built-in settings and the STORAGE_RDKAFKA_ pass-through (TLS, SASL, ...),
+ * for the operator commands that must reach the cluster and the group
+ * exactly as the service does. Returns a configuration the caller owns
+ * (rd_kafka_conf_destroy it, or hand it to rd_kafka_new), or NULL with the
+ * reason in `err`. */
+struct rd_kafka_conf_s *consumer_conf_new(const settings_t *s, pipeline_id_t id, char *err,
+                                          size_t errlen);
 
 /* Poll up to `max` records: wait up to `timeout_ms` for the first, then take
  * only what is already fetched, so a lone message is not held back waiting
@@ -41,6 +51,11 @@ void consumer_release(consumer_t *c);
  * the failure and goes on). */
 int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err,
                     size_t errlen);
+
+/* Lag of every owned partition (high watermark as last seen by the fetcher
+ * minus the consumed position) into lag[p], -1 for partitions not owned.
+ * No network round trip. */
+void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, int max);
 
 /* Leave the group (the broker rebalances at once) and free everything. */
 void consumer_close(consumer_t *c);
