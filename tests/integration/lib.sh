@@ -21,6 +21,7 @@ chmod 755 "$WORK"
 cleanup_suite() {
     [ -n "${SUITE_CLEANUP:-}" ] && eval "$SUITE_CLEANUP"
     "$PG" destroy "$WORK/pg" >/dev/null 2>&1 || true
+    [ -n "${KEEP_WORK:-}" ] && { echo "# work kept in $WORK" >&2; return; }
     rm -rf "$WORK"
 }
 trap cleanup_suite EXIT
@@ -98,7 +99,7 @@ run_tests() {
 broker_start() {
     BOOTSTRAP=$("$BROKER" start "$WORK/kafka" 3 app-stats:3 reviews:3 network-metrics:3 "$@")
     export BOOTSTRAP
-    SUITE_CLEANUP="${SUITE_CLEANUP:-}; \"$BROKER\" stop \"$WORK/kafka\" >/dev/null 2>&1 || true"
+    SUITE_CLEANUP="${SUITE_CLEANUP:+$SUITE_CLEANUP; }\"$BROKER\" stop \"$WORK/kafka\" >/dev/null 2>&1 || true"
 }
 
 broker_ctl() { "$BROKER" ctl "$WORK/kafka" "$@"; }
@@ -151,32 +152,38 @@ fresh_topics() { # suffix
 }
 
 # Start `storage-consumer run` in the background as NAME; extra NAME=value
-# arguments override the environment. Its log is $WORK/NAME.log and its pid
-# is in $WORK/NAME.pid.
+# arguments override the environment. Its log is $WORK/NAME.log, its pid is
+# in $WORK/NAME.pid and, once it has exited, its exit code in $WORK/NAME.rc
+# (a watcher subshell waits for it: exit codes are then readable from any
+# subshell, command substitutions included).
 service_start() { # name [VAR=value...]
     local name=$1
     shift
-    # shellcheck disable=SC2046
-    env $(service_env "$name") "$@" "$BIN" run >"$WORK/$name.log" 2>&1 &
-    echo $! >"$WORK/$name.pid"
+    rm -f "$WORK/$name.rc" "$WORK/$name.pid"
+    local vars
+    mapfile -t vars < <(service_env "$name") # values hold spaces (conninfo)
+    (
+        env "${vars[@]}" "$@" "$BIN" run >"$WORK/$name.log" 2>&1 &
+        echo $! >"$WORK/$name.pid"
+        rc=0
+        wait $! || rc=$? # the tests run under set -e
+        echo "$rc" >"$WORK/$name.rc.tmp"
+        mv "$WORK/$name.rc.tmp" "$WORK/$name.rc"
+    ) &
+    while [ ! -s "$WORK/$name.pid" ]; do sleep 0.01; done
 }
 
 service_pid() { cat "$WORK/$1.pid"; }
 
-# Wait for NAME to exit by itself (at most SECONDS) and print its exit code.
+# Wait for NAME to exit by itself (at most SECONDS) and print its exit code,
+# or "timeout".
 service_wait() { # name seconds
-    local pid i
-    pid=$(service_pid "$1")
+    local i
     for i in $(seq 1 $(($2 * 10))); do
-        kill -0 "$pid" 2>/dev/null || break
+        [ -f "$WORK/$1.rc" ] && break
         sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null; then
-        echo "timeout"
-        return 0
-    fi
-    wait "$pid" 2>/dev/null
-    echo $?
+    if [ -f "$WORK/$1.rc" ]; then cat "$WORK/$1.rc"; else echo timeout; fi
 }
 
 # SIGTERM NAME and print its exit code (or "timeout" after SECONDS).
@@ -185,9 +192,9 @@ service_stop() { # name [seconds]
     service_wait "$1" "${2:-40}"
 }
 
-service_kill() { # name: kill -9
+service_kill() { # name: kill -9, and wait until it is gone
     kill -KILL "$(service_pid "$1")" 2>/dev/null || true
-    wait "$(service_pid "$1")" 2>/dev/null || true
+    service_wait "$1" 10 >/dev/null
 }
 
 # Poll SQL until it prints EXPECTED (at most SECONDS, default 60).
@@ -214,4 +221,13 @@ fresh_schema() { # dbname
     fresh_db "$1"
     create_applications_table
     env STORAGE_DATABASE_URL="$DB" "$BIN" migrate >/dev/null 2>&1 || fail "migrate failed"
+}
+
+# The offset GROUP has committed on TOPIC [PARTITION], as the broker stores
+# it: a number, or -1001 when the group has committed nothing there. Asking
+# neither joins nor disturbs the group (see `committed` in kafka_mock_broker.c).
+broker_committed() { # group topic partition
+    local reply
+    reply=$(broker_ctl committed "$1" "$2" "$3") || fail "committed $1 $2 [$3]: $reply"
+    echo "${reply#ok }"
 }
