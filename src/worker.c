@@ -19,6 +19,13 @@ static double elapsed_ms(const struct timespec *start)
     return (double)(now.tv_sec - start->tv_sec) * 1e3 + (double)(now.tv_nsec - start->tv_nsec) / 1e6;
 }
 
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static int fail(worker_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static int fail(worker_t *w, const char *fmt, ...)
@@ -147,6 +154,7 @@ int worker_run(worker_t *w)
     const pipeline_id_t id = w->def->id;
     batch_t batch;
     int commit_failures = 0;
+    long long rebalancing_since_ms = 0;
     int rc = 0;
     char err[1024];
 
@@ -177,8 +185,23 @@ int worker_run(worker_t *w)
         log_rejects(w, &batch);
 
         /* Only now, with the rows durable, may the offsets move. */
-        if (w->consumer.commit(w->consumer.ctx, records, (size_t)n, err, sizeof err) == 0) {
+        int committed = w->consumer.commit(w->consumer.ctx, records, (size_t)n, err, sizeof err);
+        if (committed == 0) {
             commit_failures = 0;
+            rebalancing_since_ms = 0;
+        } else if (committed > 0) {
+            /* A rebalance refuses commits until it completes; a busy member
+             * makes many batches meanwhile. Not a livelock while it lasts
+             * less than the max poll interval, the longest a legitimate
+             * rebalance waits for its members. */
+            if (w->metrics) atomic_fetch_add_explicit(&w->metrics->commit_failures, 1, memory_order_relaxed);
+            if (rebalancing_since_ms == 0) rebalancing_since_ms = now_ms();
+            long long refused_for = now_ms() - rebalancing_since_ms;
+            LOG_WARN(w->def->name, "offset commit refused while the group rebalances (for %lld ms; the rows are stored, a later commit covers them): %s",
+                     refused_for, err);
+            if (refused_for > s->max_poll_interval_ms)
+                rc = fail(w, "commit livelock: offset commits refused for %lld ms, longer than STORAGE_MAX_POLL_INTERVAL_MS=%d: %s",
+                          refused_for, s->max_poll_interval_ms, err);
         } else {
             commit_failures++;
             if (w->metrics) atomic_fetch_add_explicit(&w->metrics->commit_failures, 1, memory_order_relaxed);
@@ -186,11 +209,9 @@ int worker_run(worker_t *w)
                      commit_failures, s->commit_failure_limit, err);
             /* A consumer that can never commit re-processes forever while
              * lag never falls: a livelock far harder to notice than a crash. */
-            if (commit_failures >= s->commit_failure_limit) {
+            if (commit_failures >= s->commit_failure_limit)
                 rc = fail(w, "commit livelock: %d offset commits failed in a row, last: %s",
                           commit_failures, err);
-                break;
-            }
         }
         double duration = elapsed_ms(&start);
         metrics_record_batch(w->metrics, &batch, &counts, duration);
@@ -203,6 +224,7 @@ int worker_run(worker_t *w)
                      n, counts.inserted, counts.updated, counts.skipped + counts.superseded,
                      counts.dead_lettered, offsets, duration);
         }
+        if (rc != 0) break; /* the batch is logged: it is stored */
         w->consumer.release(w->consumer.ctx);
     }
     w->consumer.release(w->consumer.ctx);

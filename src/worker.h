@@ -24,7 +24,9 @@ typedef struct {
      * -1 on a fatal error. */
     int (*poll)(void *ctx, size_t max, int timeout_ms, record_t **records, char *err, size_t errlen);
     void (*release)(void *ctx);
-    /* Returns 0 or -1 (not fatal by itself: the data is already durable). */
+    /* Returns 0, 1 when the group is rebalancing (refused, retriable: a
+     * later commit covers these offsets), or -1 (not fatal by itself: the
+     * data is already durable). */
     int (*commit)(void *ctx, const record_t *records, size_t count, char *err, size_t errlen);
     /* Optional: fill lag[p] for every partition p < max (-1: not owned). */
     void (*lag)(void *ctx, atomic_int_fast64_t *lag, int max);

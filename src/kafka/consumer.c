@@ -296,6 +296,7 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *
     e = rd_kafka_event_error(ev);
     if (e) {
         snprintf(err, errlen, "offset commit failed: %s", rd_kafka_event_error_string(ev));
+        if (e == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS) rc = 1;
     } else {
         /* Per-partition errors travel in the event's partition list. */
         const rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev);
@@ -304,7 +305,7 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *
             if (res->elems[i].err) {
                 snprintf(err, errlen, "offset commit failed for %s [%d]: %s", res->elems[i].topic,
                          res->elems[i].partition, rd_kafka_err2str(res->elems[i].err));
-                rc = -1;
+                rc = res->elems[i].err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS ? 1 : -1;
                 break;
             }
         }

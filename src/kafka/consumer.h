@@ -46,9 +46,10 @@ int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records,
 void consumer_release(consumer_t *c);
 
 /* Commit, for every partition of `records` this member still owns, the
- * highest offset + 1. Waits at most the commit timeout. Returns 0, or -1
- * with the reason in `err` (the data is already durable: the caller counts
- * the failure and goes on). */
+ * highest offset + 1. Waits at most the commit timeout. Returns 0; 1 when
+ * the group is rebalancing (REBALANCE_IN_PROGRESS: retriable, a later commit
+ * covers these offsets); or -1 with the reason in `err` (the data is
+ * already durable: the caller counts the failure and goes on). */
 int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err,
                     size_t errlen);
 

@@ -604,6 +604,68 @@ static void cmd_watermarks(server_t *srv, int argc, char **argv, reply_t *r) {
         reply_okf(r, "%" PRId64 " %" PRId64, lo, hi);
 }
 
+/*
+ * committed GROUP TOPIC PARTITION -> "ok OFFSET" (-1001, RD_KAFKA_OFFSET_INVALID,
+ * when the group has committed nothing there).  A short-lived consumer handle
+ * with group.id GROUP sends one OffsetFetch to the group's coordinator: it
+ * never subscribes, so it never joins or rebalances the group, and the 2.0.2
+ * mock answers OffsetFetch without a membership check.  It is destroyed with
+ * RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE: there is no membership to leave and
+ * no offset to commit on the way out.
+ */
+#define COMMITTED_TIMEOUT_MS 10000
+
+static void committed_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
+    (void)rk;
+    fprintf(stderr, "kafka-mock-broker: committed consumer: %d %s: %s\n", level, fac, buf);
+}
+
+static void cmd_committed(server_t *srv, int argc, char **argv, reply_t *r) {
+    rd_kafka_conf_t *conf;
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    rd_kafka_resp_err_t err;
+    rd_kafka_t *rk;
+    char errstr[512];
+    int32_t part;
+
+    (void)argc;
+    if (*argv[1] == '\0' || strlen(argv[1]) > 255) {
+        reply_errorf(r, "group id must be 1..255 characters");
+        return;
+    }
+    if (!arg_topic(argv[2], r) || !arg_partition(argv[3], MAX_PARTITIONS - 1, &part, r))
+        return;
+    conf = rd_kafka_conf_new();
+    if (conf_set(conf, "bootstrap.servers", rd_kafka_mock_cluster_bootstraps(srv->mcluster)) ||
+        conf_set(conf, "client.id", "kafka-mock-broker-committed") ||
+        conf_set(conf, "group.id", argv[1]) ||
+        conf_set(conf, "enable.auto.commit", "false") ||
+        conf_set(conf, "allow.auto.create.topics", "false")) {
+        rd_kafka_conf_destroy(conf);
+        reply_errorf(r, "committed: cannot configure consumer");
+        return;
+    }
+    rd_kafka_conf_set_log_cb(conf, committed_log_cb);
+    /* rd_kafka_new takes ownership of conf only on success. */
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    if (rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        reply_errorf(r, "committed: cannot create consumer: %s", errstr);
+        return;
+    }
+    parts = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(parts, argv[2], part);
+    err = rd_kafka_committed(rk, parts, COMMITTED_TIMEOUT_MS);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        reply_from_err(r, err, "committed");
+    else if (parts->elems[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        reply_from_err(r, parts->elems[0].err, "committed");
+    else
+        reply_okf(r, "%" PRId64, parts->elems[0].offset);
+    rd_kafka_topic_partition_list_destroy(parts);
+    rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+}
+
 static const command_t commands[] = {
     {"help", 0, 0, cmd_help, "help"},
     {"ping", 0, 0, cmd_ping, "ping"},
@@ -619,6 +681,7 @@ static const command_t commands[] = {
     {"leader", 3, 3, cmd_leader, "leader TOPIC PARTITION BROKER_ID|-1"},
     {"coordinator", 3, 3, cmd_coordinator, "coordinator group|transaction KEY BROKER_ID"},
     {"watermarks", 2, 2, cmd_watermarks, "watermarks TOPIC PARTITION"},
+    {"committed", 3, 3, cmd_committed, "committed GROUP TOPIC PARTITION"},
 };
 
 #define COMMAND_CNT (sizeof(commands) / sizeof(commands[0]))

@@ -22,6 +22,7 @@ typedef struct {
     int write_fail_times;  /* how many writes fail before one succeeds (-1: always) */
     error_class_t write_fail_class;
     int commit_fail_times; /* -1: always */
+    int commit_rebalancing_times; /* commits answered "group rebalancing" (-1: always) */
     bool stop_during_poll; /* request a stop while serving the first batch */
     bool stop_during_write_failure;
     /* observations */
@@ -71,6 +72,10 @@ static int fake_commit(void *ctx, const record_t *records, size_t count, char *e
     fake_t *f = ctx;
     note(f, "commit");
     f->commits++;
+    if (f->commit_rebalancing_times < 0 || f->commits <= f->commit_rebalancing_times) {
+        snprintf(err, errlen, "injected: group rebalance in progress");
+        return 1;
+    }
     if (f->commit_fail_times < 0 || f->commits <= f->commit_fail_times) {
         snprintf(err, errlen, "injected commit failure");
         return -1;
@@ -256,6 +261,33 @@ static void commit_failures_at_the_limit_fail_the_pipeline(void **state)
     assert_non_null(strstr(fx->worker.failure, "commit livelock"));
 }
 
+static void commits_refused_during_a_rebalance_do_not_count_toward_the_limit(void **state)
+{
+    fixture_t *fx = *state;
+    fx->fake.batches = 12;
+    fx->fake.commit_rebalancing_times = 10; /* twice the limit, then the rebalance is over */
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_int_equal(fx->fake.commits, 12);
+}
+
+static void a_rebalance_that_never_ends_fails_the_pipeline(void **state)
+{
+    fixture_t *fx = *state;
+    static char *env[] = {"STORAGE_MAX_POLL_INTERVAL_MS=1000", "STORAGE_SESSION_TIMEOUT_MS=1000",
+                          "STORAGE_POLL_TIMEOUT_MS=10", "STORAGE_DB_RETRY_MAX_ATTEMPTS=0",
+                          "STORAGE_DB_STATEMENT_TIMEOUT_MS=100", "STORAGE_COMMIT_TIMEOUT_MS=100", NULL};
+    char err[512];
+    settings_free(&fx->settings);
+    if (settings_load(&fx->settings, env, err, sizeof err)) fail_msg("%s", err);
+    fx->fake.batches = 1000000;
+    fx->fake.commit_rebalancing_times = -1;
+    /* Every commit refused for longer than the max poll interval: no
+     * legitimate rebalance lasts that long. */
+    assert_int_equal(worker_run(&fx->worker), -1);
+    assert_non_null(strstr(fx->worker.failure, "commit livelock"));
+    assert_true(fx->fake.polls_served < 1000000);
+}
+
 static void unregistered_app_is_dead_lettered_not_retried(void **state)
 {
     fixture_t *fx = *state;
@@ -335,6 +367,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(stop_request_finishes_and_commits_the_in_flight_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(commit_failures_below_the_limit_keep_the_pipeline_running, setup, teardown),
         cmocka_unit_test_setup_teardown(commit_failures_at_the_limit_fail_the_pipeline, setup, teardown),
+        cmocka_unit_test_setup_teardown(commits_refused_during_a_rebalance_do_not_count_toward_the_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_rebalance_that_never_ends_fails_the_pipeline, setup, teardown),
         cmocka_unit_test_setup_teardown(unregistered_app_is_dead_lettered_not_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(review_with_latest_last_synced_at_wins_inside_a_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(app_stats_redelivery_inside_a_batch_keeps_the_first, setup, teardown),

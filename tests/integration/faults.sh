@@ -1,0 +1,635 @@
+#!/usr/bin/env bash
+# Faults against the running service (SPEC 3, 8, 11, 13): PostgreSQL
+# restarted or down mid-ingest, kill -9 between the database commit and the
+# offset commit, failing offset commits, SIGTERM mid-batch, one failed
+# pipeline stopping the others, and network-metrics latency during a reviews
+# burst. Every "nothing lost" claim first proves the broker dropped nothing
+# (assert_broker_kept_everything): a row count can only prove no loss when the
+# broker still holds everything that was produced.
+#
+# One PostgreSQL and one broker for the suite; each test has its own database
+# (fresh_schema) and its own topics and groups (fresh_topics).
+#
+# For development: FAULTS_ONLY=REGEX runs only the tests whose name matches;
+# FAULTS_KEEP_LOGS=DIR keeps the services' logs there.
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+APP=com.example.faults
+
+# ---------------------------------------------------------------------------
+# Suite-local helpers.
+
+# Start `storage-consumer run` as NAME (log $WORK/NAME.log, pid
+# $WORK/NAME.pid) with the shared settings plus NAME=value overrides. Unlike a
+# word-split `env $(service_env ...)`, every setting stays one argument: the
+# suite's conninfo ("host=... port=... dbname=...") has spaces. The service is
+# remembered so that the test's exit trap kills it if the test ends early.
+svc_start() { # name [VAR=value...]
+    local name=$1 envs
+    shift
+    mapfile -t envs < <(service_env "$name")
+    env "${envs[@]}" "$@" "$BIN" run >"$WORK/$name.log" 2>&1 &
+    echo $! >"$WORK/$name.pid"
+    TEST_SERVICES="${TEST_SERVICES:-} $name"
+}
+
+# Wait for NAME to exit by itself (at most SECONDS) and set SVC_RC to its
+# exit status ("timeout" if it is still running). This runs in the test's own
+# shell, the service's parent: the exit status of a background child can
+# only be collected there, not from a $(...) subshell, where `wait` returns
+# 127 or -1 depending on whether the parent had reaped the child yet.
+svc_wait() { # name seconds
+    local pid i
+    pid=$(service_pid "$1")
+    for i in $(seq 1 $(($2 * 10))); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        SVC_RC=timeout
+        return 0
+    fi
+    SVC_RC=0
+    wait "$pid" || SVC_RC=$?
+}
+
+# SIGTERM NAME and set SVC_RC to its exit status (or "timeout").
+svc_stop() { # name [seconds]
+    kill -TERM "$(service_pid "$1")" 2>/dev/null || true
+    svc_wait "$1" "${2:-40}"
+}
+
+# Exit trap of every test (each runs in its own subshell): no service, lock
+# holder or stopped server survives a failing test.
+cleanup_test_processes() {
+    local name pid
+    for name in ${TEST_SERVICES:-}; do
+        pid=$(cat "$WORK/$name.pid" 2>/dev/null) || continue
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "# cleanup: killing service $name (pid $pid)" >&2
+            kill -KILL "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
+    if [ -n "${LOCKER_PID:-}" ]; then
+        kill "$LOCKER_PID" 2>/dev/null || true
+        wait "$LOCKER_PID" 2>/dev/null || true
+    fi
+    pg_ensure_up
+}
+
+# The suite's server must be up for the next test, whatever this one did.
+pg_ensure_up() {
+    if ! "$PG" ctl "$WORK/pg" status >/dev/null 2>&1; then
+        "$PG" ctl "$WORK/pg" start >/dev/null 2>&1 || echo "# cannot restart PostgreSQL" >&2
+    fi
+}
+
+# Kill any service still running when the suite ends, then stop the broker.
+suite_cleanup_faults() {
+    local f pid
+    for f in "$WORK"/*.pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f")
+        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+    done
+    "$BROKER" stop "$WORK/kafka" >/dev/null 2>&1 || true
+    if [ -n "${FAULTS_KEEP_LOGS:-}" ]; then
+        mkdir -p "$FAULTS_KEEP_LOGS"
+        cp "$WORK"/*.log "$FAULTS_KEEP_LOGS"/ 2>/dev/null || true
+    fi
+}
+
+# N review messages (≈230 bytes each) with review ids PREFIX-START..,
+# one JSON object per line.
+gen_reviews() { # start count [prefix]
+    awk -v s="$1" -v n="$2" -v p="${3:-r}" -v app="$APP" 'BEGIN {
+        for (i = s; i < s + n; i++)
+            printf "{\"package_name\":\"%s\",\"review_id\":\"%s-%d\",\"user_name\":\"user %d\",\"content\":\"works fine, review %d\",\"score\":%d,\"thumbs_up_count\":%d,\"reviewed_at\":\"2026-11-01T10:00:00Z\",\"last_synced_at\":\"2026-11-29T12:00:00Z\"}\n",
+                app, p, i, i, i, i % 5 + 1, i % 7
+    }'
+}
+
+gen_network_metric() { # analysis_id
+    printf '{"package_name":"%s","analysis_id":"%s","analyzed_at":"2026-11-29T12:00:00Z","duration_seconds":30.5,"total_packets":1200,"total_bytes":834000,"unique_hosts":12,"protocols":{"tcp":1000,"udp":200}}\n' \
+        "$APP" "$1"
+}
+
+new_uuid() { cat /proc/sys/kernel/random/uuid; }
+
+# Sum of the high watermarks of TOPIC's 3 partitions: what the broker holds.
+broker_message_count() { # topic
+    local p total=0 hi
+    for p in 0 1 2; do
+        hi=$(broker_ctl watermarks "$1" "$p" | awk '{print $3}')
+        total=$((total + hi))
+    done
+    echo "$total"
+}
+
+# The reviews pipeline's batch log lines of NAME.
+review_batches() { # name
+    grep -E '\[reviews\] batch size=' "$WORK/$1.log" || true
+}
+
+# Sum of one counter (size, inserted, updated, skipped, dead_lettered) over
+# the reviews pipeline's batch lines of NAME.
+review_batch_sum() { # name counter
+    review_batches "$1" | sed -nE "s/.* $2=([0-9]+).*/\1/p" | awk '{s += $1} END {print s + 0}'
+}
+
+# Lines of NAME's log matching an extended regex, counted.
+log_count() { # name regex
+    grep -cE "$2" "$WORK/$1.log" || true
+}
+
+# Wait until NAME's log has at least N lines matching REGEX.
+wait_for_log() { # name regex n [seconds]
+    local i
+    for i in $(seq 1 $((${4:-30} * 10))); do
+        [ "$(log_count "$1" "$2")" -ge "$3" ] && return 0
+        kill -0 "$(service_pid "$1")" 2>/dev/null || fail "$1 exited while waiting for [$2] in its log: $(tail -n 5 "$WORK/$1.log")"
+        sleep 0.1
+    done
+    fail "waited for $3 lines [$2] in $1's log, got $(log_count "$1" "$2")"
+}
+
+# Wait until SQL prints a number >= MIN.
+wait_for_at_least() { # sql min [seconds]
+    local got i
+    for i in $(seq 1 $((${3:-60} * 20))); do
+        got=$(sql "$1" 2>/dev/null || true)
+        [ -n "$got" ] && [ "$got" -ge "$2" ] && return 0
+        sleep 0.05
+    done
+    fail "waited for [$1] to reach $2, last got [$got]"
+}
+
+assert_alive() { # name
+    kill -0 "$(service_pid "$1")" 2>/dev/null || fail "$1 is not running: $(tail -n 5 "$WORK/$1.log")"
+}
+
+# Hold an EXCLUSIVE lock on TABLE in a separate session (application_name
+# faults-locker) until release_lock: the service's next INSERT into it blocks
+# mid-batch, so a fault can be timed inside a batch deterministically.
+hold_lock() { # table
+    PGAPPNAME=faults-locker psql "$DB" -X -q -v ON_ERROR_STOP=1 \
+        -c "BEGIN" -c "LOCK TABLE $1 IN EXCLUSIVE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+    LOCKER_PID=$!
+    wait_for_sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                   WHERE a.application_name = 'faults-locker' AND l.granted AND l.mode = 'ExclusiveLock'
+                     AND l.relation = '$1'::regclass" 1 10
+}
+
+# Wait until a storage-consumer session waits for a lock (its batch is stuck
+# in the middle, behind hold_lock).
+wait_for_blocked_batch() {
+    wait_for_sql "SELECT count(*) FROM pg_stat_activity
+                   WHERE application_name = 'storage-consumer' AND wait_event_type = 'Lock'" 1 30
+}
+
+release_lock() {
+    sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'faults-locker'" >/dev/null
+    wait "$LOCKER_PID" 2>/dev/null || true
+    LOCKER_PID=
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# ---------------------------------------------------------------------------
+
+pg_start
+broker_start
+# lib.sh's broker_start leaves a cleanup that does not parse (it starts with
+# "; "): replace it with ours, which stops the broker too.
+# shellcheck disable=SC2034 # read by lib.sh's cleanup_suite
+SUITE_CLEANUP=suite_cleanup_faults
+
+# SPEC 8: a server restart is transient: the same batch is retried after a
+# back-off and a reconnect, never dead-lettered, and the process stays up.
+test_a_postgres_restart_mid_ingest_is_retried_without_loss_or_duplicates() {
+    trap cleanup_test_processes EXIT
+    fresh_schema f_pgrestart
+    fresh_topics pgrestart
+    register_apps "$APP"
+    gen_reviews 0 20000 | produce "$TOPIC_REVIEWS"
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq 20000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
+
+    svc_start pgrestart STORAGE_DB_RETRY_BASE_MS=200 STORAGE_DB_RETRY_MAX_ATTEMPTS=5 \
+        STORAGE_MAX_POLL_RECORDS_REVIEWS=100
+    wait_for_at_least "SELECT count(*) FROM reviews" 1000
+    # Catch a batch in the middle (blocked on its INSERT), then restart.
+    hold_lock reviews
+    wait_for_blocked_batch
+    local before
+    before=$(sql "SELECT count(*) FROM reviews")
+    if [ "$before" -eq 0 ] || [ "$before" -ge 20000 ]; then
+        fail "ingest not under way at the restart: $before rows"
+    fi
+    "$PG" ctl "$WORK/pg" restart -m fast >/dev/null
+    wait "$LOCKER_PID" 2>/dev/null || true
+    LOCKER_PID=
+
+    wait_for_sql "SELECT count(*) FROM reviews" 20000 60
+    assert_alive pgrestart
+    assert_contains "$(cat "$WORK/pgrestart.log")" "transient database error, retrying the same batch" \
+        "the restart is logged as a transient retry"
+    # Ingest went on after the retry: batches were logged after it.
+    [ "$(awk '/transient database error/ {seen = 1} seen && /\[reviews\] batch size=/ {n++} END {print n + 0}' \
+        "$WORK/pgrestart.log")" -gt 0 ] || fail "no batch after the transient retry"
+    assert_eq "20000 20000 0 19999" \
+        "$(sql "SELECT count(*), count(DISTINCT review_id), min(substr(review_id, 3)::int), max(substr(review_id, 3)::int) FROM reviews" | tr '|' ' ')" \
+        "rows, distinct review ids, id range"
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+    assert_eq 20000 "$(review_batch_sum pgrestart inserted)" "rows reported inserted"
+    assert_eq 0 "$(log_count pgrestart 'pipeline failed')" "failed pipelines"
+    svc_stop pgrestart
+    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+}
+
+# SPEC 3: a crash after the DB commit, before the Kafka commit, redelivers the
+# batch; ON CONFLICT makes it a no-op, reported as skipped.
+test_a_kill_between_db_commit_and_offset_commit_redelivers_the_batch_as_skipped() {
+    trap cleanup_test_processes EXIT
+    fresh_schema f_kill
+    fresh_topics kill
+    register_apps "$APP"
+    gen_reviews 0 1000 | produce "$TOPIC_REVIEWS"
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq 1000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
+
+    svc_start kill1 SC_TEST_KILL_AFTER_DB_COMMIT=2 STORAGE_MAX_POLL_RECORDS_REVIEWS=100
+    svc_wait kill1 60
+    assert_eq 137 "$SVC_RC" "exit status of the process killed by the fault point"
+    assert_contains "$(cat "$WORK/kill1.log")" "test fault point: killing the process after the database commit"
+    # Batch 1 was committed to Kafka and logged; batch 2 is in the database
+    # only (it died before its offset commit and its log line).
+    assert_eq 1 "$(review_batches kill1 | wc -l)" "batches logged before the kill"
+    local first stored
+    first=$(review_batch_sum kill1 size)
+    stored=$(sql "SELECT count(*) FROM reviews")
+    [ "$stored" -gt "$first" ] || fail "the second batch is not in the database: $stored rows, first batch $first"
+
+    svc_start kill2 STORAGE_MAX_POLL_RECORDS_REVIEWS=100
+    wait_for_sql "SELECT count(*) FROM reviews" 1000 60
+    svc_stop kill2
+    assert_eq 0 "$SVC_RC" "exit status of the restarted service"
+    assert_eq "1000 1000" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+    # Exactly the uncommitted batch came back, as skipped rows; the committed
+    # batch did not.
+    assert_eq $((stored - first)) "$(review_batch_sum kill2 skipped)" "redelivered rows reported as skipped"
+    assert_eq $((1000 - stored)) "$(review_batch_sum kill2 inserted)" "rows inserted after the restart"
+    assert_eq $((1000 - first)) "$(review_batch_sum kill2 size)" "records delivered after the restart"
+    [ "$(review_batches kill2 | grep -cE ' skipped=[1-9]')" -gt 0 ] || fail "no batch line reports skipped rows"
+}
+
+# SPEC 3: a failed offset commit is a warning (the rows are durable) and the
+# pipeline goes on; commit_failure_limit failures in a row are a livelock:
+# exit 1.
+test_failing_offset_commits_warn_then_a_commit_livelock_exits_1() {
+    trap 'broker_ctl clear-request-errors OffsetCommit >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
+    fresh_schema f_commit
+    fresh_topics commit
+    register_apps "$APP"
+    local i
+
+    # Phase 1: four failing commits, limit 5: warnings, progress, still up.
+    svc_start commit1 STORAGE_COMMIT_FAILURE_LIMIT=5
+    wait_for_log commit1 '\[reviews\] partitions assigned' 1
+    broker_ctl request-errors OffsetCommit GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED \
+        GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED >/dev/null
+    # One message at a time, so that each batch makes one commit.
+    for i in 1 2 3 4 5 6; do
+        gen_reviews "$i" 1 c | produce "$TOPIC_REVIEWS" -p 0
+        wait_for_log commit1 '\[reviews\] batch size=' "$i"
+    done
+    assert_eq 6 "$(sql "SELECT count(*) FROM reviews")" "rows stored despite failing commits"
+    assert_eq 4 "$(log_count commit1 'offset commit failed \([0-9]/5 in a row')" "commit warnings"
+    assert_eq 1 "$(log_count commit1 'offset commit failed \(4/5 in a row')" "fourth failure in a row"
+    assert_eq 0 "$(log_count commit1 'offset commit failed \(5/5')" "a fifth failure"
+    # The successful commits reset the count: one more failure is the first
+    # in a row again, not the fifth.
+    broker_ctl request-errors OffsetCommit GROUP_AUTHORIZATION_FAILED >/dev/null
+    for i in 7 8; do
+        gen_reviews "$i" 1 c | produce "$TOPIC_REVIEWS" -p 0
+        wait_for_log commit1 '\[reviews\] batch size=' "$i"
+    done
+    assert_eq 2 "$(log_count commit1 'offset commit failed \(1/5 in a row')" "failures counted from 1 after a success"
+    assert_eq 5 "$(log_count commit1 'offset commit failed')" "commit warnings"
+    assert_eq 8 "$(sql "SELECT count(*) FROM reviews")" "rows stored"
+    assert_alive commit1
+    svc_stop commit1
+    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+
+    # Phase 2, same group, limit 3: the commits after the failures moved the
+    # offsets past all eight messages, so nothing is redelivered. Three failing
+    # commits in a row are a livelock.
+    svc_start commit2 STORAGE_COMMIT_FAILURE_LIMIT=3
+    wait_for_log commit2 '\[reviews\] partitions assigned' 1
+    broker_ctl request-errors OffsetCommit GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED \
+        GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED >/dev/null
+    for i in 11 12; do
+        gen_reviews "$i" 1 c | produce "$TOPIC_REVIEWS" -p 0
+        wait_for_log commit2 '\[reviews\] batch size=' $((i - 10))
+    done
+    gen_reviews 13 1 c | produce "$TOPIC_REVIEWS" -p 0
+    svc_wait commit2 30
+    assert_eq 1 "$SVC_RC" "exit status after the third failing commit"
+    broker_ctl clear-request-errors OffsetCommit >/dev/null
+    local log
+    log=$(cat "$WORK/commit2.log")
+    assert_contains "$log" "commit livelock"
+    assert_contains "$log" "offset commit failed (3/3 in a row"
+    assert_contains "$log" "pipeline reviews failed"
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq 11 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
+    assert_eq 11 "$(sql "SELECT count(*) FROM reviews")" "rows stored (a failed commit loses no data)"
+    assert_eq 0 "$(review_batch_sum commit2 skipped)" "rows redelivered after phase 1"
+    # Phase 2 starts where phase 1's last successful commit left p0.
+    assert_eq "p0:8-8" "$(review_batches commit2 | head -n 1 | sed -nE 's/.* offsets=([^ ]*) .*/\1/p')" \
+        "first batch of phase 2"
+}
+
+# SPEC 11: SIGTERM is seen at a poll boundary; the in-flight batch is
+# finished and committed, and the process exits 0 within the timeout.
+test_sigterm_mid_batch_commits_the_batch_and_exits_0() {
+    trap cleanup_test_processes EXIT
+    fresh_schema f_sigterm
+    fresh_topics sigterm
+    register_apps "$APP"
+    local p
+    # Review s-P-I is at offset I of partition P. First 500 per partition,
+    # stored while nothing is in the way.
+    for p in 0 1 2; do
+        gen_reviews 0 500 "s-$p" | produce "$TOPIC_REVIEWS" -p "$p"
+    done
+    svc_start sigterm1 STORAGE_MAX_POLL_RECORDS_REVIEWS=200 STORAGE_SHUTDOWN_TIMEOUT_SECONDS=10
+    wait_for_sql "SELECT count(*) FROM reviews" 1500
+    # Then 500 more per partition with the table locked: the next batch
+    # stops in the middle, on its INSERT, and the signal comes then.
+    hold_lock reviews
+    for p in 0 1 2; do
+        gen_reviews 500 500 "s-$p" | produce "$TOPIC_REVIEWS" -p "$p"
+    done
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq 3000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
+    wait_for_blocked_batch
+    local t0 rc elapsed
+    t0=$(now_ms)
+    kill -TERM "$(service_pid sigterm1)"
+    sleep 1
+    # Still finishing the blocked batch, not gone.
+    assert_alive sigterm1
+    release_lock
+    svc_wait sigterm1 15
+    rc=$SVC_RC
+    elapsed=$(($(now_ms) - t0))
+    assert_eq 0 "$rc" "exit status after SIGTERM mid-batch"
+    [ "$elapsed" -lt 10000 ] || fail "exit took $elapsed ms, over STORAGE_SHUTDOWN_TIMEOUT_SECONDS=10"
+    assert_eq 3 "$(log_count sigterm1 'pipeline stopped result=clean')" "pipelines stopped cleanly"
+    # The batch in flight at the signal was finished and logged.
+    [ "$(awk '/received Terminated/ {seen = 1} seen && /\[reviews\] batch size=/ {n++} END {print n + 0}' \
+        "$WORK/sigterm1.log")" -eq 1 ] || fail "no batch (or more than one) finished after the signal"
+
+    # Every record of every logged batch is stored, and nothing else.
+    local ranges logged stored
+    ranges=$(review_batches sigterm1 | sed -nE 's/.* offsets=([^ ]*) .*/\1/p' | tr ',' '\n')
+    logged=$(echo "$ranges" | awk -F'[p:-]' '{n += $4 - $3 + 1} END {print n + 0}')
+    stored=$(sql "SELECT count(*) FROM reviews")
+    assert_eq "$(review_batch_sum sigterm1 size)" "$logged" "records in the logged offset ranges"
+    assert_eq "$logged" "$stored" "rows stored vs records in the logged batches"
+    local values
+    values=$(echo "$ranges" | awk -F'[p:-]' '{printf "%s(%d,%d,%d)", (NR > 1 ? "," : ""), $2, $3, $4}')
+    assert_eq "$logged" "$(sql "SELECT count(*) FROM reviews r JOIN (VALUES $values) AS b(p, lo, hi)
+                                 ON r.review_id LIKE 's-' || b.p || '-%'
+                                AND substr(r.review_id, 5)::int BETWEEN b.lo AND b.hi")" \
+        "logged records found in the table"
+    # Where each partition stopped in the first run.
+    local next
+    next=$(echo "$ranges" | awk -F'[p:-]' '{if ($4 + 1 > m[$2]) m[$2] = $4 + 1} END {for (p = 0; p < 3; p++) printf "p%d:%d ", p, m[p] + 0}')
+
+    # Same group again: the committed offsets cover every logged batch, so
+    # nothing is redelivered and every row comes exactly once.
+    svc_start sigterm2 STORAGE_MAX_POLL_RECORDS_REVIEWS=200
+    wait_for_sql "SELECT count(*) FROM reviews" 3000 60
+    svc_stop sigterm2
+    assert_eq 0 "$SVC_RC" "exit status of the restarted service"
+    assert_eq 0 "$(review_batch_sum sigterm2 skipped)" "rows redelivered after the clean stop"
+    assert_eq $((3000 - stored)) "$(review_batch_sum sigterm2 size)" "records delivered after the restart"
+    assert_eq $((3000 - stored)) "$(review_batch_sum sigterm2 inserted)" "rows inserted after the restart"
+    local resumed
+    resumed=$(review_batches sigterm2 | sed -nE 's/.* offsets=([^ ]*) .*/\1/p' | tr ',' '\n' |
+        awk -F'[p:-]' '{if (!($2 in m) || $3 < m[$2]) m[$2] = $3} END {for (p = 0; p < 3; p++) printf "p%d:%d ", p, (p in m) ? m[p] : 1000}')
+    assert_eq "$next" "$resumed" "first offset per partition after the restart"
+    assert_eq "3000 3000" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+}
+
+# SPEC 1 (guarantee 4) and 11: one failed pipeline stops all of them and the
+# process exits 1, naming the failed pipeline.
+test_a_failed_pipeline_stops_the_others_and_exits_1() {
+    trap cleanup_test_processes EXIT
+    fresh_schema f_failed
+    fresh_topics failed
+    register_apps "$APP"
+    svc_start failed1
+    wait_for_log failed1 'partitions assigned' 3
+    # The other pipelines are working.
+    gen_reviews 0 10 | produce "$TOPIC_REVIEWS"
+    wait_for_sql "SELECT count(*) FROM reviews" 10
+    sql "DROP TABLE network_metrics"
+    gen_network_metric "$(new_uuid)" | produce "$TOPIC_NETWORK_METRICS"
+    svc_wait failed1 30
+    assert_eq 1 "$SVC_RC" "exit status"
+    local log
+    log=$(cat "$WORK/failed1.log")
+    assert_contains "$log" "[network-metrics] pipeline failed: database error"
+    assert_contains "$log" "pipeline network-metrics failed"
+    assert_contains "$log" "[network-metrics] pipeline stopped result=failed"
+    assert_contains "$log" "[reviews] pipeline stopped result=clean"
+    assert_contains "$log" "[app-stats] pipeline stopped result=clean"
+    assert_contains "$log" "stopped exit=1"
+}
+
+# SPEC 2: a reviews burst must not delay a network-metrics message: each is
+# stored within 1 s while 100,000 reviews are being ingested.
+test_network_metrics_stored_within_1s_during_a_100k_reviews_ingest() {
+    trap cleanup_test_processes EXIT
+    fresh_schema f_latency
+    fresh_topics latency
+    register_apps "$APP"
+    gen_reviews 0 100000 | produce "$TOPIC_REVIEWS"
+    # The mock keeps at most 5 MiB per partition: prove it kept all 100,000.
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq 100000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
+
+    svc_start latency1
+    wait_for_at_least "SELECT count(*) FROM reviews" 1 60
+    local i id t0 ms before after worst=0
+    for i in 1 2 3; do
+        before=$(sql "SELECT count(*) FROM reviews")
+        id=$(new_uuid)
+        t0=$(date +%s%N)
+        gen_network_metric "$id" | produce "$TOPIC_NETWORK_METRICS"
+        until [ "$(sql "SELECT count(*) FROM network_metrics WHERE analysis_id = '$id'")" = 1 ]; do
+            [ $((($(date +%s%N) - t0) / 1000000)) -lt 10000 ] || fail "network-metrics message $i not stored after 10 s"
+        done
+        ms=$((($(date +%s%N) - t0) / 1000000))
+        after=$(sql "SELECT count(*) FROM reviews")
+        echo "# network-metrics message $i stored in $ms ms (reviews rows $before -> $after)" >&2
+        # The measurement counts only while the burst is being ingested.
+        [ "$after" -lt 100000 ] || fail "the reviews burst ended before measurement $i finished ($before -> $after rows)"
+        [ "$ms" -lt 1000 ] || fail "network-metrics message $i took $ms ms (limit 1000 ms) during the reviews burst"
+        [ "$ms" -gt "$worst" ] && worst=$ms
+    done
+    echo "# worst network-metrics latency: $worst ms" >&2
+    wait_for_sql "SELECT count(*) FROM reviews" 100000 120
+    assert_eq 3 "$(sql "SELECT count(*) FROM network_metrics")" "network-metrics rows"
+    svc_stop latency1
+    assert_eq 0 "$SVC_RC" "exit status"
+}
+
+# SPEC 8: retries exhausted is fatal (exit 1); the restarted process resumes
+# from the committed offsets and nothing is lost.
+test_postgres_down_longer_than_the_retries_exits_1_then_resumes_without_loss() {
+    trap cleanup_test_processes EXIT
+    fresh_schema f_pgdown
+    fresh_topics pgdown
+    register_apps "$APP"
+    svc_start pgdown1 STORAGE_DB_RETRY_BASE_MS=100 STORAGE_DB_RETRY_MAX_ATTEMPTS=3
+    gen_reviews 0 500 | produce "$TOPIC_REVIEWS"
+    wait_for_sql "SELECT count(*) FROM reviews" 500
+    "$PG" ctl "$WORK/pg" stop -m fast >/dev/null
+    gen_reviews 500 500 | produce "$TOPIC_REVIEWS"
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq 1000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
+    svc_wait pgdown1 30
+    assert_eq 1 "$SVC_RC" "exit status with the database gone"
+    local log
+    log=$(cat "$WORK/pgdown1.log")
+    assert_contains "$log" "retries exhausted"
+    # The same batch, three times, with the back-off doubling from the base.
+    assert_eq "1/3:100 2/3:200 3/3:400" \
+        "$(sed -nE 's/.*\[reviews\] transient database error, retrying the same batch attempt=([0-9]+\/[0-9]+) in_ms=([0-9]+).*/\1:\2/p' \
+            "$WORK/pgdown1.log" | xargs)" "retries before giving up (attempt:back-off ms)"
+    assert_contains "$log" "stopped exit=1"
+    "$PG" ctl "$WORK/pg" start >/dev/null
+
+    svc_start pgdown2
+    wait_for_sql "SELECT count(*) FROM reviews" 1000 60
+    svc_stop pgdown2
+    assert_eq 0 "$SVC_RC" "exit status of the restarted service"
+    assert_eq "1000 1000" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+}
+
+# SPEC 8: a stop request interrupts the back-off; the batch stays
+# uncommitted and comes back to the next process.
+test_sigterm_interrupts_the_database_back_off() {
+    trap cleanup_test_processes EXIT
+    fresh_schema f_backoff
+    fresh_topics backoff
+    register_apps "$APP"
+    svc_start backoff1 STORAGE_DB_RETRY_BASE_MS=5000 STORAGE_DB_RETRY_MAX_ATTEMPTS=3
+    gen_reviews 0 100 | produce "$TOPIC_REVIEWS"
+    wait_for_sql "SELECT count(*) FROM reviews" 100
+    "$PG" ctl "$WORK/pg" stop -m fast >/dev/null
+    gen_reviews 100 100 | produce "$TOPIC_REVIEWS"
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq 200 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
+    wait_for_log backoff1 '\[reviews\] transient database error, retrying the same batch attempt=1/3 in_ms=5000' 1
+    local t0 elapsed
+    t0=$(now_ms)
+    svc_stop backoff1 10
+    elapsed=$(($(now_ms) - t0))
+    assert_eq 0 "$SVC_RC" "exit status after SIGTERM during the back-off"
+    [ "$elapsed" -lt 3000 ] || fail "SIGTERM took $elapsed ms to stop a 5000 ms back-off"
+    assert_contains "$(cat "$WORK/backoff1.log")" "stop requested during the back-off"
+    "$PG" ctl "$WORK/pg" start >/dev/null
+
+    svc_start backoff2
+    wait_for_sql "SELECT count(*) FROM reviews" 200 60
+    svc_stop backoff2
+    assert_eq 0 "$SVC_RC" "exit status of the restarted service"
+    assert_eq "200 200" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+    assert_eq 100 "$(review_batch_sum backoff2 inserted)" "interrupted rows delivered again"
+}
+
+# SPEC 11 and 13: a batch that cannot finish within the shutdown timeout
+# ends the process with exit 1; it was not committed, so it comes back.
+test_a_batch_stuck_past_the_shutdown_timeout_exits_1_and_is_redelivered() {
+    trap cleanup_test_processes EXIT
+    fresh_schema f_stuck
+    fresh_topics stuck
+    register_apps "$APP"
+    svc_start stuck1 STORAGE_SHUTDOWN_TIMEOUT_SECONDS=2
+    gen_reviews 0 100 | produce "$TOPIC_REVIEWS"
+    wait_for_sql "SELECT count(*) FROM reviews" 100
+    hold_lock reviews
+    gen_reviews 100 100 | produce "$TOPIC_REVIEWS"
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq 200 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
+    wait_for_blocked_batch
+    local t0 elapsed
+    t0=$(now_ms)
+    svc_stop stuck1 15
+    elapsed=$(($(now_ms) - t0))
+    assert_eq 1 "$SVC_RC" "exit status when the in-flight batch outlives the shutdown timeout"
+    if [ "$elapsed" -lt 2000 ] || [ "$elapsed" -ge 5000 ]; then
+        fail "exit after $elapsed ms, expected about 2000 ms"
+    fi
+    assert_contains "$(cat "$WORK/stuck1.log")" "did not stop within STORAGE_SHUTDOWN_TIMEOUT_SECONDS=2"
+    release_lock
+    assert_eq 100 "$(sql "SELECT count(*) FROM reviews")" "rows of the unfinished batch"
+
+    svc_start stuck2
+    wait_for_sql "SELECT count(*) FROM reviews" 200 60
+    svc_stop stuck2
+    assert_eq 0 "$SVC_RC" "exit status of the restarted service"
+    assert_eq "200 200" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+    assert_eq 100 "$(review_batch_sum stuck2 inserted)" "the unfinished batch delivered again"
+}
+
+# SPEC 8: with every broker down a synchronous commit can block for minutes;
+# the commit has a deadline of its own and its failure counts.
+test_an_offset_commit_with_every_broker_down_fails_within_the_commit_timeout() {
+    trap 'broker_ctl broker-up -1 >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
+    fresh_schema f_deadline
+    fresh_topics deadline
+    register_apps "$APP"
+    svc_start deadline1 STORAGE_COMMIT_TIMEOUT_MS=1000 STORAGE_COMMIT_FAILURE_LIMIT=5
+    gen_reviews 0 10 | produce "$TOPIC_REVIEWS" -p 0
+    wait_for_log deadline1 '\[reviews\] batch size=' 1
+    # A batch held in the middle while every broker goes down: its offset
+    # commit comes when no broker answers.
+    hold_lock reviews
+    gen_reviews 10 10 | produce "$TOPIC_REVIEWS" -p 0
+    wait_for_blocked_batch
+    broker_ctl broker-down -1 >/dev/null
+    local t0 elapsed
+    t0=$(now_ms)
+    release_lock
+    wait_for_log deadline1 'offset commit did not complete within 1000 ms' 1 15
+    elapsed=$(($(now_ms) - t0))
+    [ "$elapsed" -lt 5000 ] || fail "the commit failure came after $elapsed ms (deadline 1000 ms)"
+    assert_contains "$(cat "$WORK/deadline1.log")" "offset commit failed (1/5 in a row"
+    broker_ctl broker-up -1 >/dev/null
+    assert_eq 20 "$(sql "SELECT count(*) FROM reviews")" "rows of the batch whose commit failed"
+
+    # The brokers are back: the pipeline goes on.
+    gen_reviews 20 10 | produce "$TOPIC_REVIEWS" -p 0
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq 30 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
+    wait_for_sql "SELECT count(*) FROM reviews" 30 60
+    assert_alive deadline1
+    svc_stop deadline1
+    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+    assert_eq "30 30" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+}
+
+if [ -n "${FAULTS_ONLY:-}" ]; then
+    for t in $(declare -F | awk '{print $3}' | grep '^test_' | grep -vE "$FAULTS_ONLY"); do unset -f "$t"; done
+fi
+run_tests

@@ -1,0 +1,699 @@
+#!/usr/bin/env bash
+# The three pipelines end to end (SPEC 3-8): the real service (sanitizer
+# build) against the suite's PostgreSQL and the Kafka-protocol broker.
+#
+# Every test has its own database (fresh_schema), topics and consumer groups
+# (fresh_topics), so tests never see each other's rows, messages or offsets.
+# Each test stops the services it starts and checks they stop cleanly; a
+# failing test prints the tail of every service log it started and kills the
+# services still running, so one failure cannot disturb the next test.
+#
+# KEEP_WORK=1 keeps the suite's work directory (service logs, broker log)
+# for debugging; ONLY_TESTS=REGEX runs only the tests whose names match.
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+pg_start
+broker_start
+
+# ---------------------------------------------------------------------------
+# Helpers of this suite.
+
+STARTED=""
+TEST_NAME=""
+
+# Start a test: its database, topics and groups, and the exit trap that
+# reports and cleans up whatever the test started.
+begin_test() { # name
+    STARTED=""
+    TEST_NAME=$1
+    trap end_test EXIT
+    fresh_schema "pl_$1"
+    fresh_topics "$1"
+}
+
+end_test() {
+    local rc=$? name
+    for name in $STARTED; do
+        name=$(svc "$name")
+        [ -f "$WORK/$name.rc" ] || service_kill "$name"
+        if [ "$rc" -ne 0 ]; then
+            echo "# --- last lines of service $name ---" >&2
+            tail -n 40 "$WORK/$name.log" 2>/dev/null | sed 's/^/# | /' >&2
+        fi
+    done
+    exit "$rc"
+}
+
+# A service's name in $WORK: unique per test, so every log survives.
+svc() { echo "$TEST_NAME-$1"; }
+
+# service_start, recorded for end_test.
+start_service() { # name [VAR=value...]
+    local name=$1
+    shift
+    service_start "$(svc "$name")" "$@"
+    STARTED="$STARTED $name"
+}
+
+# SIGTERM NAME and require a clean stop (exit 0).
+stop_clean() { # name
+    local rc name
+    name=$(svc "$1")
+    rc=$(service_stop "$name")
+    [ "$rc" = 0 ] || fail "service $name did not stop cleanly: exit [$rc]"
+    grep -q 'stopped exit=0' "$WORK/$name.log" || fail "service $name did not log 'stopped exit=0'"
+}
+
+# NAME is still running (it did not fail and exit on its own).
+assert_running() { # name
+    [ ! -f "$WORK/$(svc "$1").rc" ] ||
+        fail "service $(svc "$1") exited on its own ($(cat "$WORK/$(svc "$1").rc")): $(grep -E ' error ' "$(log_file "$1")" | tail -n 2)"
+}
+
+log_file() { echo "$WORK/$(svc "$1").log"; }
+log_of() { cat "$(log_file "$1")"; }
+
+# Wait until NAME's log matches the extended regex PATTERN.
+wait_for_log() { # name pattern [seconds]
+    local i
+    for i in $(seq 1 $((${3:-30} * 5))); do
+        grep -qE -- "$2" "$(log_file "$1")" 2>/dev/null && return 0
+        sleep 0.2
+    done
+    fail "service $1 never logged /$2/"
+}
+
+# The sum of COUNTER over NAME's INFO batch lines of PIPELINE.
+batch_sum() { # name pipeline counter
+    grep -E "info +\[$2\] batch size=" "$(log_file "$1")" |
+        grep -oE " $3=[0-9]+" | cut -d= -f2 | awk '{s += $1} END {print s + 0}'
+}
+
+batch_lines() { # name pipeline
+    grep -cE "info +\[$2\] batch size=" "$(log_file "$1")" || true
+}
+
+# SQL with timestamps shown in UTC, whatever the database's time zone.
+usql() { PGTZ=UTC sql "$1"; }
+
+high_watermark() { # topic partition
+    broker_ctl watermarks "$1" "$2" | awk '{print $3}'
+}
+
+# Wait until GROUP's committed offset on TOPIC [PARTITION] is EXPECTED.
+wait_committed() { # group topic partition expected [seconds]
+    local got i
+    for i in $(seq 1 $((${5:-30} * 4))); do
+        got=$(broker_committed "$1" "$2" "$3")
+        [ "$got" = "$4" ] && return 0
+        sleep 0.25
+    done
+    fail "group $1 committed [$got] on $2 [$3], expected [$4]"
+}
+
+# Every partition of TOPIC is committed by GROUP up to its high watermark:
+# the group has consumed (and stored) everything there is.
+# (A partition that never had a message gets no commit: -1001.)
+wait_all_committed() { # group topic [seconds]
+    local p hw
+    for p in 0 1 2; do
+        hw=$(high_watermark "$2" "$p")
+        [ "$hw" = 0 ] && hw=-1001
+        wait_committed "$1" "$2" "$p" "$hw" "${3:-30}"
+    done
+}
+
+# SPEC 6 log volume, batch by batch: the first 5 dead letters of a batch in
+# detail, then (only if there were more) one summary line with their total.
+assert_dead_letter_logging() { # name pipeline
+    local problems
+    problems=$(grep -E "\[$2\] (dead_letter |batch size=)" "$(log_file "$1")" | awk '
+        / dead_letter topic=/ { details++; next }
+        / dead_letter summary total=/ {
+            match($0, /total=[0-9]+/); total = substr($0, RSTART + 6, RLENGTH - 6)
+            match($0, /\([0-9]+ more/); more = substr($0, RSTART + 1, RLENGTH - 6); next }
+        / batch size=/ {
+            match($0, /dead_lettered=[0-9]+/); dl = substr($0, RSTART + 14, RLENGTH - 14) + 0
+            want = dl < 5 ? dl : 5
+            if (details != want) print "batch with dead_lettered=" dl " logged " details + 0 " in detail"
+            if (dl > 5 && (total != dl || more != dl - 5)) print "batch with dead_lettered=" dl ": summary total=[" total "] more=[" more "]"
+            if (dl <= 5 && total != "") print "batch with dead_lettered=" dl " has a summary line"
+            details = 0; total = ""; more = "" }')
+    [ -z "$problems" ] || fail "dead letter logging: $problems"
+}
+
+assert_committed() { # group topic partition expected
+    assert_eq "$4" "$(broker_committed "$1" "$2" "$3")" "offset committed by $1 on $2 [$3]"
+}
+
+group_of() { echo "$GROUP_PREFIX.$1"; }
+
+# A whole table, every column, in a stable order: rows that were not
+# rewritten compare equal to the byte.
+dump_table() { # table
+    usql "SELECT t::text FROM $1 t ORDER BY id"
+}
+
+app_id() { sql "SELECT id FROM apps_registry_application WHERE package_name = '$1'"; }
+
+# A review message: review PACKAGE ID THUMBS LAST_SYNCED_AT [SCORE]
+review() {
+    printf '{"package_name":"%s","review_id":"%s","user_name":"u-%s","content":"c %s %s","score":%s,"thumbs_up_count":%s,"app_version":"1.0","reviewed_at":"2026-11-01T00:00:00Z","last_synced_at":"%s"}\n' \
+        "$1" "$2" "$2" "$2" "$3" "${5:-4}" "$3" "$4"
+}
+
+# ---------------------------------------------------------------------------
+# 1. Every pipeline stores every field with the right value.
+
+test_each_pipeline_stores_every_field_exactly() {
+    begin_test fields
+    register_apps com.example.other com.example.fields
+    local app
+    app=$(app_id com.example.fields)
+    # Naive timestamps are UTC by policy, whatever the session's time zone:
+    # run the service's sessions in a zone that is not UTC.
+    sql "ALTER DATABASE pl_fields SET timezone = 'Asia/Tehran'"
+
+    produce "$TOPIC_APP_STATS" -p 1 <<'EOF'
+{"package_name":"com.example.fields","crawled_at":"2026-11-29T15:30:00.123456+03:30","title":"Fields — «Ünïcode» \\ tab\there \\N","score":4.25,"ratings_count":12345,"reviews_count":678,"min_installs":9223372036854775807,"real_installs":9007199254740993,"histogram":[0,1,22,333,4444],"price":1234567890.12,"is_free":false,"version":"2.3.1-beta","app_updated_at":"2026-11-20T08:00:00","added_later":{"x":[1,2]}}
+EOF
+    produce "$TOPIC_REVIEWS" -p 0 <<'EOF'
+{"package_name":"com.example.fields","review_id":"gp:full","user_name":"Ada \\N Lovelace","content":"Line one\nline two\ttabbed \\ backslash \"quoted\" 😀","score":5,"thumbs_up_count":2147483647,"app_version":"2.3.1","reviewed_at":"2026-11-28T23:59:59.999999Z","reply_content":"Thanks!\r\nDev team","replied_at":"2026-11-29T01:00:00+03:30","last_synced_at":"2026-11-29T12:00:00"}
+{"package_name":"com.example.fields","review_id":"gp:minimal","user_name":null,"score":1,"thumbs_up_count":0,"reviewed_at":"2026-01-01T00:00:00Z","last_synced_at":"2026-11-29T12:00:00Z"}
+{"package_name":"com.example.fields","review_id":"gp:third","user_name":"名前","content":"","score":3,"thumbs_up_count":7,"app_version":"","reviewed_at":"2026-02-03T04:05:06.7-01:00","last_synced_at":"2026-11-29T12:00:00.000001+00:00"}
+EOF
+    produce "$TOPIC_NETWORK_METRICS" -p 2 <<'EOF'
+{"package_name":"com.example.fields","analysis_id":"6F9619FF-8B86-D011-B42D-00C04FC964FF","analyzed_at":"2026-11-29T10:00:05.5+03:30","duration_seconds":12.5,"total_packets":1500,"total_bytes":9876543210,"unique_hosts":42,"dns_queries":17,"tls_handshakes":9,"avg_packet_size":658.436,"protocols":{"tcp":1200,"udp":280,"quic":20}}
+EOF
+
+    start_service svc
+    wait_for_sql "SELECT (SELECT count(*) FROM app_stats) || '/' || (SELECT count(*) FROM reviews) || '/' || (SELECT count(*) FROM network_metrics)" "1/3/1" 30
+
+    # app_stats: +03:30 is the right UTC instant with its microseconds;
+    # naive app_updated_at is UTC; BIGINT max and 2^53+1 exactly; price to
+    # the cent; escapes (backslash, tab, a literal \N) survive COPY.
+    assert_eq "$app" "$(sql "SELECT application_id FROM app_stats")" "app_stats.application_id"
+    assert_eq '{"crawled_at":"2026-11-29T12:00:00.123456+00:00","title":"Fields — «Ünïcode» \\ tab\there \\N","score":4.25,"ratings_count":12345,"reviews_count":678,"min_installs":9223372036854775807,"real_installs":9007199254740993,"histogram":[0,1,22,333,4444],"price":1234567890.12,"is_free":false,"version":"2.3.1-beta","app_updated_at":"2026-11-20T08:00:00+00:00"}' \
+        "$(usql "SELECT row_to_json(t) FROM (SELECT crawled_at, title, score, ratings_count, reviews_count, min_installs, real_installs, histogram, price, is_free, version, app_updated_at FROM app_stats) t")" \
+        "app_stats row"
+    assert_eq "t" "$(sql "SELECT ingested_at > now() - interval '5 minutes' FROM app_stats")" "app_stats.ingested_at is set"
+
+    # reviews: every column, NULLs for absent and null optionals, empty
+    # strings kept as empty strings, sentiment untouched.
+    assert_eq "$app $app $app" "$(sql "SELECT string_agg(application_id::text, ' ') FROM reviews")" "reviews.application_id"
+    assert_eq '{"review_id":"gp:full","user_name":"Ada \\N Lovelace","content":"Line one\nline two\ttabbed \\ backslash \"quoted\" 😀","score":5,"thumbs_up_count":2147483647,"app_version":"2.3.1","reviewed_at":"2026-11-28T23:59:59.999999+00:00","reply_content":"Thanks!\r\nDev team","replied_at":"2026-11-28T21:30:00+00:00","last_synced_at":"2026-11-29T12:00:00+00:00","sentiment":null,"sentiment_score":null}
+{"review_id":"gp:minimal","user_name":null,"content":null,"score":1,"thumbs_up_count":0,"app_version":null,"reviewed_at":"2026-01-01T00:00:00+00:00","reply_content":null,"replied_at":null,"last_synced_at":"2026-11-29T12:00:00+00:00","sentiment":null,"sentiment_score":null}
+{"review_id":"gp:third","user_name":"名前","content":"","score":3,"thumbs_up_count":7,"app_version":"","reviewed_at":"2026-02-03T05:05:06.7+00:00","reply_content":null,"replied_at":null,"last_synced_at":"2026-11-29T12:00:00.000001+00:00","sentiment":null,"sentiment_score":null}' \
+        "$(usql "SELECT row_to_json(t) FROM (SELECT review_id, user_name, content, score, thumbs_up_count, app_version, reviewed_at, reply_content, replied_at, last_synced_at, sentiment, sentiment_score FROM reviews ORDER BY review_id) t")" \
+        "reviews rows"
+    assert_eq "3" "$(sql "SELECT count(*) FROM reviews WHERE first_seen_at > now() - interval '5 minutes'")" "reviews.first_seen_at is set"
+
+    # network_metrics: the upper-case UUID lower-cased, protocols as jsonb.
+    assert_eq "$app" "$(sql "SELECT application_id FROM network_metrics")" "network_metrics.application_id"
+    assert_eq '{"analysis_id":"6f9619ff-8b86-d011-b42d-00c04fc964ff","analyzed_at":"2026-11-29T06:30:05.5+00:00","duration_seconds":12.5,"total_packets":1500,"total_bytes":9876543210,"unique_hosts":42,"dns_queries":17,"tls_handshakes":9,"avg_packet_size":658.436,"protocols":{"tcp": 1200, "udp": 280, "quic": 20}}' \
+        "$(usql "SELECT row_to_json(t) FROM (SELECT analysis_id, analyzed_at, duration_seconds, total_packets, total_bytes, unique_hosts, dns_queries, tls_handshakes, avg_packet_size, protocols FROM network_metrics) t")" \
+        "network_metrics row"
+    assert_eq "t" "$(sql "SELECT protocols = '{\"quic\":20,\"tcp\":1200,\"udp\":280}'::jsonb AND jsonb_typeof(protocols) = 'object' FROM network_metrics")" "protocols is a jsonb object"
+    assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+
+    # The INFO batch lines count what was written.
+    wait_committed "$(group_of network-metrics)" "$TOPIC_NETWORK_METRICS" 2 1
+    stop_clean svc
+    assert_eq "1 3 1" "$(batch_sum svc app-stats inserted) $(batch_sum svc reviews inserted) $(batch_sum svc network-metrics inserted)" "inserted= of the batch lines"
+    local p c
+    for p in app-stats reviews network-metrics; do
+        for c in updated skipped dead_lettered; do
+            assert_eq 0 "$(batch_sum svc "$p" "$c")" "$p batch lines: $c="
+        done
+    done
+    assert_contains "$(log_of svc)" "[app-stats] batch size=1 inserted=1 updated=0 skipped=0 dead_lettered=0 offsets=p1:0-0" "app-stats batch line"
+}
+
+# ---------------------------------------------------------------------------
+# 2. A replay from the earliest offset changes nothing.
+
+test_replay_from_earliest_rewrites_nothing() {
+    begin_test replay
+    register_apps com.example.replay com.example.second
+    local i
+    {
+        for i in $(seq 1 40); do review com.example.replay "r$i" "$i" "2026-11-29T10:00:00Z"; done
+        # A newer observation of r1..r5 (an update in the first run).
+        for i in $(seq 1 5); do review com.example.replay "r$i" "$((i + 100))" "2026-11-29T11:00:00Z"; done
+        echo '{"not json'
+        review com.example.nobody r-unregistered 1 "2026-11-29T10:00:00Z"
+    } | produce "$TOPIC_REVIEWS"
+    # Keyed, so that they spread over the partitions.
+    produce "$TOPIC_APP_STATS" -K'|' <<'EOF'
+a|{"package_name":"com.example.replay","crawled_at":"2026-11-29T10:00:00Z","title":"Replay","score":4.5,"histogram":[1,2,3,4,5],"price":0,"is_free":true}
+b|{"package_name":"com.example.replay","crawled_at":"2026-11-29T11:00:00Z","title":"Replay","score":4.6}
+c|{"package_name":"com.example.second","crawled_at":"2026-11-29T10:00:00Z"}
+d|{"package_name":"com.example.replay"}
+EOF
+    produce "$TOPIC_NETWORK_METRICS" <<'EOF'
+{"package_name":"com.example.replay","analysis_id":"11111111-2222-3333-4444-555555555555","analyzed_at":"2026-11-29T10:00:00Z","duration_seconds":1.5,"total_packets":10,"total_bytes":1000,"protocols":{"tcp":10}}
+{"package_name":"com.example.second","analysis_id":"21111111-2222-3333-4444-555555555555","analyzed_at":"2026-11-29T10:00:00Z","duration_seconds":2,"total_packets":20,"total_bytes":2000}
+EOF
+
+    start_service first
+    local g
+    for g in app-stats:"$TOPIC_APP_STATS" reviews:"$TOPIC_REVIEWS" network-metrics:"$TOPIC_NETWORK_METRICS"; do
+        wait_all_committed "$(group_of "${g%%:*}")" "${g#*:}"
+    done
+    stop_clean first
+    assert_eq "3/40/2/3" "$(sql "SELECT (SELECT count(*) FROM app_stats) || '/' || (SELECT count(*) FROM reviews) || '/' || (SELECT count(*) FROM network_metrics) || '/' || (SELECT count(*) FROM dead_letter_events)")" "rows after the first run (app_stats/reviews/network_metrics/dead letters)"
+    assert_eq "5" "$(sql "SELECT count(*) FROM reviews WHERE thumbs_up_count > 100")" "newer observations applied"
+
+    local t
+    for t in app_stats reviews network_metrics dead_letter_events; do dump_table "$t" >"$WORK/replay-$t.before"; done
+
+    # A new group reads every topic from the earliest offset: what a reset of
+    # the groups to earliest does.
+    GROUP_PREFIX=$GROUP_PREFIX-again
+    start_service again
+    for g in app-stats:"$TOPIC_APP_STATS" reviews:"$TOPIC_REVIEWS" network-metrics:"$TOPIC_NETWORK_METRICS"; do
+        wait_all_committed "$(group_of "${g%%:*}")" "${g#*:}"
+    done
+    stop_clean again
+
+    for t in app_stats reviews network_metrics dead_letter_events; do
+        dump_table "$t" >"$WORK/replay-$t.after"
+        cmp -s "$WORK/replay-$t.before" "$WORK/replay-$t.after" ||
+            fail "$t changed by the replay: $(diff "$WORK/replay-$t.before" "$WORK/replay-$t.after" | head -20)"
+    done
+    # Nothing inserted or updated; every good record skipped.
+    local p size dead
+    for p in app-stats reviews network-metrics; do
+        assert_eq 0 "$(batch_sum again "$p" inserted)" "$p replay: inserted="
+        assert_eq 0 "$(batch_sum again "$p" updated)" "$p replay: updated="
+        size=$(batch_sum again "$p" size)
+        dead=$(batch_sum again "$p" dead_lettered)
+        assert_eq "$((size - dead))" "$(batch_sum again "$p" skipped)" "$p replay: skipped= (size=$size dead_lettered=$dead)"
+    done
+    assert_eq "4/47/2" "$(batch_sum again app-stats size)/$(batch_sum again reviews size)/$(batch_sum again network-metrics size)" "records replayed"
+    assert_eq "3/45/2" "$(batch_sum again app-stats skipped)/$(batch_sum again reviews skipped)/$(batch_sum again network-metrics skipped)" "records skipped by the replay"
+}
+
+# ---------------------------------------------------------------------------
+# 3. reviews: the latest observation wins; first_seen_at and the sentiment
+# columns are never touched.
+
+test_reviews_keep_the_latest_observation_and_leave_first_seen_and_sentiment_alone() {
+    begin_test latest
+    register_apps com.example.latest
+    local app=com.example.latest group
+    group=$(group_of reviews)
+    # Two observations of one review in one batch, in both orders: the later
+    # last_synced_at wins whatever the order. Same key, same partition,
+    # produced before the service starts, so they arrive in one batch.
+    {
+        review $app solo 10 "2026-11-29T10:00:00Z"
+        review $app newer-first 50 "2026-11-29T12:00:00Z"
+        review $app newer-first 40 "2026-11-29T11:00:00Z"
+        review $app older-first 40 "2026-11-29T11:00:00Z"
+        review $app older-first 50 "2026-11-29T12:00:00Z"
+    } | sed 's/^/k:/' | produce "$TOPIC_REVIEWS" -p 0 -K:
+
+    start_service svc
+    wait_committed "$group" "$TOPIC_REVIEWS" 0 5
+    assert_eq "1" "$(batch_lines svc reviews)" "the five observations came in one batch"
+    assert_contains "$(log_of svc)" "[reviews] batch size=5 inserted=3 updated=0 skipped=2 dead_lettered=0" "batch line"
+    assert_eq "newer-first 50 2026-11-29 12:00:00+00
+older-first 50 2026-11-29 12:00:00+00
+solo 10 2026-11-29 10:00:00+00" \
+        "$(usql "SELECT review_id, thumbs_up_count, last_synced_at FROM reviews ORDER BY review_id" | tr '|' ' ')" \
+        "in-batch duplicates: the later observation wins"
+
+    # The sentiment subsystem's columns, and a first_seen_at we can recognise.
+    sql "UPDATE reviews SET sentiment = 'positive', sentiment_score = 0.75,
+                first_seen_at = '2020-01-02 03:04:05.678901+00' WHERE review_id = 'solo'" >/dev/null
+
+    # An older observation arriving later is skipped by the guard.
+    review $app solo 5 "2026-11-29T09:00:00Z" 1 | produce "$TOPIC_REVIEWS" -p 0
+    wait_committed "$group" "$TOPIC_REVIEWS" 0 6
+    assert_eq "solo|u-solo|c solo 10|4|10|2026-11-29 10:00:00+00" \
+        "$(usql "SELECT review_id, user_name, content, score, thumbs_up_count, last_synced_at FROM reviews WHERE review_id = 'solo'")" \
+        "an older observation changes nothing"
+    assert_contains "$(log_of svc)" "[reviews] batch size=1 inserted=0 updated=0 skipped=1 dead_lettered=0" "batch line of the older observation"
+
+    # A newer one updates the observed state, and nothing else.
+    printf '%s\n' '{"package_name":"com.example.latest","review_id":"solo","user_name":"renamed","content":"edited","score":2,"thumbs_up_count":20,"app_version":"2.0","reviewed_at":"2026-11-02T00:00:00Z","reply_content":"a reply","replied_at":"2026-11-29T10:30:00Z","last_synced_at":"2026-11-29T13:00:00Z"}' |
+        produce "$TOPIC_REVIEWS" -p 0
+    wait_committed "$group" "$TOPIC_REVIEWS" 0 7
+    assert_contains "$(log_of svc)" "[reviews] batch size=1 inserted=0 updated=1 skipped=0 dead_lettered=0" "batch line of the newer observation"
+    assert_eq "solo|2|20|edited|a reply|2026-11-29 10:30:00+00|2.0|2026-11-29 13:00:00+00" \
+        "$(usql "SELECT review_id, score, thumbs_up_count, content, reply_content, replied_at, app_version, last_synced_at FROM reviews WHERE review_id = 'solo'")" \
+        "a newer observation updates the review"
+    assert_eq "positive|0.75|2020-01-02 03:04:05.678901+00" \
+        "$(usql "SELECT sentiment, sentiment_score, first_seen_at FROM reviews WHERE review_id = 'solo'")" \
+        "sentiment, sentiment_score and first_seen_at are never written"
+    stop_clean svc
+}
+
+# ---------------------------------------------------------------------------
+# 4. Bad records go to dead_letter_events beside the good rows of their batch,
+# byte-exact, and the offsets move past all of them.
+
+test_bad_records_are_dead_lettered_beside_the_good_rows_of_their_batch() {
+    begin_test badmix
+    register_apps com.example.good
+    local app=com.example.good
+    # Partition 0, offsets in production order (one kcat per special kind).
+    {
+        review $app good-1 1 "2026-11-29T10:00:00Z"                                   # 0
+        echo '{"package_name":"com.example.good","review_id":"x",'                     # 1 truncated
+        echo '{"package_name":"com.example.good","package_name":"com.evil"}'           # 2 duplicate key
+        echo '[1,2,3]'                                                                 # 3 not an object
+        printf '{"package_name":"com.example.good","review_id":"bad\xff\xfeutf8"}\n'   # 4 invalid UTF-8
+        echo '{"package_name":"com.example.good","score":5,"thumbs_up_count":1,"reviewed_at":"2026-11-01T00:00:00Z","last_synced_at":"2026-11-29T10:00:00Z"}' # 5 no review_id
+        review $app bad-score 1 "2026-11-29T10:00:00Z" 7                               # 6 score out of range
+        review com.example.unknown unregistered 1 "2026-11-29T10:00:00Z"               # 7
+        review $app good-2 2 "2026-11-29T10:00:00Z"                                    # 8
+    } | produce "$TOPIC_REVIEWS" -p 0
+    printf 'tomb\\stone:\n' | produce "$TOPIC_REVIEWS" -p 0 -K: -Z                     # 9 tombstone (NULL value)
+    printf 'empty:\n' | produce "$TOPIC_REVIEWS" -p 0 -K:                              # 10 empty value
+    printf '%s\n' '{"package_name":"com.example.good","review_id":"nul","content":"a\u0000b","score":1,"thumbs_up_count":1,"reviewed_at":"2026-11-01T00:00:00Z","last_synced_at":"2026-11-29T10:00:00Z"}' |
+        produce "$TOPIC_REVIEWS" -p 0                                                  # 11 NUL in a string
+
+    start_service svc
+    local group
+    group=$(group_of reviews)
+    wait_committed "$group" "$TOPIC_REVIEWS" 0 12
+    # The batch lines count the dead letters; per batch the first 5 are
+    # logged in detail, then one summary line grouped by reason. (The mock
+    # broker may hand partition 0 over in more than one fetch: one batch per
+    # kcat call above.)
+    assert_eq "2 10 0 0" "$(batch_sum svc reviews inserted) $(batch_sum svc reviews dead_lettered) $(batch_sum svc reviews updated) $(batch_sum svc reviews skipped)" "batch lines: inserted, dead_lettered, updated, skipped"
+    assert_dead_letter_logging svc reviews
+    assert_contains "$(log_of svc)" "more not shown) invalid_json=3 invalid_utf8=1 missing_field=1 invalid_field=" "summary line grouped by reason"
+
+    # The other partitions too.
+    review $app good-3 3 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 1
+    echo 'garbage on partition 2' | produce "$TOPIC_REVIEWS" -p 2
+    wait_committed "$group" "$TOPIC_REVIEWS" 1 1
+    wait_committed "$group" "$TOPIC_REVIEWS" 2 1
+    # Offsets past all of them: the committed offset of every partition is its
+    # high watermark.
+    local p
+    for p in 0 1 2; do
+        assert_committed "$group" "$TOPIC_REVIEWS" "$p" "$(high_watermark "$TOPIC_REVIEWS" "$p")"
+    done
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+
+    assert_eq "good-1 good-2 good-3" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "good rows stored"
+    assert_eq "0 1 invalid_json
+0 2 invalid_json
+0 3 invalid_json
+0 4 invalid_utf8
+0 5 missing_field
+0 6 invalid_field
+0 7 unregistered_app
+0 9 empty_payload
+0 10 empty_payload
+0 11 invalid_field
+2 0 invalid_json" \
+        "$(sql "SELECT partition, kafka_offset, error_type FROM dead_letter_events WHERE topic = '$TOPIC_REVIEWS' ORDER BY partition, kafka_offset" | tr '|' ' ')" \
+        "dead letters and their error_type"
+    assert_eq 11 "$(sql "SELECT count(*) FROM dead_letter_events")" "no other dead letters"
+
+    # Payloads byte-exact (bytea), sizes, keys, timestamps.
+    local row off expected
+    for row in "1:{\"package_name\":\"com.example.good\",\"review_id\":\"x\"," \
+               "3:[1,2,3]" \
+               "7:$(review com.example.unknown unregistered 1 2026-11-29T10:00:00Z)"; do
+        off=${row%%:*}
+        expected=${row#*:}
+        assert_eq "$(printf '%s' "$expected" | xxd -p | tr -d '\n') ${#expected}" \
+            "$(sql "SELECT encode(payload, 'hex') || ' ' || payload_size FROM dead_letter_events WHERE partition = 0 AND kafka_offset = $off")" \
+            "payload of offset $off"
+    done
+    assert_eq "$(printf '{"package_name":"com.example.good","review_id":"bad\xff\xfeutf8"}' | xxd -p | tr -d '\n') 59" \
+        "$(sql "SELECT encode(payload, 'hex') || ' ' || payload_size FROM dead_letter_events WHERE partition = 0 AND kafka_offset = 4")" \
+        "invalid UTF-8 payload stored byte-exact"
+    assert_eq "$(printf 'tomb\\stone' | xxd -p) 0 []" \
+        "$(sql "SELECT encode(message_key, 'hex') || ' ' || payload_size || ' [' || encode(payload, 'hex') || ']' FROM dead_letter_events WHERE partition = 0 AND kafka_offset = 9")" \
+        "tombstone: key kept, empty payload"
+    assert_eq "\\x656d707479|0|\\x" \
+        "$(sql "SELECT message_key, payload_size, payload FROM dead_letter_events WHERE partition = 0 AND kafka_offset = 10")" \
+        "empty value: key kept, empty payload"
+    assert_eq 11 "$(sql "SELECT count(*) FROM dead_letter_events WHERE kafka_timestamp > now() - interval '10 minutes' AND created_at > now() - interval '10 minutes'")" "kafka_timestamp and created_at set"
+    assert_eq 9 "$(sql "SELECT count(*) FROM dead_letter_events WHERE message_key IS NULL")" "records without a key have a NULL message_key"
+
+    # error_detail names the field and the problem.
+    local detail
+    detail=$(sql "SELECT kafka_offset || ': ' || error_detail FROM dead_letter_events WHERE partition = 0 ORDER BY kafka_offset")
+    assert_contains "$detail" "5: review_id" "missing_field names the field"
+    assert_contains "$detail" "6: score" "invalid_field names the field"
+    assert_contains "$detail" "7: package_name: com.example.unknown" "unregistered_app names the package"
+    assert_contains "$detail" "11: content" "a NUL character names the field"
+    [ "$(sql "SELECT count(*) FROM dead_letter_events WHERE length(error_detail) < 10")" = 0 ] ||
+        fail "an error_detail says nothing: $detail"
+    stop_clean svc
+}
+
+# ---------------------------------------------------------------------------
+# 5. An unregistered app is a dead letter until it is registered; no negative
+# cache; inactive apps are stored.
+
+test_an_app_registered_later_is_stored_at_once_and_inactive_apps_are_stored() {
+    begin_test register
+    register_apps com.example.known com.example.retired
+    sql "UPDATE apps_registry_application SET is_active = false WHERE package_name = 'com.example.retired'" >/dev/null
+    local group
+    group=$(group_of reviews)
+
+    # The default cache TTL (300 s): a negative cache entry would hide the
+    # registration for five minutes.
+    start_service svc
+    {
+        review com.example.known k-1 1 "2026-11-29T10:00:00Z"
+        review com.example.late late-1 1 "2026-11-29T10:00:00Z"
+        review com.example.retired retired-1 1 "2026-11-29T10:00:00Z"
+    } | produce "$TOPIC_REVIEWS" -p 0
+    wait_committed "$group" "$TOPIC_REVIEWS" 0 3
+    assert_eq "k-1 retired-1" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "registered apps stored, inactive included"
+    assert_eq "1|unregistered_app" "$(sql "SELECT kafka_offset, error_type FROM dead_letter_events")" "unregistered app dead-lettered"
+    assert_eq "$(app_id com.example.retired)" "$(sql "SELECT application_id FROM reviews WHERE review_id = 'retired-1'")" "inactive app's id"
+
+    register_apps com.example.late
+    review com.example.late late-2 2 "2026-11-29T11:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
+    wait_committed "$group" "$TOPIC_REVIEWS" 0 4
+    assert_eq "$(app_id com.example.late)" "$(sql "SELECT application_id FROM reviews WHERE review_id = 'late-2'")" "the app registered meanwhile is seen on the next batch"
+    assert_eq "1" "$(sql "SELECT count(*) FROM dead_letter_events")" "no new dead letter"
+    assert_eq "0" "$(sql "SELECT count(*) FROM reviews WHERE review_id = 'late-1'")" "the dead letter is not stored retroactively"
+    stop_clean svc
+}
+
+# ---------------------------------------------------------------------------
+# 6. A value that slips past decoding and fails in SQL is isolated and
+# dead-lettered with the database's message; the rest is stored.
+
+test_a_row_the_database_refuses_is_dead_lettered_alone() {
+    begin_test refused
+    register_apps com.example.refused
+    sql "ALTER TABLE reviews ADD CONSTRAINT thumbs_not_13 CHECK (thumbs_up_count <> 13)"
+    local i
+    for i in 1 2 3 4 5 6 7 8; do
+        review com.example.refused "r$i" "$([ "$i" = 3 ] || [ "$i" = 7 ] && echo 13 || echo "$i")" "2026-11-29T10:00:00Z"
+    done | produce "$TOPIC_REVIEWS" -p 0
+    start_service svc
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 8
+
+    assert_eq "r1 r2 r4 r5 r6 r8" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "the rest of the batch is stored"
+    assert_eq "2|database_rejected
+6|database_rejected" "$(sql "SELECT kafka_offset, error_type FROM dead_letter_events ORDER BY kafka_offset")" "refused rows dead-lettered"
+    local detail
+    detail=$(sql "SELECT error_detail FROM dead_letter_events WHERE kafka_offset = 2")
+    assert_contains "$detail" 'violates check constraint "thumbs_not_13"' "error_detail has the database's message"
+    assert_eq "$(review com.example.refused r3 13 2026-11-29T10:00:00Z | tr -d '\n')" \
+        "$(sql "SELECT convert_from(payload, 'UTF8') FROM dead_letter_events WHERE kafka_offset = 2")" "payload of the refused record"
+    assert_eq 1 "$(batch_lines svc reviews)" "one batch"
+    assert_contains "$(log_of svc)" "[reviews] batch size=8 inserted=6 updated=0 skipped=0 dead_lettered=2" "batch line"
+    stop_clean svc
+}
+
+# ---------------------------------------------------------------------------
+# 7. Each pipeline's group commits only its own topic's offsets.
+
+test_each_pipeline_commits_only_its_own_offsets() {
+    begin_test offsets
+    register_apps com.example.offsets
+    local app=com.example.offsets
+    printf '%s\n' "{\"package_name\":\"$app\",\"crawled_at\":\"2026-11-29T10:00:00Z\"}" \
+        "{\"package_name\":\"$app\",\"crawled_at\":\"2026-11-29T11:00:00Z\"}" | produce "$TOPIC_APP_STATS" -p 0
+    printf '%s\n' "{\"package_name\":\"$app\",\"crawled_at\":\"2026-11-29T12:00:00Z\"}" | produce "$TOPIC_APP_STATS" -p 2
+    for i in 1 2 3 4; do review $app "r$i" "$i" "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p 1
+    printf '%s\n' "{\"package_name\":\"$app\",\"analysis_id\":\"31111111-2222-3333-4444-555555555555\",\"analyzed_at\":\"2026-11-29T10:00:00Z\",\"duration_seconds\":1,\"total_packets\":1,\"total_bytes\":1}" |
+        produce "$TOPIC_NETWORK_METRICS" -p 2
+
+    local stats reviews metrics
+    stats=$(group_of app-stats)
+    reviews=$(group_of reviews)
+    metrics=$(group_of network-metrics)
+
+    # Only the reviews pipeline: only the reviews group moves.
+    start_service only-reviews STORAGE_PIPELINES=reviews
+    wait_committed "$reviews" "$TOPIC_REVIEWS" 1 4
+    assert_eq "0/4/0" "$(sql "SELECT (SELECT count(*) FROM app_stats) || '/' || (SELECT count(*) FROM reviews) || '/' || (SELECT count(*) FROM network_metrics)")" "rows after the reviews-only run"
+    stop_clean only-reviews
+    local p t g
+    for p in 0 1 2; do
+        for g in "$stats" "$metrics"; do
+            for t in "$TOPIC_APP_STATS" "$TOPIC_REVIEWS" "$TOPIC_NETWORK_METRICS"; do
+                assert_committed "$g" "$t" "$p" -1001
+            done
+        done
+        assert_committed "$reviews" "$TOPIC_APP_STATS" "$p" -1001
+        assert_committed "$reviews" "$TOPIC_NETWORK_METRICS" "$p" -1001
+    done
+    assert_committed "$reviews" "$TOPIC_REVIEWS" 0 -1001
+    assert_committed "$reviews" "$TOPIC_REVIEWS" 2 -1001
+    if grep -qE '\[(app-stats|network-metrics)\]' "$(log_file only-reviews)"; then
+        fail "STORAGE_PIPELINES=reviews ran another pipeline: $(grep -E '\[(app-stats|network-metrics)\]' "$(log_file only-reviews)" | head -3)"
+    fi
+
+    # All three: each group commits exactly its own topic's offsets, and the
+    # reviews group resumes where it was (nothing reprocessed).
+    start_service all
+    wait_committed "$stats" "$TOPIC_APP_STATS" 0 2
+    wait_committed "$stats" "$TOPIC_APP_STATS" 2 1
+    wait_committed "$metrics" "$TOPIC_NETWORK_METRICS" 2 1
+    wait_for_sql "SELECT (SELECT count(*) FROM app_stats) || '/' || (SELECT count(*) FROM reviews) || '/' || (SELECT count(*) FROM network_metrics)" "3/4/1" 10
+    stop_clean all
+    assert_committed "$stats" "$TOPIC_APP_STATS" 1 -1001
+    assert_committed "$metrics" "$TOPIC_NETWORK_METRICS" 0 -1001
+    assert_committed "$metrics" "$TOPIC_NETWORK_METRICS" 1 -1001
+    assert_committed "$reviews" "$TOPIC_REVIEWS" 1 4
+    for p in 0 1 2; do
+        for t in "$TOPIC_REVIEWS" "$TOPIC_NETWORK_METRICS"; do assert_committed "$stats" "$t" "$p" -1001; done
+        for t in "$TOPIC_APP_STATS" "$TOPIC_REVIEWS"; do assert_committed "$metrics" "$t" "$p" -1001; done
+        for t in "$TOPIC_APP_STATS" "$TOPIC_NETWORK_METRICS"; do assert_committed "$reviews" "$t" "$p" -1001; done
+    done
+    assert_eq 0 "$(batch_lines all reviews)" "the reviews group resumed from its committed offsets"
+}
+
+# ---------------------------------------------------------------------------
+# 8. Two processes with the same groups share the partitions and store every
+# review exactly once.
+
+# The last "owned=N" a service logged for PIPELINE (0 if none yet).
+owned_partitions() { # name pipeline
+    { grep -E "\[$2\] partitions (assigned|revoked)" "$(log_file "$1")" 2>/dev/null || true; } |
+        tail -n 1 | grep -oE 'owned=[0-9]+' | cut -d= -f2 | awk '{print $1 + 0} END {if (NR == 0) print 0}'
+}
+
+# Services ONE and TWO share the three partitions (each owns at least one).
+shared_by() { # one two
+    local a b
+    a=$(owned_partitions "$1" reviews)
+    b=$(owned_partitions "$2" reviews)
+    [ "$a" -gt 0 ] && [ "$b" -gt 0 ] && [ $((a + b)) = 3 ]
+}
+
+wait_shared_by() { # one two [seconds]
+    local i
+    for i in $(seq 1 $((${3:-30} * 5))); do
+        shared_by "$1" "$2" && return 0
+        sleep 0.2
+    done
+    fail "the group never settled: $1 owns $(owned_partitions "$1" reviews), $2 owns $(owned_partitions "$2" reviews)"
+}
+
+# Chunk N (0..29) of a 3000-message reviews burst for APP: 100 messages on
+# partition N % 3; 2900 distinct reviews, s-1..s-100 (chunk 0, partition 0)
+# observed a second time, newer, in chunk 29 (partition 2).
+produce_burst_chunk() { # app n
+    awk -v app="$1" -v c="$2" 'BEGIN {
+        for (i = c * 100 + 1; i <= c * 100 + 100; i++) {
+            id = i; thumbs = 1; ts = "2026-11-29T10:00:00Z"
+            if (i > 2900) { id = i - 2900; thumbs = 2; ts = "2026-11-29T11:00:00Z" }
+            printf "{\"package_name\":\"%s\",\"review_id\":\"s-%d\",\"score\":3,\"thumbs_up_count\":%d,\"reviewed_at\":\"2026-11-01T00:00:00Z\",\"last_synced_at\":\"%s\"}\n", app, id, thumbs, ts
+        }
+    }' | produce "$TOPIC_REVIEWS" -p $(($2 % 3))
+}
+
+# After the burst: everything consumed by the group, on the broker, stored
+# once, the newer observations won, no dead letters; both members stop
+# cleanly, both were assigned partitions and stored batches, and together
+# their batch lines inserted each review exactly once.
+assert_burst_stored_once_by() { # one two
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 60
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq "3000" "$(( $(high_watermark "$TOPIC_REVIEWS" 0) + $(high_watermark "$TOPIC_REVIEWS" 1) + $(high_watermark "$TOPIC_REVIEWS" 2) ))" "messages on the topic"
+    assert_eq "2900 2900" "$(sql "SELECT count(*) || ' ' || count(DISTINCT review_id) FROM reviews")" "one row per distinct review"
+    assert_eq "2900" "$(sql "SELECT count(*) FROM reviews WHERE review_id ~ '^s-[0-9]+$' AND substr(review_id, 3)::int BETWEEN 1 AND 2900")" "the review ids produced"
+    assert_eq "100" "$(sql "SELECT count(*) FROM reviews WHERE thumbs_up_count = 2 AND last_synced_at = '2026-11-29T11:00:00Z'")" "the newer observations won"
+    assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "no dead letters"
+    stop_clean "$1"
+    stop_clean "$2"
+    local n
+    for n in "$1" "$2"; do
+        grep -qE '\[reviews\] partitions assigned count=[1-9]' "$(log_file "$n")" || fail "$n was never assigned a partition"
+        [ "$(batch_lines "$n" reviews)" -gt 0 ] || fail "$n stored no batch"
+    done
+    assert_eq 2900 "$(( $(batch_sum "$1" reviews inserted) + $(batch_sum "$2" reviews inserted) ))" "inserted= over both processes"
+}
+
+test_two_processes_share_the_partitions_and_store_each_review_once() {
+    begin_test shared
+    register_apps com.example.shared
+    start_service one STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100
+    start_service two STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100
+    wait_shared_by one two
+    local n
+    for n in $(seq 0 29); do
+        produce_burst_chunk com.example.shared "$n"
+        sleep 0.05
+    done
+    assert_burst_stored_once_by one two
+}
+
+# Scaling out during a burst (SPEC 12): the busy member keeps going while the
+# group rebalances (its commits fail with REBALANCE_IN_PROGRESS meanwhile),
+# neither process fails, and every review is stored once.
+test_a_member_joining_mid_burst_takes_partitions_without_failing_the_busy_one() {
+    begin_test joining
+    register_apps com.example.joining
+    local n
+    start_service one STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100
+    wait_for_log one '\[reviews\] partitions assigned count=3'
+    for n in $(seq 0 29); do
+        produce_burst_chunk com.example.joining "$n"
+        assert_running one
+        [ "$n" -gt 5 ] && assert_running two
+        [ "$n" = 5 ] && start_service two STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100
+        # The last third of the burst is produced once the group has settled.
+        [ "$n" = 19 ] && wait_shared_by one two
+        sleep 0.2
+    done
+    assert_burst_stored_once_by one two
+}
+
+# ---------------------------------------------------------------------------
+# 9. An oversized bad payload is truncated in dead_letter_events.
+
+test_an_oversized_bad_payload_is_dead_lettered_truncated_to_64_KiB() {
+    begin_test oversized
+    register_apps com.example.big
+    local big=$WORK/oversized.json size
+    # 100 KiB of invalid JSON: an unterminated string.
+    { printf '{"package_name":"com.example.big","content":"'; head -c 102400 /dev/zero | tr '\0' 'x'; } >"$big"
+    size=$(stat -c %s "$big")
+    { cat "$big"; echo; review com.example.big after-big 1 "2026-11-29T10:00:00Z"; } | produce "$TOPIC_REVIEWS" -p 0
+    start_service svc
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 2
+    assert_eq "after-big" "$(sql "SELECT string_agg(review_id, ' ') FROM reviews")" "the good record beside it"
+    assert_eq "0|invalid_json|65536|$size|$(head -c 65536 "$big" | md5sum | cut -d' ' -f1)" \
+        "$(sql "SELECT kafka_offset, error_type, length(payload), payload_size, md5(payload) FROM dead_letter_events")" \
+        "payload truncated to its first 65536 bytes, payload_size the original size"
+    assert_contains "$(sql "SELECT error_detail FROM dead_letter_events")" "payload truncated to 65536 of $size bytes" "error_detail states the truncation"
+    stop_clean svc
+}
+
+if [ -n "${ONLY_TESTS:-}" ]; then
+    for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
+        [[ $t =~ $ONLY_TESTS ]] || unset -f "$t"
+    done
+fi
+run_tests
