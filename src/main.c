@@ -37,6 +37,15 @@ static void usage(FILE *out)
           "              exits 1 if any pipeline fails, so the orchestrator restarts it\n"
           "  migrate     apply the schema migrations and exit\n"
           "  health      exit 0 if every enabled pipeline's heartbeat is fresh, else 1\n"
+          "  verify [--max-lag N]\n"
+          "              check the deployment stage by stage (schema, topics, messages,\n"
+          "              rows, dead letters, lag); exit 1 names the first broken stage\n"
+          "  replay PIPELINE [--to earliest|latest|ISO-8601]\n"
+          "              reset that pipeline's consumer group (only it) so the topic is\n"
+          "              read again from there; refused while the group has members\n"
+          "  dead-letters list|show ID|redrive [--pipeline P] [--type T] [--dry-run]\n"
+          "              inspect dead letters; redrive stores those that now succeed and\n"
+          "              marks them resolved (`dead-letters --help` for details)\n"
           "  version     print the version and exit\n"
           "  --help      this text\n"
           "\n"
@@ -179,6 +188,9 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(const settings_t *, int, char **);
     } with_args[] = {
+        {"dead-letters", ops_dead_letters},
+        {"verify", ops_verify},
+        {"replay", ops_replay},
         {NULL, NULL}, /* sentinel */
     };
     for (size_t k = 0; with_args[k].name; k++) {

@@ -63,6 +63,11 @@ struct store {
     size_t entry_count, entry_cap;
     /* Reused per batch. */
     size_t *pending;
+    /* Set only during store_write_with: run before the end of the
+     * transaction, which is COMMIT unless roll_back. */
+    store_step_fn step;
+    void *step_ctx;
+    bool roll_back;
 };
 
 static int64_t now_ms(void)
@@ -475,7 +480,11 @@ static int write_once(store_t *st, batch_t *b, bool isolating, batch_counts_t *c
     int rc = isolating ? isolate(st, b, st->pending, n, counts, err, errlen, cls)
                        : (n ? write_chunk(st, b, st->pending, n, counts, err, errlen, cls) : 0);
     if (rc == 0) rc = write_dead_letters(st, b, &counts->dead_lettered, err, errlen, cls);
-    if (rc == 0) rc = exec_simple(st, "COMMIT", err, errlen, cls);
+    if (rc == 0 && st->step) {
+        rc = st->step(st->step_ctx, st->conn, b, err, errlen, cls);
+        if (rc != 0 && *cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
+    }
+    if (rc == 0) rc = exec_simple(st, st->roll_back ? "ROLLBACK" : "COMMIT", err, errlen, cls);
     if (rc != 0 && PQstatus(st->conn) == CONNECTION_OK)
         db_exec(st->conn, "ROLLBACK", why, sizeof why, NULL);
     return rc;
@@ -499,5 +508,18 @@ int store_write(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size
         c.superseded = counts->superseded;
         *counts = c;
     }
+    return rc;
+}
+
+int store_write_with(store_t *st, batch_t *b, store_step_fn step, void *ctx, bool commit,
+                     batch_counts_t *counts, char *err, size_t errlen, error_class_t *cls)
+{
+    st->step = step;
+    st->step_ctx = ctx;
+    st->roll_back = !commit;
+    int rc = store_write(st, b, counts, err, errlen, cls);
+    st->step = NULL;
+    st->step_ctx = NULL;
+    st->roll_back = false;
     return rc;
 }

@@ -6,6 +6,8 @@
 #ifndef STORAGE_STORE_H
 #define STORAGE_STORE_H
 
+#include <libpq-fe.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/batch.h"
@@ -33,6 +35,25 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
  * idempotent, so the caller retries). */
 int store_write(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
                 error_class_t *cls);
+
+/* A step store_write_with runs inside the batch's transaction, after the
+ * events and dead letters are written and before COMMIT, on the store's
+ * connection. Every entry has its final state by then (a data error the store
+ * isolated is ENTRY_REJECTED). It may run more than once for one batch (the
+ * store rewrites the batch to isolate a data error), each time in a fresh
+ * transaction. Returns 0, or -1 with `err` and *cls set: the transaction is
+ * rolled back (a data-class error of the step is reported as fatal: it is not
+ * a record to isolate). */
+typedef int (*store_step_fn)(void *ctx, PGconn *conn, const batch_t *b, char *err, size_t errlen,
+                             error_class_t *cls);
+
+/* store_write, plus `step` (with `ctx`) in the same transaction; with
+ * `commit` false the transaction is rolled back at the end instead of
+ * committed (a dry run that still learns what the database would refuse and
+ * fills *counts as if committed). Used by dead-letter redrive to mark its
+ * dead letters resolved atomically with the rows it stores. */
+int store_write_with(store_t *st, batch_t *b, store_step_fn step, void *ctx, bool commit,
+                     batch_counts_t *counts, char *err, size_t errlen, error_class_t *cls);
 
 /* Drop the connection (after a transient error); the next call reconnects. */
 void store_disconnect(store_t *st);

@@ -16,7 +16,8 @@ DATA_TABLES="app_stats reviews network_metrics"
 MIGRATION_NAMES="0001_app_stats.sql
 0002_reviews.sql
 0003_network_metrics.sql
-0004_dead_letter_events.sql"
+0004_dead_letter_events.sql
+0005_dead_letter_resolution.sql"
 
 # Run `storage-consumer migrate` against $DB with only the given STORAGE_*
 # settings (anything STORAGE_* in the caller's environment is dropped, so a
@@ -221,7 +222,7 @@ test_fresh_apply_creates_the_spec_schema() {
     # file (SPEC 9: so an operator can recompute it and an edit is detected).
     assert_eq "$MIGRATION_NAMES" "$(sql "SELECT name FROM storage_consumer_migrations ORDER BY name")" \
         "applied migrations"
-    assert_eq 4 "$(sql "SELECT count(*) FROM storage_consumer_migrations WHERE checksum ~ '^[0-9a-f]{32}\$'")" \
+    assert_eq 5 "$(sql "SELECT count(*) FROM storage_consumer_migrations WHERE checksum ~ '^[0-9a-f]{32}\$'")" \
         "32-hex-digit checksums"
     local name sum
     while IFS= read -r name; do
@@ -239,7 +240,7 @@ test_applying_again_is_a_no_op() {
     before=$(sql "SELECT name, checksum, applied_at FROM storage_consumer_migrations ORDER BY name")
     schema_before=$(sql "SELECT relname, relkind FROM pg_class
                           WHERE relnamespace = 'public'::regnamespace ORDER BY 1")
-    assert_eq 4 "$(wc -l <<<"$before")" "rows after the first run"
+    assert_eq 5 "$(wc -l <<<"$before")" "rows after the first run"
 
     migrate_ok "$WORK/again2"
     assert_eq "$before" \
@@ -351,7 +352,7 @@ test_a_failing_migration_leaves_nothing_half_applied() {
     # Once the conflict is gone, the next run applies everything.
     sql "DROP TABLE reviews"
     migrate_ok "$WORK/halfway2"
-    assert_eq 4 "$(sql "SELECT count(*) FROM storage_consumer_migrations")" "rows after the retry"
+    assert_eq 5 "$(sql "SELECT count(*) FROM storage_consumer_migrations")" "rows after the retry"
 }
 
 test_password_never_appears_in_connection_errors() {

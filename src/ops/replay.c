@@ -1,0 +1,545 @@
+/* replay — move one pipeline's consumer group to earliest, latest or a point
+ * in time, so its topic is read again (or skipped) from there (SPEC 12).
+ *
+ * Only that pipeline's group moves: replaying reviews must not reprocess
+ * app-stats. Idempotency (SPEC 4) makes re-reading safe.
+ *
+ * How: the replay joins the group itself (a consumer with the group's id,
+ * subscribed to the pipeline's topic), commits the target offsets as a
+ * member, and leaves. Why not an admin "alter offsets" from outside:
+ *   - a reset under a running member is silently overwritten by that
+ *     member's next commit. Being assigned every partition of the topic
+ *     proves no other member is active; given fewer, the replay leaves and
+ *     refuses, changing nothing. (The refusal still costs the running
+ *     members a rebalance when the replay joins and another when it
+ *     leaves);
+ *   - the test cluster (librdkafka's mock) rejects offset commits from a
+ *     client that is not a member of a group it has seen; a member's commit
+ *     works on every cluster.
+ * Joining triggers a rebalance that waits for the existing members (a
+ * crashed one is evicted only after its session timeout), so the wait for
+ * the first assignment is bounded by STORAGE_SESSION_TIMEOUT_MS plus a
+ * margin, and said. The first assignment decides (see replay_run).
+ *
+ * A point in time resolves, per partition, to the first message whose
+ * timestamp is at or after it (Kafka's offsets-for-times). A broker that
+ * answers "no such message" for a partition whose last message is at or
+ * after that time did not resolve it (librdkafka 2.0.2's mock cluster never
+ * does); then the partition is read from its start to find the offset. */
+#include "ops/ops.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/timestamp.h"
+#include "kafka/consumer.h"
+#include "log.h"
+#include "ops/cluster.h"
+
+/* Exit codes (ops.h). */
+enum { REPLAY_EXIT_DONE = 0, REPLAY_EXIT_FAILED = 1, REPLAY_EXIT_USAGE = 2 };
+
+#define REPLAY_KAFKA_TIMEOUT_MS 10000
+/* Beyond the session timeout, the rebalance itself needs a few seconds. */
+#define REPLAY_JOIN_MARGIN_MS 10000
+/* Reading partitions to resolve a time, when the broker cannot. */
+#define REPLAY_SCAN_TIMEOUT_MS 120000
+#define REPLAY_POLL_MS 200
+
+typedef enum { REPLAY_TO_EARLIEST, REPLAY_TO_LATEST, REPLAY_TO_TIME } replay_to_t;
+
+typedef struct {
+    const pipeline_def_t *def;
+    replay_to_t to;
+    const char *to_text; /* as the operator wrote it */
+    int64_t time_ms;     /* REPLAY_TO_TIME: the first message at or after it */
+} replay_args_t;
+
+/* The replay's membership, as its rebalance callback sees it. */
+typedef struct {
+    const char *topic;
+    int owned;      /* partitions of the topic assigned to us now */
+    int rebalances; /* assignments received, empty ones included */
+} member_t;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Track the assignment and pause what we are given: the replay reads no
+ * message through its membership, it only holds the partitions while it
+ * commits. Runs inside rd_kafka_consumer_poll and rd_kafka_consumer_close. */
+static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    member_t *m = opaque;
+    bool cooperative = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    rd_kafka_error_t *error = NULL;
+    int mine = 0;
+
+    for (int i = 0; i < parts->cnt; i++) mine += strcmp(parts->elems[i].topic, m->topic) == 0;
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        m->rebalances++;
+        if (cooperative) {
+            error = rd_kafka_incremental_assign(rk, parts);
+            m->owned += mine;
+        } else {
+            rd_kafka_assign(rk, parts);
+            m->owned = mine;
+        }
+        rd_kafka_pause_partitions(rk, parts);
+        LOG_DEBUG("replay", "partitions assigned count=%d owned=%d", parts->cnt, m->owned);
+    } else {
+        if (cooperative) {
+            error = rd_kafka_incremental_unassign(rk, parts);
+            m->owned -= mine;
+        } else {
+            rd_kafka_assign(rk, NULL);
+            m->owned = 0;
+        }
+        LOG_DEBUG("replay", "partitions revoked count=%d owned=%d", parts->cnt, m->owned);
+    }
+    if (error) {
+        LOG_ERROR("replay", "rebalance failed: %s", rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+    }
+}
+
+/* Serve the consumer for up to `ms`: rebalance callbacks run here. A message
+ * cannot arrive (every partition is paused) but is released if it does. */
+static void member_serve(rd_kafka_t *rk, int ms)
+{
+    rd_kafka_message_t *msg = rd_kafka_consumer_poll(rk, ms);
+    if (!msg) return;
+    if (msg->err) LOG_DEBUG("replay", "consumer: %s", rd_kafka_message_errstr(msg));
+    rd_kafka_message_destroy(msg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Resolving a point in time.                                               */
+
+/* Read partition `p` from offset `from` and return, in *out, the offset of
+ * the first message whose timestamp is >= time_ms, or `hi` when none is
+ * before the high watermark. `reader` is a client that never joins the
+ * group (cluster_client_new). Returns 0, or -1 with the reason in `err`. */
+static int scan_partition(rd_kafka_t *reader, const char *topic, int p, int64_t from, int64_t hi,
+                          int64_t time_ms, int64_t deadline, int64_t *out, char *err, size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(at, topic, p)->offset = from;
+    rd_kafka_resp_err_t e = rd_kafka_assign(reader, at);
+    rd_kafka_topic_partition_list_destroy(at);
+    if (e) {
+        snprintf(err, errlen, "%s [%d]: cannot read from offset %" PRId64 ": %s", topic, p, from,
+                 rd_kafka_err2str(e));
+        return -1;
+    }
+    int rc = -1;
+    snprintf(err, errlen, "%s [%d]: could not read the messages from offset %" PRId64 " within %d ms",
+             topic, p, from, REPLAY_SCAN_TIMEOUT_MS);
+    while (now_ms() < deadline) {
+        rd_kafka_message_t *msg = rd_kafka_consumer_poll(reader, REPLAY_POLL_MS);
+        if (!msg) continue;
+        if (msg->err) {
+            LOG_DEBUG("replay", "reader: %s", rd_kafka_message_errstr(msg));
+            rd_kafka_message_destroy(msg);
+            continue;
+        }
+        /* Messages from an earlier assignment are discarded by librdkafka;
+         * the checks keep that from being an assumption. */
+        bool ours = msg->partition == p && msg->offset >= from &&
+                    strcmp(rd_kafka_topic_name(msg->rkt), topic) == 0;
+        int64_t offset = msg->offset;
+        int64_t ts = rd_kafka_message_timestamp(msg, NULL);
+        rd_kafka_message_destroy(msg);
+        if (!ours) continue;
+        if (ts >= time_ms) {
+            *out = offset;
+            rc = 0;
+            break;
+        }
+        if (offset + 1 >= hi) {
+            *out = hi;
+            rc = 0;
+            break;
+        }
+    }
+    rd_kafka_assign(reader, NULL);
+    return rc;
+}
+
+/* Fill target[p] with the first offset at or after time_ms on every
+ * partition, within [lo[p], hi[p]]. Returns 0, or -1 with the reason. */
+static int resolve_time(const settings_t *s, rd_kafka_t *rk, const replay_args_t *a,
+                        const char *topic, int n, const int64_t *lo, const int64_t *hi,
+                        int64_t *target, char *err, size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_new(n);
+    rd_kafka_t *reader = NULL;
+    int rc = -1;
+
+    for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(q, topic, p)->offset = a->time_ms;
+    rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, q, REPLAY_KAFKA_TIMEOUT_MS);
+    if (e) {
+        snprintf(err, errlen, "cannot look the offsets up by time: %s", rd_kafka_err2str(e));
+        goto out;
+    }
+    int64_t deadline = now_ms() + REPLAY_SCAN_TIMEOUT_MS;
+    for (int p = 0; p < n; p++) {
+        const rd_kafka_topic_partition_t *r = rd_kafka_topic_partition_list_find(q, topic, p);
+        if (!r || r->err) {
+            snprintf(err, errlen, "%s [%d]: cannot look the offset up by time: %s", topic, p,
+                     r ? rd_kafka_err2str(r->err) : "missing from the answer");
+            goto out;
+        }
+        if (lo[p] >= hi[p]) {
+            target[p] = hi[p]; /* empty */
+            continue;
+        }
+        if (r->offset >= 0) {
+            target[p] = r->offset < lo[p] ? lo[p] : r->offset > hi[p] ? hi[p] : r->offset;
+            continue;
+        }
+        /* "No message at or after that time": true only if the last one is
+         * older. Checking costs one message per partition. */
+        if (!reader && !(reader = cluster_client_new(s, a->def->id, err, errlen))) goto out;
+        int64_t found;
+        if (scan_partition(reader, topic, p, hi[p] - 1, hi[p], a->time_ms, deadline, &found, err,
+                           errlen))
+            goto out;
+        if (found == hi[p]) {
+            target[p] = hi[p];
+            continue;
+        }
+        LOG_INFO("replay", "the broker did not resolve the time on %s [%d]: reading the partition from offset %" PRId64,
+                 topic, p, lo[p]);
+        if (scan_partition(reader, topic, p, lo[p], hi[p], a->time_ms, deadline, &target[p], err,
+                           errlen))
+            goto out;
+    }
+    rc = 0;
+out:
+    rd_kafka_topic_partition_list_destroy(q);
+    cluster_client_destroy(reader);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* Commit `offsets` as this member, synchronously, waiting at most the commit
+ * timeout (a commit can block for minutes with every broker down). Returns
+ * 0, or -1 with the reason. */
+static int commit_offsets(const settings_t *s, rd_kafka_t *rk,
+                          const rd_kafka_topic_partition_list_t *offsets, char *err, size_t errlen)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    int rc = -1;
+    rd_kafka_resp_err_t e = rd_kafka_commit_queue(rk, offsets, q, NULL, NULL);
+    if (e) {
+        snprintf(err, errlen, "offset commit failed: %s", rd_kafka_err2str(e));
+        goto out;
+    }
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, s->commit_timeout_ms);
+    if (!ev) {
+        snprintf(err, errlen, "offset commit did not complete within %d ms (STORAGE_COMMIT_TIMEOUT_MS)",
+                 s->commit_timeout_ms);
+        goto out;
+    }
+    if (rd_kafka_event_error(ev)) {
+        snprintf(err, errlen, "offset commit failed: %s", rd_kafka_event_error_string(ev));
+    } else {
+        const rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev);
+        rc = 0;
+        for (int i = 0; res && i < res->cnt; i++) {
+            if (res->elems[i].err) {
+                snprintf(err, errlen, "offset commit failed for %s [%d]: %s", res->elems[i].topic,
+                         res->elems[i].partition, rd_kafka_err2str(res->elems[i].err));
+                rc = -1;
+                break;
+            }
+        }
+    }
+    rd_kafka_event_destroy(ev);
+out:
+    rd_kafka_queue_destroy(q);
+    return rc;
+}
+
+/* Holding every partition of the topic: read the current offsets, compute
+ * the targets, commit them, print what was done. Returns an exit code. */
+static int reset_offsets(const settings_t *s, rd_kafka_t *rk, member_t *m, const replay_args_t *a,
+                         const char *topic, const char *group, int n)
+{
+    rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_new(n);
+    rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(n);
+    int64_t *lo = calloc((size_t)n, sizeof *lo), *hi = calloc((size_t)n, sizeof *hi);
+    int64_t *target = calloc((size_t)n, sizeof *target);
+    char err[1024];
+    int rc = REPLAY_EXIT_FAILED;
+
+    if (!lo || !hi || !target) abort();
+    for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(committed, topic, p);
+    rd_kafka_resp_err_t e = rd_kafka_committed(rk, committed, REPLAY_KAFKA_TIMEOUT_MS);
+    if (e) {
+        fprintf(stderr, "storage-consumer: replay: cannot read the committed offsets of %s: %s\n", group,
+                rd_kafka_err2str(e));
+        goto out;
+    }
+    for (int p = 0; p < n; p++) {
+        e = rd_kafka_query_watermark_offsets(rk, topic, p, &lo[p], &hi[p], REPLAY_KAFKA_TIMEOUT_MS);
+        if (e) {
+            fprintf(stderr, "storage-consumer: replay: cannot read the watermarks of %s [%d]: %s\n",
+                    topic, p, rd_kafka_err2str(e));
+            goto out;
+        }
+    }
+    switch (a->to) {
+    case REPLAY_TO_EARLIEST:
+        for (int p = 0; p < n; p++) target[p] = lo[p];
+        break;
+    case REPLAY_TO_LATEST:
+        for (int p = 0; p < n; p++) target[p] = hi[p];
+        break;
+    case REPLAY_TO_TIME:
+        if (resolve_time(s, rk, a, topic, n, lo, hi, target, err, sizeof err)) {
+            fprintf(stderr, "storage-consumer: replay: %s; nothing was changed\n", err);
+            goto out;
+        }
+        break;
+    }
+
+    /* A member that joined meanwhile would own some partitions now: its
+     * commits would overwrite ours. */
+    member_serve(rk, 0);
+    if (m->owned != n) {
+        fprintf(stderr, "storage-consumer: replay refused: another member joined group %s during the replay "
+                        "(this replay now holds %d of %d partitions); nothing was changed\n",
+                group, m->owned, n);
+        goto out;
+    }
+    for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(offsets, topic, p)->offset = target[p];
+    if (commit_offsets(s, rk, offsets, err, sizeof err)) {
+        fprintf(stderr, "storage-consumer: replay: %s (group %s); offsets may be partly reset, run the replay again\n",
+                err, group);
+        goto out;
+    }
+
+    long long before = 0, after = 0;
+    for (int p = 0; p < n; p++) {
+        const rd_kafka_topic_partition_t *c = rd_kafka_topic_partition_list_find(committed, topic, p);
+        int64_t old = c && !c->err ? c->offset : RD_KAFKA_OFFSET_INVALID;
+        char old_text[32];
+        /* Never committed: the group would start at auto.offset.reset. */
+        before += hi[p] - (old < 0 ? (strcmp(s->auto_offset_reset, "latest") == 0 ? hi[p] : lo[p])
+                                   : old < lo[p] ? lo[p] : old > hi[p] ? hi[p] : old);
+        after += hi[p] - target[p];
+        printf("  %s [%d] committed %s -> %" PRId64 " (%" PRId64 " messages to read)\n", topic, p,
+               cluster_offset_text(old, old_text, sizeof old_text), target[p], hi[p] - target[p]);
+    }
+    printf("replay %s: group %s reset to %s on %d partitions: %lld messages to read (was %lld)\n",
+           a->def->name, group, a->to_text, n, after, before);
+    LOG_INFO("replay", "group=%s topic=%s to=%s partitions=%d to_read=%lld was=%lld", group, topic,
+             a->to_text, n, after, before);
+    rc = REPLAY_EXIT_DONE;
+out:
+    rd_kafka_topic_partition_list_destroy(committed);
+    rd_kafka_topic_partition_list_destroy(offsets);
+    free(lo);
+    free(hi);
+    free(target);
+    return rc;
+}
+
+static int replay_run(const settings_t *s, const replay_args_t *a)
+{
+    const pipeline_id_t id = a->def->id;
+    const char *topic = s->topic[id];
+    char group[512], err[1024], why[512];
+    member_t m = {.topic = topic};
+    cluster_topic_t info;
+    int rc = REPLAY_EXIT_FAILED;
+    bool subscribed = false;
+    rd_kafka_topic_partition_list_t *sub;
+    rd_kafka_resp_err_t e;
+    const int wait_ms = s->session_timeout_ms + REPLAY_JOIN_MARGIN_MS;
+
+    settings_group_id(s, id, group, sizeof group);
+    rd_kafka_conf_t *conf = consumer_conf_new(s, id, err, sizeof err);
+    if (!conf) {
+        fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
+        return REPLAY_EXIT_USAGE;
+    }
+    rd_kafka_conf_set_opaque(conf, &m);
+    rd_kafka_conf_set_rebalance_cb(conf, on_rebalance);
+    /* rd_kafka_new takes ownership of conf on success only. */
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        fprintf(stderr, "storage-consumer: replay: cannot create the Kafka consumer: %s\n", why);
+        return REPLAY_EXIT_FAILED;
+    }
+    conf = NULL;
+    rd_kafka_poll_set_consumer(rk);
+
+    /* Before subscribing: subscribing to a topic that does not exist would
+     * create it on a broker with auto-creation on. */
+    int found = cluster_topic_lookup(rk, topic, REPLAY_KAFKA_TIMEOUT_MS, &info, err, sizeof err);
+    if (found < 0) {
+        fprintf(stderr, "storage-consumer: replay: %s (%s); nothing was changed\n", err, s->bootstrap_servers);
+        goto out;
+    }
+    if (found == 0 || info.partitions == 0) {
+        fprintf(stderr, "storage-consumer: replay: topic %s (pipeline %s) does not exist; nothing was changed\n",
+                topic, a->def->name);
+        goto out;
+    }
+
+    sub = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
+    e = rd_kafka_subscribe(rk, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+    if (e) {
+        fprintf(stderr, "storage-consumer: replay: cannot subscribe to %s: %s\n", topic, rd_kafka_err2str(e));
+        goto out;
+    }
+    subscribed = true;
+
+    printf("replay %s: joining group %s on topic %s (%d partitions); waiting up to %d s for the group to rebalance\n",
+           a->def->name, group, topic, info.partitions, (wait_ms + 999) / 1000);
+    fflush(stdout);
+    /* The first assignment decides. Alone in the group, the replay is given
+     * every partition at once (eager and cooperative protocols alike). With
+     * another member, a cooperative rebalance first gives the newcomer
+     * nothing (or part), and later rounds never take all from a member that
+     * still runs: waiting for more would only stall that member longer. */
+    int64_t deadline = now_ms() + wait_ms;
+    while (m.rebalances == 0 && now_ms() < deadline) member_serve(rk, REPLAY_POLL_MS);
+
+    if (m.owned < info.partitions) {
+        if (m.rebalances == 0)
+            fprintf(stderr,
+                    "storage-consumer: replay refused: no assignment from group %s within %d ms: its "
+                    "members did not answer the rebalance (a running member busy with a batch, or one "
+                    "that stopped less than a session timeout ago), or its coordinator is unreachable. "
+                    "Nothing was changed\n",
+                    group, wait_ms);
+        else
+            fprintf(stderr,
+                    "storage-consumer: replay refused: group %s has other active members (this replay was "
+                    "given %d of the %d partitions of %s). Stop every process running the %s "
+                    "pipeline first: a reset under a running member is overwritten by its next commit. "
+                    "Nothing was changed\n",
+                    group, m.owned, info.partitions, topic, a->def->name);
+        goto out;
+    }
+    rc = reset_offsets(s, rk, &m, a, topic, group, info.partitions);
+out:
+    /* Leave the group: the pipeline, restarted, is assigned at once. */
+    if (subscribed) {
+        e = rd_kafka_consumer_close(rk);
+        if (e) LOG_WARN("replay", "consumer close: %s", rd_kafka_err2str(e));
+        rd_kafka_destroy(rk);
+    } else {
+        rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    }
+    fflush(stdout);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void replay_usage(FILE *out)
+{
+    fputs("usage: storage-consumer replay PIPELINE [--to earliest|latest|TIMESTAMP]\n"
+          "\n"
+          "Moves the consumer group of one pipeline (app-stats, reviews or\n"
+          "network-metrics), and only that group, so the pipeline reads its topic again\n"
+          "from there when it next runs. Rows already stored are not duplicated: every\n"
+          "write is idempotent.\n"
+          "\n"
+          "  --to earliest    the oldest message the topic still holds (the default)\n"
+          "  --to latest      the end of the topic: the backlog is skipped, never stored\n"
+          "  --to TIMESTAMP   ISO 8601 (2026-11-29T12:00:00Z, +03:30 offsets; no offset\n"
+          "                   means UTC): on each partition, the first message whose\n"
+          "                   timestamp is at or after it\n"
+          "\n"
+          "The group must have no active member: stop every process running the\n"
+          "pipeline first. The replay joins the group itself and refuses (exit 1,\n"
+          "nothing changed) unless it is given every partition of the topic; it waits up\n"
+          "to STORAGE_SESSION_TIMEOUT_MS plus 10 s for the group to rebalance. It prints\n"
+          "each partition's committed offset before and after. The pipeline need not be\n"
+          "in STORAGE_PIPELINES: this process only acts on its group.\n"
+          "\n"
+          "exit codes: 0 reset, 1 refused or failed, 2 usage or configuration error\n",
+          out);
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("storage-consumer: replay: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\n(storage-consumer replay --help for usage)\n", stderr);
+    return REPLAY_EXIT_USAGE;
+}
+
+int ops_replay(const settings_t *s, int argc, char **argv)
+{
+    replay_args_t a = {.to = REPLAY_TO_EARLIEST, .to_text = "earliest"};
+    const char *pipeline = NULL;
+    char err[256];
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            replay_usage(stdout);
+            return REPLAY_EXIT_DONE;
+        } else if (strcmp(arg, "--to") == 0 || strncmp(arg, "--to=", 5) == 0) {
+            const char *value = arg[4] == '=' ? arg + 5 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!value || !*value)
+                return usage_error("--to needs a value: earliest, latest or an ISO 8601 timestamp");
+            a.to_text = value;
+            if (strcmp(value, "earliest") == 0) {
+                a.to = REPLAY_TO_EARLIEST;
+            } else if (strcmp(value, "latest") == 0) {
+                a.to = REPLAY_TO_LATEST;
+            } else {
+                int64_t micros;
+                if (timestamp_parse(value, strlen(value), &micros, err, sizeof err)) {
+                    return usage_error("--to %s: expected earliest, latest or an ISO 8601 timestamp: %s",
+                                       value, err);
+                }
+                a.to = REPLAY_TO_TIME;
+                /* Kafka timestamps are milliseconds: the first message at or
+                 * after the instant has ms >= ceil(micros / 1000). Negative
+                 * times mean "end"/"beginning" to Kafka: before 1970 is 0. */
+                a.time_ms = micros <= 0 ? 0 : (micros + 999) / 1000;
+            }
+        } else if (arg[0] == '-') {
+            return usage_error("unknown option %s", arg);
+        } else if (pipeline) {
+            return usage_error("unexpected argument %s (one pipeline at a time)", arg);
+        } else {
+            pipeline = arg;
+        }
+    }
+    if (!pipeline) return usage_error("which pipeline? app-stats, reviews or network-metrics");
+    a.def = pipeline_find(pipeline, strlen(pipeline));
+    if (!a.def)
+        return usage_error("unknown pipeline %s (known: app-stats, reviews, network-metrics)", pipeline);
+    if (consumer_check_properties(s, err, sizeof err)) {
+        fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
+        return REPLAY_EXIT_USAGE;
+    }
+    return replay_run(s, &a);
+}

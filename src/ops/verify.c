@@ -1,0 +1,649 @@
+/* verify — is this deployment storing what it is sent? (SPEC 12)
+ *
+ * Checked stage by stage, in the order a message travels, one line per
+ * stage on stdout:
+ *
+ *   schema        every migration of this binary applied, checksums match
+ *   topics        each enabled pipeline's topic exists, with its partitions
+ *   messages      what the topics hold (high watermarks)
+ *   rows          what the tables hold
+ *   dead-letters  what could never be stored: counts by error_type, the newest
+ *   lag           each group's committed offsets against the high watermarks
+ *
+ * Each line says ok, warn, BROKEN or skip (an earlier broken stage left
+ * nothing to check). A stage is BROKEN when the pipeline cannot work or has
+ * lost data:
+ *   schema        the database is unreachable, the App API's table is missing,
+ *                 a migration is not applied, or an applied one was edited
+ *   topics        a topic is missing, a partition has no leader, or the
+ *                 cluster does not answer
+ *   messages      the watermarks of a partition cannot be read
+ *   rows          a table cannot be counted
+ *   dead-letters  the table cannot be read
+ *   lag           a group's offsets cannot be read; a committed offset lies
+ *                 below the log start (retention deleted messages before
+ *                 they were stored) or beyond the high watermark (the topic
+ *                 was recreated: the group will reset); or, with --max-lag N,
+ *                 a group's total lag exceeds N
+ * and a warning when it works but deserves a look: a partition count other
+ * than the 3 topics are created with (SPEC 2), migrations applied that this
+ * binary does not know (a newer version migrated the database), dead letters
+ * present, a lag above 0. An empty topic is not broken: nothing was sent yet.
+ *
+ * Every stage runs, so the report is complete; the exit code is 0 when no
+ * stage is broken, else 1, and the last line names the first broken stage
+ * (the later ones are usually its consequences).
+ *
+ * verify only reads: topics are looked up in the metadata of all topics
+ * (naming an unknown topic would create it on a broker with auto-creation
+ * on), and the groups' offsets are fetched without joining them. */
+#include "ops/ops.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kafka/consumer.h"
+#include "ops/cluster.h"
+#include "pg/db.h"
+#include "pg/migrate.h"
+
+/* Exit codes (ops.h). */
+enum { VERIFY_EXIT_HEALTHY = 0, VERIFY_EXIT_BROKEN = 1, VERIFY_EXIT_USAGE = 2 };
+
+#define VERIFY_KAFKA_TIMEOUT_MS 10000
+/* count(*) of a large table may take a while; a verify must still end. */
+#define VERIFY_STATEMENT_TIMEOUT_MS 60000
+/* SPEC 2: topics are created with 3 partitions. */
+#define VERIFY_EXPECTED_PARTITIONS 3
+#define VERIFY_DETAIL_MAX 4096
+
+typedef enum { STAGE_OK = 0, STAGE_WARN, STAGE_BROKEN, STAGE_SKIP } stage_status_t;
+
+/* One stage's verdict, built up while it checks. */
+typedef struct {
+    stage_status_t status;
+    char detail[VERIFY_DETAIL_MAX];
+    size_t len;
+} stage_t;
+
+/* One enabled pipeline as the stages see it. */
+typedef struct {
+    bool enabled;
+    const pipeline_def_t *def;
+    const char *topic;
+    char group[512];
+    rd_kafka_t *rk;      /* never joins the group; NULL if it could not be created */
+    int exists;          /* 1 the topic exists, 0 it does not, -1 not known */
+    cluster_topic_t info;
+    int64_t *lo, *hi;    /* watermarks per partition (-1: unknown); NULL before the messages stage */
+} target_t;
+
+typedef struct {
+    const settings_t *s;
+    PGconn *conn; /* NULL: the database is unreachable, see db_error */
+    char db_error[1024];
+    target_t t[PIPELINE_COUNT];
+    long long max_lag; /* -1: lag alone never breaks the lag stage */
+    const char *first_broken;
+    char warned[256];
+} verify_t;
+
+/* Append one part to the stage's detail, "; "-separated. Truncates, never
+ * overflows. */
+__attribute__((format(printf, 2, 3))) static void stage_add(stage_t *st, const char *fmt, ...)
+{
+    size_t room = sizeof st->detail - st->len;
+    if (room <= 1) return;
+    if (st->len > 0) {
+        int n = snprintf(st->detail + st->len, room, "; ");
+        st->len += (size_t)n < room ? (size_t)n : room - 1;
+        room = sizeof st->detail - st->len;
+        if (room <= 1) return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(st->detail + st->len, room, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    st->len += (size_t)n < room ? (size_t)n : room - 1;
+}
+
+static void stage_raise(stage_t *st, stage_status_t status)
+{
+    /* skip only stands when nothing else was said. */
+    if (st->status == STAGE_SKIP) st->status = status;
+    else if (status != STAGE_SKIP && status > st->status) st->status = status;
+}
+
+/* Print the stage's line and remember the first broken stage. */
+static void stage_finish(verify_t *v, const char *name, stage_t *st)
+{
+    static const char *const word[] = {"ok", "warn", "BROKEN", "skip"};
+    /* One line per stage: a newline from the database (an error_detail, a
+     * server message) must not split it. */
+    for (size_t i = 0; i < st->len; i++)
+        if ((unsigned char)st->detail[i] < 0x20) st->detail[i] = ' ';
+    printf("%-13s %-6s %s\n", name, word[st->status], st->len ? st->detail : "-");
+    fflush(stdout);
+    if (st->status == STAGE_BROKEN && !v->first_broken) v->first_broken = name;
+    if (st->status == STAGE_WARN) {
+        size_t n = strlen(v->warned);
+        snprintf(v->warned + n, sizeof v->warned - n, "%s%s", n ? ", " : "", name);
+    }
+}
+
+/* Run a query; returns its result (the caller clears it) or NULL with the
+ * server's "SQLSTATE: message" in `err`, the failed result cleared. */
+static PGresult *query(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                       char *err, size_t errlen)
+{
+    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        db_describe(conn, res, err, errlen);
+        /* The first line says it; the rest (LINE 1: ..., a caret) does not
+         * fit a one-line report. */
+        err[strcspn(err, "\n")] = '\0';
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void check_schema(verify_t *v)
+{
+    stage_t st = {0};
+    char err[1024];
+    PGresult *res = NULL;
+
+    if (!v->conn) {
+        char *masked = db_mask_conninfo(v->s->database_url);
+        stage_raise(&st, STAGE_BROKEN);
+        stage_add(&st, "cannot connect to PostgreSQL (%s): %s", masked, v->db_error);
+        free(masked);
+        goto out;
+    }
+    res = query(v->conn,
+                "SELECT to_regclass('apps_registry_application') IS NOT NULL,"
+                " to_regclass('storage_consumer_migrations') IS NOT NULL",
+                0, NULL, err, sizeof err);
+    if (!res) {
+        stage_raise(&st, STAGE_BROKEN);
+        stage_add(&st, "cannot read the catalog: %s", err);
+        goto out;
+    }
+    bool apps = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    bool tracked = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+    PQclear(res);
+    res = NULL;
+    if (!apps) {
+        stage_raise(&st, STAGE_BROKEN);
+        stage_add(&st, "table apps_registry_application does not exist: apply the App API migrations first");
+    }
+    if (!tracked) {
+        stage_raise(&st, STAGE_BROKEN);
+        stage_add(&st, "no migration applied (no table storage_consumer_migrations): run storage-consumer migrate");
+        goto out;
+    }
+
+    unsigned applied = 0;
+    for (unsigned i = 0; i < migration_count; i++) {
+        const migration_t *m = &migrations[i];
+        const char *params[2] = {m->name, m->sql};
+        /* The same checksum migrate records: PostgreSQL's md5 of the file. */
+        res = query(v->conn,
+                    "SELECT md5($2), (SELECT checksum FROM storage_consumer_migrations WHERE name = $1)",
+                    2, params, err, sizeof err);
+        if (!res) {
+            stage_raise(&st, STAGE_BROKEN);
+            stage_add(&st, "cannot read storage_consumer_migrations: %s", err);
+            goto out;
+        }
+        if (PQgetisnull(res, 0, 1)) {
+            stage_raise(&st, STAGE_BROKEN);
+            stage_add(&st, "migration %s is not applied: run storage-consumer migrate", m->name);
+        } else if (strcmp(PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1)) != 0) {
+            stage_raise(&st, STAGE_BROKEN);
+            stage_add(&st, "migration %s was edited after it was applied (applied checksum %s, this binary's %s)",
+                      m->name, PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 0));
+        } else {
+            applied++;
+        }
+        PQclear(res);
+        res = NULL;
+    }
+
+    /* Applied files this binary does not have: a newer version migrated the
+     * database. This binary still works with the columns it knows. */
+    res = query(v->conn, "SELECT name FROM storage_consumer_migrations ORDER BY name", 0, NULL, err,
+                sizeof err);
+    if (!res) {
+        stage_raise(&st, STAGE_BROKEN);
+        stage_add(&st, "cannot read storage_consumer_migrations: %s", err);
+        goto out;
+    }
+    for (int r = 0; r < PQntuples(res); r++) {
+        const char *name = PQgetvalue(res, r, 0);
+        bool known = false;
+        for (unsigned i = 0; i < migration_count && !known; i++)
+            known = strcmp(migrations[i].name, name) == 0;
+        if (!known) {
+            stage_raise(&st, STAGE_WARN);
+            stage_add(&st, "migration %s is applied but unknown to this binary (a newer version migrated this database)",
+                      name);
+        }
+    }
+    PQclear(res);
+    res = NULL;
+    if (applied == migration_count)
+        stage_add(&st, "applied=%u/%u checksums match", applied, migration_count);
+    else
+        stage_add(&st, "applied=%u/%u", applied, migration_count);
+out:
+    stage_finish(v, "schema", &st);
+}
+
+static void check_topics(verify_t *v)
+{
+    stage_t st = {0};
+    char err[1024];
+    bool unreachable = false;
+
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        target_t *t = &v->t[i];
+        if (!t->enabled) continue;
+        t->exists = -1;
+        if (unreachable) continue;
+        if (!t->rk) {
+            stage_raise(&st, STAGE_BROKEN);
+            stage_add(&st, "%s: no Kafka client", t->topic);
+            continue;
+        }
+        int r = cluster_topic_lookup(t->rk, t->topic, VERIFY_KAFKA_TIMEOUT_MS, &t->info, err, sizeof err);
+        if (r < 0) {
+            /* One unanswered request is enough: do not wait again per topic. */
+            unreachable = true;
+            stage_raise(&st, STAGE_BROKEN);
+            stage_add(&st, "%s (%s)", err, v->s->bootstrap_servers);
+            continue;
+        }
+        t->exists = r;
+        if (r == 0) {
+            stage_raise(&st, STAGE_BROKEN);
+            stage_add(&st, "topic %s (pipeline %s) does not exist", t->topic, t->def->name);
+            continue;
+        }
+        stage_add(&st, "%s partitions=%d", t->topic, t->info.partitions);
+        if (t->info.partitions != VERIFY_EXPECTED_PARTITIONS) {
+            stage_raise(&st, STAGE_WARN);
+            stage_add(&st, "%s has %d partitions, topics are created with %d", t->topic,
+                      t->info.partitions, VERIFY_EXPECTED_PARTITIONS);
+        }
+        if (t->info.leaderless > 0) {
+            stage_raise(&st, STAGE_BROKEN);
+            stage_add(&st, "%s: %d of %d partitions have no leader (nothing can be read from them)",
+                      t->topic, t->info.leaderless, t->info.partitions);
+        }
+    }
+    stage_finish(v, "topics", &st);
+}
+
+static void check_messages(verify_t *v)
+{
+    stage_t st = {.status = STAGE_SKIP};
+
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        target_t *t = &v->t[i];
+        if (!t->enabled) continue;
+        if (t->exists != 1) {
+            stage_add(&st, "%s not checked", t->topic);
+            continue;
+        }
+        int n = t->info.partitions;
+        t->lo = calloc((size_t)n + 1, sizeof *t->lo);
+        t->hi = calloc((size_t)n + 1, sizeof *t->hi);
+        if (!t->lo || !t->hi) abort();
+        long long total = 0;
+        char marks[1024];
+        size_t len = 0;
+        marks[0] = '\0';
+        bool failed = false;
+        for (int p = 0; p < n; p++) {
+            rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+                t->rk, t->topic, p, &t->lo[p], &t->hi[p], VERIFY_KAFKA_TIMEOUT_MS);
+            if (e) {
+                t->lo[p] = t->hi[p] = -1;
+                failed = true;
+                stage_raise(&st, STAGE_BROKEN);
+                stage_add(&st, "%s [%d]: cannot read the watermarks: %s", t->topic, p, rd_kafka_err2str(e));
+            } else {
+                total += t->hi[p] - t->lo[p];
+            }
+            int w = snprintf(marks + len, sizeof marks - len, "%s%" PRId64, p ? "," : "", t->hi[p]);
+            if (w > 0 && (size_t)w < sizeof marks - len) len += (size_t)w;
+        }
+        if (!failed) stage_raise(&st, STAGE_OK);
+        stage_add(&st, "%s messages=%lld high_watermarks=%s%s", t->topic, total, marks,
+                  total == 0 && !failed ? " (empty)" : "");
+        bool trimmed = false;
+        for (int p = 0; p < n; p++) trimmed |= t->lo[p] > 0;
+        if (trimmed) {
+            len = 0;
+            for (int p = 0; p < n; p++) {
+                int w = snprintf(marks + len, sizeof marks - len, "%s%" PRId64, p ? "," : "", t->lo[p]);
+                if (w > 0 && (size_t)w < sizeof marks - len) len += (size_t)w;
+            }
+            stage_add(&st, "%s log_start=%s (retention removed older messages)", t->topic, marks);
+        }
+    }
+    stage_finish(v, "messages", &st);
+}
+
+static void check_rows(verify_t *v)
+{
+    stage_t st = {.status = STAGE_SKIP};
+    char err[1024], sql[256];
+
+    if (!v->conn) {
+        stage_add(&st, "database unreachable");
+        goto out;
+    }
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        target_t *t = &v->t[i];
+        if (!t->enabled) continue;
+        /* The table name is a constant of the pipeline table, never input. */
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", t->def->table);
+        PGresult *res = query(v->conn, sql, 0, NULL, err, sizeof err);
+        if (!res) {
+            stage_raise(&st, STAGE_BROKEN);
+            stage_add(&st, "%s: %s", t->def->table, err);
+            continue;
+        }
+        stage_raise(&st, STAGE_OK);
+        stage_add(&st, "%s=%s", t->def->table, PQgetvalue(res, 0, 0));
+        PQclear(res);
+    }
+out:
+    stage_finish(v, "rows", &st);
+}
+
+/* The enabled pipelines' topics as a PostgreSQL text[] literal. Returns a
+ * string the caller frees. */
+static char *topics_array(const verify_t *v)
+{
+    size_t cap = 3;
+    for (int i = 0; i < PIPELINE_COUNT; i++)
+        if (v->t[i].enabled) cap += 2 * strlen(v->t[i].topic) + 3;
+    char *out = malloc(cap), *p = out;
+    if (!out) abort();
+    *p++ = '{';
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        if (!v->t[i].enabled) continue;
+        if (p > out + 1) *p++ = ',';
+        *p++ = '"';
+        for (const char *c = v->t[i].topic; *c; c++) {
+            if (*c == '"' || *c == '\\') *p++ = '\\';
+            *p++ = *c;
+        }
+        *p++ = '"';
+    }
+    *p++ = '}';
+    *p = '\0';
+    return out;
+}
+
+static void check_dead_letters(verify_t *v)
+{
+    stage_t st = {0};
+    char err[1024];
+    char *topics = NULL;
+    PGresult *res = NULL;
+
+    if (!v->conn) {
+        st.status = STAGE_SKIP;
+        stage_add(&st, "database unreachable");
+        goto out;
+    }
+    topics = topics_array(v);
+    const char *params[1] = {topics};
+    res = query(v->conn,
+                "SELECT error_type, count(*) FROM dead_letter_events WHERE topic = ANY($1::text[])"
+                " GROUP BY error_type ORDER BY count(*) DESC, error_type",
+                1, params, err, sizeof err);
+    if (!res) {
+        stage_raise(&st, STAGE_BROKEN);
+        stage_add(&st, "cannot read dead_letter_events: %s", err);
+        goto out;
+    }
+    long long total = 0;
+    char reasons[2048];
+    size_t len = 0;
+    reasons[0] = '\0';
+    for (int r = 0; r < PQntuples(res); r++) {
+        total += strtoll(PQgetvalue(res, r, 1), NULL, 10);
+        int w = snprintf(reasons + len, sizeof reasons - len, " %s=%s", PQgetvalue(res, r, 0),
+                         PQgetvalue(res, r, 1));
+        if (w > 0 && (size_t)w < sizeof reasons - len) len += (size_t)w;
+    }
+    PQclear(res);
+    res = NULL;
+    stage_add(&st, "total=%lld%s", total, reasons);
+    if (total == 0) goto out;
+
+    /* Stored, so every message moved on; still, someone should look. */
+    stage_raise(&st, STAGE_WARN);
+    res = query(v->conn,
+                "SELECT id, topic, partition, kafka_offset, error_type,"
+                " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
+                " left(error_detail, 200)"
+                " FROM dead_letter_events WHERE topic = ANY($1::text[]) ORDER BY id DESC LIMIT 1",
+                1, params, err, sizeof err);
+    if (!res) {
+        stage_raise(&st, STAGE_BROKEN);
+        stage_add(&st, "cannot read the newest dead letter: %s", err);
+        goto out;
+    }
+    if (PQntuples(res) == 1)
+        stage_add(&st, "newest id=%s topic=%s partition=%s offset=%s error_type=%s created_at=%s detail=\"%s\"",
+                  PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
+                  PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 5),
+                  PQgetvalue(res, 0, 6));
+    PQclear(res);
+    res = NULL;
+out:
+    free(topics);
+    stage_finish(v, "dead-letters", &st);
+}
+
+static void check_lag(verify_t *v)
+{
+    stage_t st = {.status = STAGE_SKIP};
+
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        target_t *t = &v->t[i];
+        if (!t->enabled) continue;
+        if (t->exists != 1 || !t->hi) {
+            stage_add(&st, "%s not checked", t->group);
+            continue;
+        }
+        int n = t->info.partitions;
+        rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(n);
+        for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(parts, t->topic, p);
+        /* An OffsetFetch: reads the group's offsets without joining it. */
+        rd_kafka_resp_err_t e = rd_kafka_committed(t->rk, parts, VERIFY_KAFKA_TIMEOUT_MS);
+        if (e) {
+            stage_raise(&st, STAGE_BROKEN);
+            stage_add(&st, "%s: cannot read the committed offsets: %s", t->group, rd_kafka_err2str(e));
+            rd_kafka_topic_partition_list_destroy(parts);
+            continue;
+        }
+        long long total = 0;
+        int never = 0;
+        bool broken = false;
+        char per[1024];
+        size_t len = 0;
+        per[0] = '\0';
+        for (int p = 0; p < n; p++) {
+            const rd_kafka_topic_partition_t *e_p = rd_kafka_topic_partition_list_find(parts, t->topic, p);
+            int64_t c = e_p ? e_p->offset : RD_KAFKA_OFFSET_INVALID;
+            int64_t lo = t->lo[p], hi = t->hi[p], lag = 0;
+            if (!e_p || e_p->err) {
+                broken = true;
+                stage_add(&st, "%s [%d]: cannot read the committed offset: %s", t->group, p,
+                          e_p ? rd_kafka_err2str(e_p->err) : "missing from the answer");
+                continue;
+            }
+            if (hi < 0) continue; /* the messages stage said why */
+            if (c < 0) {
+                /* No commit yet: everything the partition holds is unread. */
+                lag = hi - lo;
+                if (hi > 0) never++;
+            } else if (c < lo) {
+                broken = true;
+                lag = hi - lo;
+                stage_add(&st, "%s [%d]: committed offset %" PRId64 " is below the log start %" PRId64
+                          ": %" PRId64 " messages were deleted by retention before they were stored",
+                          t->group, p, c, lo, lo - c);
+            } else if (c > hi) {
+                broken = true;
+                stage_add(&st, "%s [%d]: committed offset %" PRId64 " is beyond the high watermark %" PRId64
+                          ": the topic was recreated or truncated, the group will reset (STORAGE_AUTO_OFFSET_RESET)",
+                          t->group, p, c, hi);
+            } else {
+                lag = hi - c;
+            }
+            total += lag;
+            int w = snprintf(per + len, sizeof per - len, " [%d]=%" PRId64, p, lag);
+            if (w > 0 && (size_t)w < sizeof per - len) len += (size_t)w;
+        }
+        rd_kafka_topic_partition_list_destroy(parts);
+        stage_add(&st, "%s lag=%lld%s%s", t->group, total, per,
+                  never ? " (no offset committed yet)" : "");
+        if (v->max_lag >= 0 && total > v->max_lag) {
+            broken = true;
+            stage_add(&st, "%s: lag %lld exceeds --max-lag %lld", t->group, total, v->max_lag);
+        }
+        stage_raise(&st, broken ? STAGE_BROKEN : total > 0 ? STAGE_WARN : STAGE_OK);
+    }
+    stage_finish(v, "lag", &st);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void verify_usage(FILE *out)
+{
+    fputs("usage: storage-consumer verify [--max-lag N]\n"
+          "\n"
+          "Checks the deployment stage by stage, for the pipelines of STORAGE_PIPELINES,\n"
+          "and prints one line per stage (ok, warn, BROKEN, or skip when an earlier\n"
+          "broken stage left nothing to check):\n"
+          "  schema        every migration applied, checksums match\n"
+          "  topics        each topic exists; its partition count (not 3: warn)\n"
+          "  messages      messages present (high watermarks); an empty topic is fine\n"
+          "  rows          rows in each table\n"
+          "  dead-letters  counts by error_type and the newest (any: warn)\n"
+          "  lag           each group's committed offsets against the high watermarks;\n"
+          "                broken when an offset is below the log start (messages\n"
+          "                deleted before they were stored) or beyond the high\n"
+          "                watermark, or, with --max-lag, when a group's lag exceeds N\n"
+          "\n"
+          "It only reads: it creates no topic and does not join any group.\n"
+          "\n"
+          "options:\n"
+          "  --max-lag N   a group whose total lag exceeds N breaks the lag stage\n"
+          "                (default: lag is reported, a lag above 0 is a warning)\n"
+          "\n"
+          "exit codes: 0 no stage broken, 1 a stage is broken (the last line names the\n"
+          "first one), 2 usage or configuration error\n",
+          out);
+}
+
+static int parse_count(const char *text, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(text, &end, 10);
+    if (errno || end == text || *end || n < 0) return -1;
+    *out = n;
+    return 0;
+}
+
+int ops_verify(const settings_t *s, int argc, char **argv)
+{
+    verify_t v = {.s = s, .max_lag = -1};
+    char err[1024];
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            verify_usage(stdout);
+            return VERIFY_EXIT_HEALTHY;
+        } else if (strcmp(a, "--max-lag") == 0 || strncmp(a, "--max-lag=", 10) == 0) {
+            const char *value = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!value || parse_count(value, &v.max_lag)) {
+                fprintf(stderr, "storage-consumer: verify: --max-lag needs a number >= 0, got %s\n",
+                        value ? value : "nothing");
+                return VERIFY_EXIT_USAGE;
+            }
+        } else {
+            fprintf(stderr, "storage-consumer: verify: unexpected argument %s\n", a);
+            verify_usage(stderr);
+            return VERIFY_EXIT_USAGE;
+        }
+    }
+    if (consumer_check_properties(s, err, sizeof err)) {
+        fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
+        return VERIFY_EXIT_USAGE;
+    }
+
+    char names[128] = "";
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        target_t *t = &v.t[i];
+        t->enabled = s->pipeline_enabled[i];
+        if (!t->enabled) continue;
+        t->def = pipeline_get((pipeline_id_t)i);
+        t->topic = s->topic[i];
+        t->exists = -1;
+        settings_group_id(s, (pipeline_id_t)i, t->group, sizeof t->group);
+        size_t n = strlen(names);
+        snprintf(names + n, sizeof names - n, "%s%s", n ? "," : "", t->def->name);
+        /* Each client carries its pipeline's group id: the committed
+         * offsets are asked per group. */
+        t->rk = cluster_client_new(s, (pipeline_id_t)i, err, sizeof err);
+        if (!t->rk) fprintf(stderr, "storage-consumer: verify: %s\n", err);
+    }
+    char *masked = db_mask_conninfo(s->database_url);
+    printf("verify pipelines=%s kafka=%s database=\"%s\"\n", names, s->bootstrap_servers, masked);
+    fflush(stdout);
+    free(masked);
+    v.conn = db_connect(s->database_url, VERIFY_STATEMENT_TIMEOUT_MS, v.db_error, sizeof v.db_error);
+
+    check_schema(&v);
+    check_topics(&v);
+    check_messages(&v);
+    check_rows(&v);
+    check_dead_letters(&v);
+    check_lag(&v);
+
+    if (v.first_broken)
+        printf("verify: broken at stage %s\n", v.first_broken);
+    else if (v.warned[0])
+        printf("verify: healthy, with warnings (%s)\n", v.warned);
+    else
+        printf("verify: healthy\n");
+
+    if (v.conn) PQfinish(v.conn);
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        cluster_client_destroy(v.t[i].rk);
+        free(v.t[i].lo);
+        free(v.t[i].hi);
+    }
+    return v.first_broken ? VERIFY_EXIT_BROKEN : VERIFY_EXIT_HEALTHY;
+}

@@ -1,0 +1,569 @@
+#!/usr/bin/env bash
+# `storage-consumer dead-letters list|show|redrive` (SPEC 6, 12, 13) against a
+# real PostgreSQL, the sanitizer build. One test goes through the running
+# service and the Kafka-protocol broker (a real dead letter, then a redrive);
+# the others write dead letters with SQL, exactly as the store writes them.
+#
+# Every test has its own database, so tests never see each other's rows.
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+pg_start
+broker_start
+# broker_start appends its stop command to an empty SUITE_CLEANUP as
+# "; cmd", which eval rejects.
+SUITE_CLEANUP=${SUITE_CLEANUP#; }
+
+# ---------------------------------------------------------------------------
+# Helpers of this suite.
+
+STARTED=""
+TEST_NAME=""
+
+begin_test() { # name
+    STARTED=""
+    TEST_NAME=$1
+    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS GROUP_PREFIX
+    trap end_test EXIT
+    fresh_schema "dl_$1"
+}
+
+end_test() {
+    local rc=$? name pid
+    for name in $STARTED; do
+        pid=$(service_pid "$name")
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -KILL "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+        if [ "$rc" -ne 0 ]; then
+            echo "# --- last lines of service $name ---" >&2
+            tail -n 40 "$WORK/$name.log" 2>/dev/null | sed 's/^/# | /' >&2
+        fi
+    done
+    if [ "$rc" -ne 0 ] && [ -f "$WORK/$TEST_NAME.out" ]; then
+        echo "# --- last output of storage-consumer dead-letters ---" >&2
+        sed 's/^/# | /' "$WORK/$TEST_NAME.out" "$WORK/$TEST_NAME.err" >&2
+    fi
+    exit "$rc"
+}
+
+# Run `storage-consumer dead-letters ARGS` against $DB (with the test's
+# topics, if it has its own). stdout in $WORK/TEST.out, stderr in
+# $WORK/TEST.err; returns the exit status. Nothing STORAGE_* from the
+# caller's environment reaches it.
+dl() {
+    local unset=() v
+    for v in $(compgen -e | grep '^STORAGE_' || true); do unset+=(-u "$v"); done
+    env "${unset[@]}" STORAGE_DATABASE_URL="$DB" \
+        ${TOPIC_APP_STATS:+STORAGE_TOPIC_APP_STATS=$TOPIC_APP_STATS} \
+        ${TOPIC_REVIEWS:+STORAGE_TOPIC_REVIEWS=$TOPIC_REVIEWS} \
+        ${TOPIC_NETWORK_METRICS:+STORAGE_TOPIC_NETWORK_METRICS=$TOPIC_NETWORK_METRICS} \
+        timeout 120 "$BIN" dead-letters "$@" >"$WORK/$TEST_NAME.out" 2>"$WORK/$TEST_NAME.err"
+}
+
+# dl that must exit 0; prints its stdout.
+dl_ok() {
+    local rc=0
+    dl "$@" || rc=$?
+    [ "$rc" -eq 0 ] || fail "dead-letters $* exited $rc: $(cat "$WORK/$TEST_NAME.err")"
+    cat "$WORK/$TEST_NAME.out"
+}
+
+# The exit status of dl ARGS (never fails the test by itself).
+dl_rc() {
+    local rc=0
+    dl "$@" || rc=$?
+    echo "$rc"
+}
+
+# SQL with timestamps shown in UTC, whatever the database's time zone.
+usql() { PGTZ=UTC sql "$1"; }
+
+# Insert a dead letter as the store writes it; prints its id.
+#   dead_letter TOPIC PARTITION OFFSET ERROR_TYPE DETAIL PAYLOAD [PAYLOAD_SIZE]
+# PAYLOAD is text; PAYLOAD_SIZE defaults to its length in bytes (not
+# truncated).
+dead_letter() {
+    psql "$DB" -X -q -v ON_ERROR_STOP=1 -At -v topic="$1" -v part="$2" -v off="$3" -v et="$4" \
+        -v det="$5" -v payload="$6" -v size="${7:-}" <<'EOF'
+INSERT INTO dead_letter_events (topic, partition, kafka_offset, kafka_timestamp, message_key,
+                                payload, payload_size, error_type, error_detail)
+VALUES (:'topic', :'part', :'off', '2026-11-29T12:00:00Z', convert_to('key-' || :'off', 'UTF8'),
+        convert_to(:'payload', 'UTF8'),
+        COALESCE(NULLIF(:'size', '')::int, octet_length(convert_to(:'payload', 'UTF8'))),
+        :'et', :'det')
+RETURNING id;
+EOF
+}
+
+# The same with the payload and key given in hex (any bytes at all).
+#   dead_letter_hex TOPIC PARTITION OFFSET ERROR_TYPE DETAIL PAYLOAD_HEX KEY_HEX
+dead_letter_hex() {
+    psql "$DB" -X -q -v ON_ERROR_STOP=1 -At -v topic="$1" -v part="$2" -v off="$3" -v et="$4" \
+        -v det="$5" -v payload="$6" -v key="$7" <<'EOF'
+INSERT INTO dead_letter_events (topic, partition, kafka_offset, kafka_timestamp, message_key,
+                                payload, payload_size, error_type, error_detail)
+VALUES (:'topic', :'part', :'off', NULL, decode(:'key', 'hex'), decode(:'payload', 'hex'),
+        octet_length(decode(:'payload', 'hex')), :'et', :'det')
+RETURNING id;
+EOF
+}
+
+app_id() { sql "SELECT id FROM apps_registry_application WHERE package_name = '$1'"; }
+
+# A review message: review PACKAGE ID THUMBS LAST_SYNCED_AT [CONTENT]
+review() {
+    printf '{"package_name":"%s","review_id":"%s","user_name":"u-%s","content":"%s","score":4,"thumbs_up_count":%s,"app_version":"1.0","reviewed_at":"2026-11-01T00:00:00Z","last_synced_at":"%s"}' \
+        "$1" "$2" "$2" "${5:-c $2}" "$3" "$4"
+}
+
+app_stats() { # PACKAGE CRAWLED_AT
+    printf '{"package_name":"%s","crawled_at":"%s","title":"T","score":4.5}' "$1" "$2"
+}
+
+UNREGISTERED_DETAIL() { echo "package_name: $1 is not registered in apps_registry_application"; }
+
+# Every row of the consumer's tables with its row version (xmin): equal
+# dumps mean no row was inserted, deleted or even rewritten in place.
+dump_all() {
+    local t
+    for t in dead_letter_events app_stats reviews network_metrics; do
+        echo "== $t"
+        usql "SELECT xmin, t::text FROM $t t ORDER BY id"
+    done
+}
+
+# A line of the output that starts with PREFIX (e.g. "redrive pipeline=reviews ").
+line_of() { # output prefix
+    grep -F -- "$2" <<<"$1" | head -n 1
+}
+
+resolved_of() { # id: "t|note" or "f|"
+    sql "SELECT resolved_at IS NOT NULL, coalesce(resolution, '') FROM dead_letter_events WHERE id = $1"
+}
+
+# ---------------------------------------------------------------------------
+# Redrive: the pipeline's own path, for dead letters that can now be stored.
+
+test_redrive_stores_a_message_once_its_app_is_registered() {
+    begin_test registered
+    fresh_topics registered
+    service_start "registered-svc" "STORAGE_DATABASE_URL=$DB" STORAGE_PIPELINES=reviews
+    STARTED="registered-svc"
+    { review com.example.late gp:late 7 "2026-11-29T10:00:00Z"; echo; } | produce "$TOPIC_REVIEWS" -p 1
+    wait_for_sql "SELECT error_type || ' ' || partition || ' ' || kafka_offset FROM dead_letter_events" \
+        "unregistered_app 1 0" 60
+    # The offset moved past the message: Kafka will never deliver it again.
+    local i committed=""
+    for i in $(seq 1 120); do
+        committed=$(broker_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 1)
+        [ "$committed" = 1 ] && break
+        sleep 0.25
+    done
+    assert_eq 1 "$committed" "offset committed past the dead letter"
+    service_stop registered-svc >"$WORK/registered-svc.stopped" || true
+    assert_eq 0 "$(cat "$WORK/registered-svc.stopped")" "service exit status"
+    assert_eq 0 "$(sql "SELECT count(*) FROM reviews")" "reviews before the app is registered"
+
+    register_apps com.example.late
+    local out id
+    id=$(sql "SELECT id FROM dead_letter_events")
+    out=$(dl_ok redrive)
+    assert_contains "$out" "redrive pipeline=reviews examined=1 stored=1 still_failing=0 not_redrivable=0 inserted=1 updated=0 skipped=0"
+    assert_contains "$out" "changed: 1 dead letters resolved, 0 reasons refreshed"
+    assert_eq "$(app_id com.example.late)|7|u-gp:late|2026-11-29 10:00:00+00" \
+        "$(usql "SELECT application_id, thumbs_up_count, user_name, last_synced_at FROM reviews WHERE review_id = 'gp:late'")" \
+        "the redriven review"
+    # Resolved with a note, never deleted; what went wrong stays on record.
+    assert_eq "t|redriven: decoded and upserted into reviews by the pipeline's ON CONFLICT rule" \
+        "$(resolved_of "$id")" "dead letter resolution"
+    assert_eq "1|unregistered_app|$(UNREGISTERED_DETAIL com.example.late)" \
+        "$(sql "SELECT count(*), min(error_type), min(error_detail) FROM dead_letter_events")" \
+        "the dead letter is kept with its original reason"
+    # Offsets are irrelevant to a redrive: nothing was asked of Kafka.
+    assert_eq 1 "$(broker_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 1)" "committed offset after the redrive"
+}
+
+test_redrive_twice_changes_nothing() {
+    begin_test twice
+    register_apps com.example.a
+    dead_letter reviews 0 10 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 3 2026-11-29T10:00:00Z)" >/dev/null
+    dead_letter app-stats 0 11 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(app_stats com.example.a 2026-11-29T10:00:00Z)" >/dev/null
+    dead_letter reviews 1 12 unregistered_app "$(UNREGISTERED_DETAIL com.example.nobody)" \
+        "$(review com.example.nobody r2 3 2026-11-29T10:00:00Z)" >/dev/null
+    dead_letter reviews 2 13 invalid_json "stale reason" '{"broken' >/dev/null
+    dead_letter reviews 2 14 invalid_json "x (payload truncated to 4 of 99999 bytes)" '{"a"' 99999 >/dev/null
+
+    local first second before
+    first=$(dl_ok redrive)
+    assert_contains "$first" "redrive total examined=5 stored=2 still_failing=2 not_redrivable=1 resolved=2 reasons_refreshed=1 dry_run=no"
+    before=$(dump_all)
+
+    second=$(dl_ok redrive)
+    assert_contains "$second" "redrive pipeline=reviews examined=3 stored=0 still_failing=2 not_redrivable=1 inserted=0 updated=0 skipped=0"
+    assert_contains "$second" "redrive pipeline=app-stats examined=0 stored=0"
+    assert_contains "$second" "redrive total examined=3 stored=0 still_failing=2 not_redrivable=1 resolved=0 reasons_refreshed=0 dry_run=no"
+    assert_contains "$second" "nothing changed: no unresolved dead letter stores now"
+    assert_eq "$before" "$(dump_all)" "tables (rows and row versions) after the second redrive"
+}
+
+test_still_failing_dead_letter_keeps_its_reason_refreshed() {
+    begin_test refreshed
+    register_apps com.example.known
+    # Dead-lettered for a reason that no longer holds (say, by an older
+    # decoder); now it decodes but its app is not registered.
+    local stale fixed
+    stale=$(dead_letter reviews 0 1 invalid_field "score: old decoder said no" \
+        "$(review com.example.unknown r1 3 2026-11-29T10:00:00Z)")
+    fixed=$(dead_letter reviews 0 2 invalid_field "score: old decoder said no" \
+        "$(review com.example.known r2 3 2026-11-29T10:00:00Z)")
+
+    local out
+    out=$(dl_ok redrive --pipeline reviews)
+    assert_contains "$out" "redrive pipeline=reviews examined=2 stored=1 still_failing=1 not_redrivable=0"
+    assert_contains "$out" "reasons_refreshed=1"
+    assert_contains "$out" "still_failing id=$stale pipeline=reviews error_type=unregistered_app detail=\"$(UNREGISTERED_DETAIL com.example.unknown)\""
+    assert_eq "f||unregistered_app|$(UNREGISTERED_DETAIL com.example.unknown)" \
+        "$(sql "SELECT resolved_at IS NOT NULL, coalesce(resolution, ''), error_type, error_detail FROM dead_letter_events WHERE id = $stale")" \
+        "the still-failing dead letter: unresolved, reason refreshed"
+    assert_eq "t|invalid_field|score: old decoder said no" \
+        "$(sql "SELECT resolved_at IS NOT NULL, error_type, error_detail FROM dead_letter_events WHERE id = $fixed")" \
+        "the stored one: resolved, its original reason kept"
+    assert_eq "r2" "$(sql "SELECT string_agg(review_id, ',') FROM reviews")" "reviews"
+}
+
+test_database_rejected_row_does_not_stop_the_others_in_a_redrive() {
+    begin_test dbreject
+    register_apps com.example.a
+    # A rule the decoder does not know: the database refuses the row, with a
+    # data-class error the store isolates.
+    sql "ALTER TABLE reviews ADD CONSTRAINT no_forbidden CHECK (content <> 'forbidden')"
+    local i bad
+    for i in 1 2 3 4 5 6 7; do
+        dead_letter reviews 0 "$i" unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+            "$(review com.example.a "r$i" "$i" 2026-11-29T10:00:00Z)" >/dev/null
+    done
+    bad=$(dead_letter reviews 0 8 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r8 8 2026-11-29T10:00:00Z forbidden)")
+
+    local out
+    out=$(dl_ok redrive)
+    assert_contains "$out" "redrive pipeline=reviews examined=8 stored=7 still_failing=1 not_redrivable=0 inserted=7"
+    assert_contains "$out" "still_failing id=$bad pipeline=reviews error_type=database_rejected"
+    assert_eq "r1 r2 r3 r4 r5 r6 r7" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "stored reviews"
+    assert_eq "f|database_rejected" "$(sql "SELECT resolved_at IS NOT NULL, error_type FROM dead_letter_events WHERE id = $bad")" \
+        "the refused row's dead letter"
+    assert_contains "$(sql "SELECT error_detail FROM dead_letter_events WHERE id = $bad")" "no_forbidden"
+    assert_eq 7 "$(sql "SELECT count(*) FROM dead_letter_events WHERE resolved_at IS NOT NULL")" "resolved dead letters"
+    assert_eq 8 "$(sql "SELECT count(*) FROM dead_letter_events")" "no dead letter added or deleted"
+
+    # The database's DETAIL quotes the failing row with a new id each time:
+    # still, a second run must not rewrite the dead letter.
+    local before
+    before=$(dump_all)
+    out=$(dl_ok redrive)
+    assert_contains "$out" "redrive pipeline=reviews examined=1 stored=0 still_failing=1 not_redrivable=0"
+    assert_contains "$out" "nothing changed"
+    assert_eq "$before" "$(dump_all)" "tables after a second redrive"
+}
+
+test_a_failed_redrive_batch_stores_nothing_and_exits_1() {
+    begin_test rollback
+    register_apps com.example.a
+    dead_letter reviews 0 1 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 3 2026-11-29T10:00:00Z)" >/dev/null
+    # Marking the dead letter resolved fails: the row stored in the same
+    # transaction must go with it.
+    sql "CREATE FUNCTION refuse_update() RETURNS trigger LANGUAGE plpgsql AS
+           \$\$ BEGIN RAISE EXCEPTION 'refused by the test'; END \$\$"
+    sql "CREATE TRIGGER refuse BEFORE UPDATE ON dead_letter_events FOR EACH ROW EXECUTE FUNCTION refuse_update()"
+    local before
+    before=$(dump_all)
+    assert_eq 1 "$(dl_rc redrive)" "exit status"
+    assert_contains "$(cat "$WORK/$TEST_NAME.err")" "refused by the test"
+    assert_contains "$(cat "$WORK/$TEST_NAME.out")" "(interrupted by an error)"
+    assert_eq "$before" "$(dump_all)" "tables after the failed redrive"
+
+    sql "DROP TRIGGER refuse ON dead_letter_events"
+    assert_contains "$(dl_ok redrive)" "redrive pipeline=reviews examined=1 stored=1"
+    assert_eq 1 "$(sql "SELECT count(*) FROM reviews")" "reviews after the retry"
+}
+
+test_a_dead_letter_superseded_by_a_refused_one_stays_unresolved() {
+    begin_test heldback
+    register_apps com.example.a
+    sql "ALTER TABLE reviews ADD CONSTRAINT no_forbidden CHECK (content <> 'forbidden')"
+    local newer older out
+    newer=$(dead_letter reviews 0 1 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 9 2026-11-29T13:00:00Z forbidden)")
+    older=$(dead_letter reviews 1 1 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 2 2026-11-29T10:00:00Z fine)")
+    out=$(dl_ok redrive)
+    # The older message lost to the newer one, which the database refused:
+    # its effect is nowhere, so it must not be marked resolved.
+    assert_contains "$out" "redrive pipeline=reviews examined=2 stored=0 still_failing=2"
+    assert_contains "$out" "still_failing id=$older pipeline=reviews error_type=(unchanged) detail=\"same review_id as dead letter id=$newer"
+    assert_eq "f|database_rejected|f|unregistered_app" \
+        "$(sql "SELECT string_agg((resolved_at IS NOT NULL)::text::char(1) || '|' || error_type, '|' ORDER BY id) FROM dead_letter_events")" \
+        "both dead letters unresolved"
+    assert_eq 0 "$(sql "SELECT count(*) FROM reviews")" "reviews"
+}
+
+test_truncated_payload_is_reported_not_redrivable() {
+    begin_test truncated
+    register_apps com.example.a
+    # The stored bytes even decode; but they are not the whole message (the
+    # store keeps 64 KiB), so storing them would store something never sent.
+    local id before out
+    id=$(dead_letter reviews 2 40 invalid_json "x (payload truncated to 65536 of 70000 bytes)" \
+        "$(review com.example.a r1 3 2026-11-29T10:00:00Z)" 70000)
+    before=$(dump_all)
+    out=$(dl_ok redrive)
+    assert_contains "$out" "not_redrivable id=$id pipeline=reviews payload_size=70000 stored_bytes="
+    assert_contains "$out" "redrive pipeline=reviews examined=1 stored=0 still_failing=0 not_redrivable=1"
+    assert_eq "$before" "$(dump_all)" "tables after the redrive"
+    assert_contains "$(dl_ok show "$id")" "redrivable: no (payload truncated:"
+}
+
+test_dry_run_changes_nothing() {
+    begin_test dryrun
+    register_apps com.example.a
+    dead_letter reviews 0 1 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 3 2026-11-29T10:00:00Z)" >/dev/null
+    dead_letter network-metrics 0 2 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        '{"package_name":"com.example.a","analysis_id":"11111111-2222-3333-4444-555555555555","analyzed_at":"2026-11-29T10:00:00Z","duration_seconds":1.5,"total_packets":10,"total_bytes":1000}' >/dev/null
+    dead_letter reviews 0 3 invalid_json "stale" '{"broken' >/dev/null
+
+    local before out
+    before=$(dump_all)
+    out=$(dl_ok redrive --dry-run)
+    assert_contains "$out" "redrive pipeline=reviews examined=2 stored=1 still_failing=1 not_redrivable=0 inserted=1"
+    assert_contains "$out" "dry_run=yes"
+    assert_contains "$out" "redrive pipeline=network-metrics examined=1 stored=1 still_failing=0 not_redrivable=0 inserted=1"
+    assert_contains "$out" "dry run: rolled back, nothing changed (without --dry-run: 2 would be resolved, 1 reasons refreshed)"
+    assert_eq "$before" "$(dump_all)" "tables after the dry run"
+
+    # And the real run then does what the dry run announced.
+    out=$(dl_ok redrive)
+    assert_contains "$out" "redrive total examined=3 stored=2 still_failing=1 not_redrivable=0 resolved=2 reasons_refreshed=1 dry_run=no"
+}
+
+test_redrive_filters_by_pipeline_and_type() {
+    begin_test filters
+    register_apps com.example.a
+    local rev_unreg rev_field stats_unreg out
+    rev_unreg=$(dead_letter reviews 0 1 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 3 2026-11-29T10:00:00Z)")
+    rev_field=$(dead_letter reviews 0 2 invalid_field "old reason" \
+        "$(review com.example.a r2 3 2026-11-29T10:00:00Z)")
+    stats_unreg=$(dead_letter app-stats 0 3 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(app_stats com.example.a 2026-11-29T10:00:00Z)")
+
+    out=$(dl_ok redrive --pipeline reviews --type unregistered_app)
+    assert_contains "$out" "redrive pipeline=reviews examined=1 stored=1"
+    case "$out" in
+    *"pipeline=app-stats"* | *"pipeline=network-metrics"*) fail "another pipeline was redriven: [$out]" ;;
+    esac
+    assert_eq "t f f" "$(sql "SELECT string_agg((resolved_at IS NOT NULL)::text::char(1), ' ' ORDER BY id) FROM dead_letter_events")" \
+        "resolved: only the reviews unregistered_app one"
+    assert_eq "r1|0" "$(sql "SELECT string_agg(review_id, ','), (SELECT count(*) FROM app_stats) FROM reviews")" "stored rows"
+
+    out=$(dl_ok redrive --type unregistered_app)
+    assert_contains "$out" "redrive pipeline=app-stats examined=1 stored=1"
+    assert_contains "$out" "redrive pipeline=reviews examined=0 stored=0"
+    assert_eq "t|f|t" "$(sql "SELECT string_agg((resolved_at IS NOT NULL)::text::char(1), '|' ORDER BY id) FROM dead_letter_events")" \
+        "resolved after --type unregistered_app"
+
+    out=$(dl_ok redrive --pipeline reviews)
+    assert_contains "$out" "redrive pipeline=reviews examined=1 stored=1"
+    assert_eq 3 "$(sql "SELECT count(*) FROM dead_letter_events WHERE resolved_at IS NOT NULL")" "all resolved"
+    : "$rev_unreg $rev_field $stats_unreg"
+}
+
+test_redriven_older_review_does_not_overwrite_a_newer_row() {
+    begin_test older
+    register_apps com.example.a
+    # The stored row is a newer observation than the dead-lettered message.
+    sql "INSERT INTO reviews (application_id, review_id, user_name, content, score, thumbs_up_count,
+                              reviewed_at, last_synced_at)
+         VALUES ($(app_id com.example.a), 'r1', 'newer', 'newer content', 5, 50,
+                 '2026-11-01T00:00:00Z', '2026-11-29T12:00:00Z')"
+    local row id out
+    row=$(usql "SELECT t::text FROM reviews t")
+    id=$(dead_letter reviews 0 1 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 5 2026-11-29T10:00:00Z older)")
+    out=$(dl_ok redrive)
+    assert_contains "$out" "redrive pipeline=reviews examined=1 stored=1 still_failing=0 not_redrivable=0 inserted=0 updated=0 skipped=1"
+    assert_eq "$row" "$(usql "SELECT t::text FROM reviews t")" "the newer review row"
+    assert_eq t "$(sql "SELECT resolved_at IS NOT NULL FROM dead_letter_events WHERE id = $id")" \
+        "the dead letter is resolved: the message's effect is already in the table"
+
+    # A newer dead-lettered observation does update the row.
+    dead_letter reviews 0 2 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 60 2026-11-29T13:00:00Z newest)" >/dev/null
+    out=$(dl_ok redrive)
+    assert_contains "$out" "inserted=0 updated=1 skipped=0"
+    assert_eq "60|newest" "$(sql "SELECT thumbs_up_count, content FROM reviews")" "the review after a newer redrive"
+}
+
+test_dead_letters_of_the_same_key_redrive_to_the_newest() {
+    begin_test samekey
+    register_apps com.example.a
+    local a b
+    a=$(dead_letter reviews 0 1 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 9 2026-11-29T13:00:00Z newest)")
+    b=$(dead_letter reviews 1 1 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 2 2026-11-29T10:00:00Z older)")
+    local out
+    out=$(dl_ok redrive)
+    assert_contains "$out" "redrive pipeline=reviews examined=2 stored=2 still_failing=0 not_redrivable=0 inserted=1 updated=0 skipped=0 superseded=1 resolved=2"
+    assert_eq "9|newest" "$(sql "SELECT thumbs_up_count, content FROM reviews")" "the stored review"
+    assert_contains "$(resolved_of "$b")" "t|redriven: another dead letter with the same review_id was upserted into reviews"
+    assert_contains "$(resolved_of "$a")" "t|redriven: decoded and upserted into reviews"
+}
+
+test_dead_letters_of_a_topic_no_pipeline_reads_are_skipped_with_a_note() {
+    begin_test unknown
+    register_apps com.example.a
+    local before out
+    dead_letter legacy-topic 0 1 invalid_json "x" "$(review com.example.a r1 3 2026-11-29T10:00:00Z)" >/dev/null
+    before=$(dump_all)
+    out=$(dl_ok redrive)
+    assert_contains "$out" 'redrive skipped topic="legacy-topic" unresolved=1 note="no pipeline reads this topic'
+    assert_contains "$out" "redrive total examined=0 stored=0"
+    assert_eq "$before" "$(dump_all)" "tables after the redrive"
+}
+
+# ---------------------------------------------------------------------------
+# show and list.
+
+test_show_escapes_a_payload_that_is_not_utf8() {
+    begin_test show
+    # {"a":"<ESC>[31mred<0xff><0xfe>\n</>"} and a key with an invalid byte.
+    local id out
+    id=$(dead_letter_hex reviews 2 77 invalid_utf8 "not valid UTF-8 at byte 14" \
+        7b2261223a221b5b33316d726564fffe0a3c2f3e227d 6b6579ff)
+    out=$(dl_ok show "$id")
+    assert_contains "$out" "id: $id"
+    assert_contains "$out" 'topic: "reviews"'
+    assert_contains "$out" "pipeline: reviews"
+    assert_contains "$out" "partition: 2"
+    assert_contains "$out" "kafka_offset: 77"
+    assert_contains "$out" "kafka_timestamp: null"
+    assert_contains "$out" "error_type: invalid_utf8"
+    assert_contains "$out" 'error_detail: "not valid UTF-8 at byte 14"'
+    assert_contains "$out" "status: unresolved"
+    assert_contains "$out" "resolved_at: null"
+    assert_contains "$out" "payload_size: 22"
+    assert_contains "$out" "payload_bytes: 22"
+    assert_contains "$out" "payload_utf8: no"
+    assert_contains "$out" 'payload: "{\"a\":\"\x1b[31mred\xff\xfe\n</>\"}"'
+    assert_contains "$out" "payload_hex: 7b2261223a221b5b33316d726564fffe0a3c2f3e227d"
+    assert_contains "$out" 'message_key: "key\xff"'
+    assert_contains "$out" "message_key_hex: 6b6579ff"
+    assert_contains "$out" "created_at: "
+    assert_contains "$out" "redrivable: yes"
+    # Nothing raw reaches the terminal: no ESC, no invalid byte, no CR.
+    if LC_ALL=C grep -q $'[\x1b\xff\xfe\r]' "$WORK/$TEST_NAME.out"; then
+        fail "show printed a raw control or invalid byte"
+    fi
+    iconv -f UTF-8 -t UTF-8 "$WORK/$TEST_NAME.out" >/dev/null || fail "show's output is not valid UTF-8"
+
+    # Valid UTF-8 is shown as text (control characters still escaped), with
+    # no hex dump.
+    id=$(dead_letter reviews 0 5 invalid_json "bad" $'{"t":"Ünï\tcode 😀"\x07')
+    out=$(dl_ok show "$id")
+    assert_contains "$out" "payload_utf8: yes"
+    assert_contains "$out" 'payload: "{\"t\":\"Ünï\tcode 😀\"\x07"'
+    assert_contains "$out" 'message_key: "key-5"'
+    case "$out" in *payload_hex*) fail "hex dump for a UTF-8 payload: [$out]" ;; esac
+}
+
+test_list_counts_by_pipeline_and_error_type() {
+    begin_test list
+    register_apps com.example.a
+    dead_letter reviews 0 1 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 3 2026-11-29T10:00:00Z)" >/dev/null
+    dead_letter reviews 0 2 unregistered_app "$(UNREGISTERED_DETAIL com.example.b)" \
+        "$(review com.example.b r2 3 2026-11-29T10:00:00Z)" >/dev/null
+    dead_letter reviews 0 3 invalid_json "bad" '{' >/dev/null
+    dead_letter app-stats 1 4 missing_field "crawled_at: required" '{"package_name":"x"}' >/dev/null
+    dead_letter legacy 0 5 invalid_json $'line one\nline two \x1b[2J' 'x' >/dev/null
+    dl_ok redrive --pipeline reviews --type unregistered_app >/dev/null
+
+    local out
+    out=$(dl_ok list)
+    assert_contains "$out" "total unresolved=4 resolved=1"
+    assert_contains "$out" "count pipeline=reviews error_type=unregistered_app unresolved=1 resolved=1 topic=\"reviews\""
+    assert_contains "$out" "count pipeline=reviews error_type=invalid_json unresolved=1 resolved=0"
+    assert_contains "$out" "count pipeline=app-stats error_type=missing_field unresolved=1 resolved=0"
+    assert_contains "$out" "count pipeline=- error_type=invalid_json unresolved=1 resolved=0 topic=\"legacy\""
+    assert_eq 4 "$(grep -c '^count ' <<<"$out")" "count lines"
+    # Recent rows, newest first; details escaped.
+    assert_eq "5 4 3 2 1" "$(grep '^row ' <<<"$out" | sed -E 's/^row id=([0-9]+).*/\1/' | tr '\n' ' ' | sed 's/ $//')" \
+        "recent rows, newest first"
+    assert_contains "$out" 'row id=5 pipeline=- partition=0 offset=5'
+    assert_contains "$out" 'detail="line one\nline two \x1b[2J"'
+    assert_contains "$(line_of "$out" "row id=1 ")" "status=resolved"
+    assert_contains "$(line_of "$out" "row id=2 ")" "status=unresolved"
+
+    out=$(dl_ok list --pipeline reviews --limit 2 --unresolved)
+    assert_contains "$out" "total unresolved=2 resolved=1"
+    assert_eq 2 "$(grep -c '^count ' <<<"$out")" "count lines of reviews"
+    assert_eq "3 2" "$(grep '^row ' <<<"$out" | sed -E 's/^row id=([0-9]+).*/\1/' | tr '\n' ' ' | sed 's/ $//')" \
+        "recent unresolved rows of reviews, limited to 2"
+
+    out=$(dl_ok list --type invalid_json)
+    assert_contains "$out" "total unresolved=2 resolved=0"
+}
+
+# ---------------------------------------------------------------------------
+# Interface: help, usage errors, runtime failures (SPEC 13 exit codes).
+
+test_help_exits_0_and_usage_errors_exit_2() {
+    begin_test usage
+    local sub
+    for sub in "" list show redrive; do
+        # shellcheck disable=SC2086
+        assert_eq 0 "$(dl_rc $sub --help)" "dead-letters $sub --help"
+        assert_contains "$(cat "$WORK/$TEST_NAME.out")" "usage: storage-consumer dead-letters"
+    done
+    assert_eq 2 "$(dl_rc)" "no subcommand"
+    assert_eq 2 "$(dl_rc frobnicate)" "unknown subcommand"
+    assert_eq 2 "$(dl_rc show)" "show without an id"
+    assert_eq 2 "$(dl_rc show abc)" "show with a non-numeric id"
+    assert_eq 2 "$(dl_rc show 1 2)" "show with two ids"
+    assert_eq 2 "$(dl_rc redrive --pipeline nope)" "unknown pipeline"
+    assert_contains "$(cat "$WORK/$TEST_NAME.err")" "unknown pipeline nope"
+    assert_eq 2 "$(dl_rc redrive --pipeline)" "--pipeline without a value"
+    assert_eq 2 "$(dl_rc redrive --now)" "unknown option"
+    assert_eq 2 "$(dl_rc list --limit 0)" "--limit 0"
+    assert_contains "$("$BIN" --help)" "dead-letters list|show ID|redrive"
+}
+
+test_runtime_failures_exit_1() {
+    begin_test runtime
+    assert_eq 1 "$(dl_rc show 999)" "show of a missing id"
+    assert_contains "$(cat "$WORK/$TEST_NAME.err")" "no dead letter with id 999"
+    # A schema from before migration 0005: a clear message, not a SQL error.
+    sql "ALTER TABLE dead_letter_events DROP COLUMN resolution, DROP COLUMN resolved_at"
+    assert_eq 1 "$(dl_rc redrive)" "redrive on an old schema"
+    assert_contains "$(cat "$WORK/$TEST_NAME.err")" "run \`storage-consumer migrate\` first"
+    assert_eq 1 "$(DB="host=/nonexistent-dir port=1 dbname=x user=x" dl_rc list)" "list without a database"
+}
+
+test_migration_adds_resolution_columns() {
+    begin_test migration
+    assert_eq "resolved_at timestamp with time zone|resolution text" \
+        "$(sql "SELECT string_agg(column_name || ' ' || data_type, '|' ORDER BY ordinal_position)
+                  FROM information_schema.columns
+                 WHERE table_name = 'dead_letter_events' AND column_name IN ('resolved_at', 'resolution')")" \
+        "resolution columns"
+    assert_eq "t" "$(sql "SELECT indpred IS NOT NULL FROM pg_index WHERE indexrelid = 'dead_letter_events_unresolved_idx'::regclass")" \
+        "partial index on unresolved dead letters"
+}
+
+run_tests
