@@ -1,0 +1,551 @@
+#!/usr/bin/env bash
+# The operator's commands (SPEC 12, 13): `storage-consumer verify`, which
+# checks a deployment stage by stage, and `storage-consumer replay`, which
+# resets one pipeline's consumer group. Run against the suite's PostgreSQL and
+# the Kafka-protocol broker, with the real service (sanitizer build) ingesting
+# around them.
+#
+# Every test has its own database (fresh_schema), topics and consumer groups
+# (fresh_topics). A failing test prints the tail of every service log and
+# command output it produced and kills the services still running.
+#
+# STORAGE_TEST_KEEP_WORK=1 keeps the suite's work directory after the run.
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+if [ -n "${STORAGE_TEST_KEEP_WORK:-}" ]; then
+    export -n STORAGE_TEST_KEEP_WORK
+    trap '[ -n "${SUITE_CLEANUP:-}" ] && eval "$SUITE_CLEANUP"; "$PG" stop "$WORK/pg" >/dev/null 2>&1 || true; echo "# kept $WORK" >&2' EXIT
+fi
+
+pg_start
+broker_start
+# broker_start appends "; cmd" to an empty SUITE_CLEANUP, which eval rejects.
+SUITE_CLEANUP=${SUITE_CLEANUP#; }
+
+# The migrations the binary embeds (make compiles migrations/ in).
+MIGRATION_FILES=("$TOP"/migrations/*.sql)
+MIGRATION_COUNT=${#MIGRATION_FILES[@]}
+
+# ---------------------------------------------------------------------------
+# Helpers of this suite.
+
+STARTED=""
+OPS=""
+TEST_NAME=""
+
+begin_test() { # name
+    STARTED=""
+    OPS=""
+    TEST_NAME=$1
+    trap end_test EXIT
+    fresh_schema "op_$1"
+    fresh_topics "$1"
+}
+
+end_test() {
+    local rc=$? name pid
+    for name in $STARTED; do
+        name=$(svc "$name")
+        pid=$(service_pid "$name")
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -KILL "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+        if [ "$rc" -ne 0 ]; then
+            echo "# --- last lines of service $name ---" >&2
+            tail -n 30 "$WORK/$name.log" 2>/dev/null | sed 's/^/# | /' >&2
+        fi
+    done
+    if [ "$rc" -ne 0 ]; then
+        for name in $OPS; do
+            echo "# --- $name (stdout, stderr) ---" >&2
+            cat "$WORK/$(svc "$name").out" "$WORK/$(svc "$name").err" 2>/dev/null | tail -n 30 | sed 's/^/# | /' >&2
+        done
+    fi
+    exit "$rc"
+}
+
+svc() { echo "$TEST_NAME-$1"; }
+
+# service_start, recorded for end_test.
+start_service() { # name [VAR=value...]
+    local name=$1
+    shift
+    service_start "$(svc "$name")" "$@"
+    STARTED="$STARTED $name"
+}
+
+# SIGTERM NAME and require a clean stop (exit 0).
+stop_clean() { # name
+    local rc name
+    name=$(svc "$1")
+    rc=$(service_stop "$name")
+    [ "$rc" = 0 ] || fail "service $name did not stop cleanly: exit [$rc]"
+}
+
+log_file() { echo "$WORK/$(svc "$1").log"; }
+
+# Run `storage-consumer ARGS...` once as NAME with the test's settings, plus
+# the VAR=value words in the OP_ENV array. Its stdout is out NAME, its
+# stderr err NAME, its exit status OP_RC.
+op() { # name args...
+    local name=$1
+    shift
+    OPS="$OPS $name"
+    OP_RC=0
+    local vars
+    mapfile -t vars < <(service_env "$name") # values hold spaces (conninfo)
+    env "${vars[@]}" ${OP_ENV[@]+"${OP_ENV[@]}"} timeout 120 "$BIN" "$@" \
+        >"$WORK/$(svc "$name").out" 2>"$WORK/$(svc "$name").err" || OP_RC=$?
+    if grep -q 'Sanitizer' "$WORK/$(svc "$name").err"; then
+        fail "$name: sanitizer report: $(grep -A12 'Sanitizer' "$WORK/$(svc "$name").err" | head -30)"
+    fi
+}
+out() { cat "$WORK/$(svc "$1").out"; }
+err() { cat "$WORK/$(svc "$1").err"; }
+
+# The line of STAGE in verify NAME's report.
+stage() { # name stage
+    grep -E "^$2 " "$WORK/$(svc "$1").out" || fail "verify $1 printed no $2 line"
+}
+
+assert_stage() { # name stage status [needle...]
+    local line n
+    line=$(stage "$1" "$2")
+    [ "$(echo "$line" | awk '{print $2}')" = "$3" ] || fail "stage $2 of $1: expected status $3: [$line]"
+    shift 3
+    for n in "$@"; do assert_contains "$line" "$n" "stage line"; done
+}
+
+assert_rc() { # expected name
+    [ "$OP_RC" = "$1" ] || fail "$2 exited $OP_RC, expected $1: $(out "$2") $(err "$2")"
+}
+
+batch_sum() { # name pipeline counter
+    grep -E "info +\[$2\] batch size=" "$(log_file "$1")" |
+        grep -oE " $3=[0-9]+" | cut -d= -f2 | awk '{s += $1} END {print s + 0}'
+}
+
+batch_lines() { # name pipeline
+    grep -cE "info +\[$2\] batch size=" "$(log_file "$1")" || true
+}
+
+high_watermark() { # topic partition
+    broker_ctl watermarks "$1" "$2" | awk '{print $3}'
+}
+
+wait_committed() { # group topic partition expected [seconds]
+    local got i
+    for i in $(seq 1 $((${5:-30} * 4))); do
+        got=$(broker_committed "$1" "$2" "$3")
+        [ "$got" = "$4" ] && return 0
+        sleep 0.25
+    done
+    fail "group $1 committed [$got] on $2 [$3], expected [$4]"
+}
+
+# The group has stored everything its topic holds.
+wait_all_committed() { # group topic [seconds]
+    local p hw
+    for p in 0 1 2; do
+        hw=$(high_watermark "$2" "$p")
+        [ "$hw" = 0 ] && hw=-1001
+        wait_committed "$1" "$2" "$p" "$hw" "${3:-30}"
+    done
+}
+
+# "o0 o1 o2": GROUP's committed offsets on TOPIC.
+offsets_of() { # group topic
+    echo "$(broker_committed "$1" "$2" 0) $(broker_committed "$1" "$2" 1) $(broker_committed "$1" "$2" 2)"
+}
+
+group_of() { echo "$GROUP_PREFIX.$1"; }
+
+usql() { PGTZ=UTC sql "$1"; }
+
+dump_table() { # table
+    usql "SELECT t::text FROM $1 t ORDER BY id"
+}
+
+# A review message: review PACKAGE ID THUMBS LAST_SYNCED_AT
+review() {
+    printf '{"package_name":"%s","review_id":"%s","score":4,"thumbs_up_count":%s,"reviewed_at":"2026-11-01T00:00:00Z","last_synced_at":"%s"}\n' \
+        "$1" "$2" "$3" "$4"
+}
+app_stat() { # package crawled_at
+    printf '{"package_name":"%s","crawled_at":"%s","title":"t","score":4.5}\n' "$1" "$2"
+}
+metric() { # package analysis_id
+    printf '{"package_name":"%s","analysis_id":"%s","analyzed_at":"2026-11-29T10:00:00Z","duration_seconds":1,"total_packets":10,"total_bytes":100}\n' "$1" "$2"
+}
+
+# Good messages on every topic and partition: 2 app-stats, 6 reviews,
+# 1 network-metrics per partition.
+produce_everywhere() { # package
+    local p i
+    for p in 0 1 2; do
+        { app_stat "$1" "2026-11-29T0$p:00:00Z"; app_stat "$1" "2026-11-29T0$p:30:00Z"; } | produce "$TOPIC_APP_STATS" -p $p
+        for i in 1 2 3 4 5 6; do review "$1" "r-$p-$i" "$i" "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p $p
+        metric "$1" "0000000$p-2222-3333-4444-555555555555" | produce "$TOPIC_NETWORK_METRICS" -p $p
+    done
+}
+
+# Run the service until every pipeline stored everything, then stop it.
+ingest_all() { # name
+    start_service "$1"
+    local g
+    for g in app-stats:"$TOPIC_APP_STATS" reviews:"$TOPIC_REVIEWS" network-metrics:"$TOPIC_NETWORK_METRICS"; do
+        wait_all_committed "$(group_of "${g%%:*}")" "${g#*:}"
+    done
+    stop_clean "$1"
+}
+
+# The broker knows no topic TOPIC (asking creates nothing: see
+# watermark_partition_exists in kafka_mock_broker.c).
+assert_no_topic() { # topic
+    local reply
+    reply=$(broker_ctl watermarks "$1" 0 2>&1) && fail "topic $1 exists: $reply"
+    assert_contains "$reply" "unknown topic" "broker's answer for $1"
+}
+
+# ---------------------------------------------------------------------------
+# verify
+
+test_verify_reports_every_stage_healthy_after_ingest() {
+    begin_test healthy
+    register_apps com.example.healthy
+    produce_everywhere com.example.healthy
+    ingest_all svc
+
+    op verify verify
+    assert_rc 0 verify
+    assert_stage verify schema ok "applied=$MIGRATION_COUNT/$MIGRATION_COUNT checksums match"
+    assert_stage verify topics ok "$TOPIC_APP_STATS partitions=3" "$TOPIC_REVIEWS partitions=3" "$TOPIC_NETWORK_METRICS partitions=3"
+    assert_stage verify messages ok "$TOPIC_APP_STATS messages=6 high_watermarks=2,2,2" \
+        "$TOPIC_REVIEWS messages=18 high_watermarks=6,6,6" "$TOPIC_NETWORK_METRICS messages=3 high_watermarks=1,1,1"
+    assert_stage verify rows ok "app_stats=6; reviews=18; network_metrics=3"
+    assert_stage verify dead-letters ok "total=0"
+    assert_stage verify lag ok "$(group_of app-stats) lag=0 [0]=0 [1]=0 [2]=0" \
+        "$(group_of reviews) lag=0 [0]=0 [1]=0 [2]=0" "$(group_of network-metrics) lag=0 [0]=0 [1]=0 [2]=0"
+    # One line per stage, in order, then the verdict.
+    assert_eq "verify schema topics messages rows dead-letters lag verify:" \
+        "$(out verify | awk '{printf "%s%s", (NR > 1 ? " " : ""), $1}')" "the report's lines"
+    assert_eq "verify: healthy" "$(out verify | tail -n 1)" "verdict"
+    # --max-lag 0 holds: everything is stored.
+    op max-lag verify --max-lag 0
+    assert_rc 0 max-lag
+}
+
+test_verify_checks_only_the_enabled_pipelines() {
+    begin_test enabled
+    register_apps com.example.enabled
+    produce_everywhere com.example.enabled
+    # The app-stats topic of this deployment does not exist, but this process
+    # runs only reviews.
+    TOPIC_APP_STATS=app-stats-enabled-absent
+    OP_ENV=(STORAGE_PIPELINES=reviews)
+    op verify verify
+    assert_rc 0 verify
+    assert_eq "verify pipelines=reviews" "$(out verify | head -n 1 | awk '{print $1, $2}')" "header"
+    assert_stage verify topics ok "$TOPIC_REVIEWS partitions=3"
+    assert_stage verify rows ok "reviews=0"
+    if out verify | grep -qE 'app-stats|app_stats|network'; then
+        fail "verify checked a pipeline that is not enabled: $(out verify | grep -E 'app-stats|app_stats|network')"
+    fi
+    assert_no_topic app-stats-enabled-absent
+}
+
+test_verify_names_the_schema_stage_when_a_migration_is_missing() {
+    begin_test schema
+    local checksum
+    checksum=$(sql "SELECT checksum FROM storage_consumer_migrations WHERE name = '0003_network_metrics.sql'")
+    sql "DELETE FROM storage_consumer_migrations WHERE name = '0003_network_metrics.sql'"
+    op missing verify
+    assert_rc 1 missing
+    assert_stage missing schema BROKEN "migration 0003_network_metrics.sql is not applied"
+    assert_eq "verify: broken at stage schema" "$(out missing | tail -n 1)" "verdict"
+    # The later stages still report.
+    assert_stage missing topics ok
+    assert_stage missing rows ok "app_stats=0; reviews=0; network_metrics=0"
+
+    # An applied migration edited afterwards: the checksums differ.
+    sql "INSERT INTO storage_consumer_migrations (name, checksum) VALUES ('0003_network_metrics.sql', '$checksum')"
+    op current verify
+    assert_rc 0 current
+    sql "UPDATE storage_consumer_migrations SET checksum = md5('edited') WHERE name = '0002_reviews.sql'"
+    op edited verify
+    assert_rc 1 edited
+    assert_stage edited schema BROKEN "migration 0002_reviews.sql was edited after it was applied"
+    assert_eq "verify: broken at stage schema" "$(out edited | tail -n 1)" "verdict"
+
+    # No schema at all.
+    fresh_db op_schema_empty
+    create_applications_table
+    op empty verify
+    assert_rc 1 empty
+    assert_stage empty schema BROKEN "run storage-consumer migrate"
+    assert_eq "verify: broken at stage schema" "$(out empty | tail -n 1)" "verdict"
+}
+
+test_verify_names_the_topic_stage_when_a_topic_is_missing() {
+    begin_test topic
+    TOPIC_REVIEWS=nonexistent-topic-$RANDOM
+    op verify verify
+    assert_rc 1 verify
+    assert_stage verify topics BROKEN "topic $TOPIC_REVIEWS (pipeline reviews) does not exist" \
+        "$TOPIC_APP_STATS partitions=3"
+    assert_stage verify schema ok
+    assert_stage verify messages ok "$TOPIC_REVIEWS not checked"
+    assert_stage verify lag ok "$(group_of reviews) not checked"
+    assert_eq "verify: broken at stage topics" "$(out verify | tail -n 1)" "verdict"
+    # verify created nothing: asking for one topic's metadata would have.
+    assert_no_topic "$TOPIC_REVIEWS"
+
+    # A partition count other than 3 is a warning, not a break.
+    TOPIC_REVIEWS="reviews-topic-five"
+    broker_ctl topic-create "$TOPIC_REVIEWS" 5 >/dev/null
+    op five verify
+    assert_rc 0 five
+    assert_stage five topics warn "$TOPIC_REVIEWS partitions=5" "$TOPIC_REVIEWS has 5 partitions, topics are created with 3"
+    assert_eq "verify: healthy, with warnings (topics)" "$(out five | tail -n 1)" "verdict"
+}
+
+test_verify_reports_lag_before_ingest() {
+    begin_test lag
+    register_apps com.example.lag
+    produce_everywhere com.example.lag
+    op before verify
+    # Lag alone is a warning: a pipeline that is catching up is healthy.
+    assert_rc 0 before
+    assert_stage before messages ok "$TOPIC_REVIEWS messages=18"
+    assert_stage before rows ok "app_stats=0; reviews=0; network_metrics=0"
+    assert_stage before lag warn "$(group_of reviews) lag=18 [0]=6 [1]=6 [2]=6 (no offset committed yet)" \
+        "$(group_of app-stats) lag=6" "$(group_of network-metrics) lag=3"
+    assert_eq "verify: healthy, with warnings (lag)" "$(out before | tail -n 1)" "verdict"
+    # --max-lag makes it a break.
+    op strict verify --max-lag 17
+    assert_rc 1 strict
+    assert_stage strict lag BROKEN "$(group_of reviews): lag 18 exceeds --max-lag 17"
+    assert_eq "verify: broken at stage lag" "$(out strict | tail -n 1)" "verdict"
+    # verify joined no group: nothing committed, and the service's first
+    # start stores everything.
+    assert_eq "-1001 -1001 -1001" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "reviews group offsets"
+    ingest_all svc
+    op after verify --max-lag 0
+    assert_rc 0 after
+    assert_stage after lag ok "$(group_of reviews) lag=0"
+}
+
+test_verify_reports_dead_letters_by_reason_and_the_newest() {
+    begin_test dead
+    register_apps com.example.dead
+    {
+        review com.example.dead ok-1 1 "2026-11-29T10:00:00Z"
+        echo '{"not json'
+        echo '[1,2]'
+        review com.example.nobody late 1 "2026-11-29T10:00:00Z"
+    } | produce "$TOPIC_REVIEWS" -p 1
+    ingest_all svc
+    op verify verify
+    assert_rc 0 verify
+    assert_stage verify dead-letters warn "total=3 invalid_json=2 unregistered_app=1" \
+        "newest id=" "topic=$TOPIC_REVIEWS partition=1 offset=3 error_type=unregistered_app"
+    assert_stage verify rows ok "reviews=1"
+    assert_eq "verify: healthy, with warnings (dead-letters)" "$(out verify | tail -n 1)" "verdict"
+}
+
+# ---------------------------------------------------------------------------
+# replay
+
+test_replay_to_earliest_reprocesses_only_that_pipeline() {
+    begin_test earliest
+    register_apps com.example.earliest
+    produce_everywhere com.example.earliest
+    echo '{"broken' | produce "$TOPIC_REVIEWS" -p 2
+    ingest_all first
+    local t stats metrics
+    for t in app_stats reviews network_metrics dead_letter_events; do dump_table "$t" >"$WORK/earliest-$t.before"; done
+    stats=$(offsets_of "$(group_of app-stats)" "$TOPIC_APP_STATS")
+    metrics=$(offsets_of "$(group_of network-metrics)" "$TOPIC_NETWORK_METRICS")
+    assert_eq "6 6 7" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "reviews offsets after the first run"
+
+    op replay replay reviews --to earliest
+    assert_rc 0 replay
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] committed 6 -> 0 (6 messages to read)" "partition 0"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed 7 -> 0 (7 messages to read)" "partition 2"
+    assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions: 19 messages to read (was 0)" "summary"
+    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "reviews offsets after the replay"
+    assert_eq "$stats" "$(offsets_of "$(group_of app-stats)" "$TOPIC_APP_STATS")" "app-stats offsets untouched"
+    assert_eq "$metrics" "$(offsets_of "$(group_of network-metrics)" "$TOPIC_NETWORK_METRICS")" "network-metrics offsets untouched"
+
+    start_service again
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    sleep 1
+    stop_clean again
+    # Only reviews was read again, and every good record was a no-op.
+    assert_eq "19 0 0 18 1" "$(batch_sum again reviews size) $(batch_sum again reviews inserted) $(batch_sum again reviews updated) $(batch_sum again reviews skipped) $(batch_sum again reviews dead_lettered)" \
+        "reviews batch lines: size inserted updated skipped dead_lettered"
+    assert_eq "0 0" "$(batch_lines again app-stats) $(batch_lines again network-metrics)" "batches of the other pipelines"
+    assert_eq "$stats" "$(offsets_of "$(group_of app-stats)" "$TOPIC_APP_STATS")" "app-stats offsets after the second run"
+    for t in app_stats reviews network_metrics dead_letter_events; do
+        dump_table "$t" >"$WORK/earliest-$t.after"
+        cmp -s "$WORK/earliest-$t.before" "$WORK/earliest-$t.after" ||
+            fail "$t changed by the replay: $(diff "$WORK/earliest-$t.before" "$WORK/earliest-$t.after" | head -10)"
+    done
+}
+
+test_replay_refuses_while_the_group_has_active_members() {
+    begin_test active
+    register_apps com.example.active
+    produce_everywhere com.example.active
+    start_service svc
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    local before
+    before=$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")
+    assert_eq "6 6 6" "$before" "reviews offsets while the service runs"
+
+    op replay replay reviews --to earliest
+    assert_rc 1 replay
+    assert_contains "$(err replay)" "replay refused: group $(group_of reviews) has other active members" "refusal"
+    assert_contains "$(err replay)" "Stop every process running the reviews pipeline first" "refusal says what to do"
+    assert_contains "$(err replay)" "Nothing was changed" "refusal"
+    assert_eq "$before" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the refusal"
+
+    # The service got through the rebalances and still stores new reviews.
+    review com.example.active after-refusal 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 1
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 1 7 60
+    assert_eq 1 "$(sql "SELECT count(*) FROM reviews WHERE review_id = 'after-refusal'")" "review stored after the refusal"
+    stop_clean svc
+    assert_eq "6 7 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the service stopped"
+    assert_eq "19 19" "$(sql "SELECT count(*) || ' ' || count(DISTINCT review_id) FROM reviews")" "reviews stored once each"
+}
+
+test_replay_waits_out_a_member_that_crashed() {
+    begin_test crashed
+    register_apps com.example.crashed
+    local i
+    for i in 1 2 3 4; do review com.example.crashed "c-$i" 1 "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p 2
+    start_service svc STORAGE_PIPELINES=reviews
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 2 4
+    # Killed without leaving the group: the broker evicts it only after its
+    # session timeout (6 s here); the replay waits for that, then proceeds.
+    service_kill "$(svc svc)"
+    op replay replay reviews
+    assert_rc 0 replay
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed 4 -> 0 (4 messages to read)" "partition 2"
+    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
+}
+
+test_replay_to_latest_skips_the_backlog() {
+    begin_test latest
+    register_apps com.example.latest
+    local i
+    for i in 1 2 3; do review com.example.latest "early-$i" 1 "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p 0
+    start_service first STORAGE_PIPELINES=reviews
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 3
+    stop_clean first
+    # A backlog that must never be stored.
+    for i in $(seq 1 10); do review com.example.latest "backlog-$i" 1 "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p 1
+    for i in $(seq 11 14); do review com.example.latest "backlog-$i" 1 "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p 2
+
+    op replay replay reviews --to latest
+    assert_rc 0 replay
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] committed 3 -> 3 (0 messages to read)" "partition 0"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] committed none -> 10 (0 messages to read)" "partition 1"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed none -> 4 (0 messages to read)" "partition 2"
+    assert_contains "$(out replay)" "reset to latest on 3 partitions: 0 messages to read (was 14)" "summary"
+    assert_eq "3 10 4" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
+
+    review com.example.latest after-1 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 1
+    start_service second STORAGE_PIPELINES=reviews
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 1 11
+    stop_clean second
+    assert_eq "after-1 early-1 early-2 early-3" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "stored reviews"
+    assert_eq 1 "$(batch_sum second reviews size)" "records read after the replay"
+}
+
+test_replay_to_a_timestamp_starts_there() {
+    begin_test time
+    register_apps com.example.time
+    local p i t
+    # Two generations a few seconds apart; the replay's time lies between.
+    for p in 0 1 2; do
+        for i in $(seq 1 $((p + 2))); do review com.example.time "old-$p-$i" 1 "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p $p
+    done
+    sleep 1.5
+    # An ISO 8601 time with a +03:30 offset (Tehran has had no DST since 2022).
+    t=$(TZ=Asia/Tehran date +%Y-%m-%dT%H:%M:%S.%6N%:z)
+    assert_contains "$t" "+03:30" "the time's offset"
+    sleep 1.5
+    for p in 0 1 2; do
+        for i in 1 2 3; do review com.example.time "new-$p-$i" 1 "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p $p
+    done
+    ingest_all first
+    assert_eq "5 6 7" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the first run"
+    sql "DELETE FROM reviews"
+
+    op replay replay reviews --to "$t"
+    assert_rc 0 replay
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] committed 5 -> 2 (3 messages to read)" "partition 0"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] committed 6 -> 3 (3 messages to read)" "partition 1"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed 7 -> 4 (3 messages to read)" "partition 2"
+    assert_eq "2 3 4" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
+
+    start_service again STORAGE_PIPELINES=reviews
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    stop_clean again
+    assert_eq "new-0-1 new-0-2 new-0-3 new-1-1 new-1-2 new-1-3 new-2-1 new-2-2 new-2-3" \
+        "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "reviews stored again: the newer generation only"
+
+    # A time after every message: nothing left to read. Before all: everything.
+    op future replay reviews --to 2999-01-01T00:00:00Z
+    assert_rc 0 future
+    assert_eq "5 6 7" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after a replay to the future"
+    op past replay reviews --to 2000-01-01T00:00:00
+    assert_rc 0 past
+    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after a replay to the past"
+}
+
+test_replay_refuses_a_missing_topic_and_creates_none() {
+    begin_test notopic
+    TOPIC_REVIEWS="reviews-notopic-absent"
+    op replay replay reviews
+    assert_rc 1 replay
+    assert_contains "$(err replay)" "topic $TOPIC_REVIEWS (pipeline reviews) does not exist; nothing was changed" "message"
+    assert_no_topic "$TOPIC_REVIEWS"
+}
+
+test_replay_rejects_an_unknown_pipeline_with_exit_2() {
+    begin_test usage
+    op unknown replay reveiws --to earliest
+    assert_rc 2 unknown
+    assert_contains "$(err unknown)" "unknown pipeline reveiws (known: app-stats, reviews, network-metrics)" "message"
+    op none replay
+    assert_rc 2 none
+    op bad-to replay reviews --to yesterday
+    assert_rc 2 bad-to
+    assert_contains "$(err bad-to)" "--to yesterday: expected earliest, latest or an ISO 8601 timestamp" "message"
+    op bad-date replay reviews --to 2026-02-30T00:00:00Z
+    assert_rc 2 bad-date
+    op two replay reviews app-stats
+    assert_rc 2 two
+    op verify-arg verify --max-lag -1
+    assert_rc 2 verify-arg
+    op verify-extra verify extra
+    assert_rc 2 verify-extra
+    # None of them touched a group.
+    assert_eq "-1001 -1001 -1001" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "reviews group offsets"
+    # --help for each.
+    op replay-help replay --help
+    assert_rc 0 replay-help
+    assert_contains "$(out replay-help)" "usage: storage-consumer replay PIPELINE [--to earliest|latest|TIMESTAMP]" "replay --help"
+    op verify-help verify --help
+    assert_rc 0 verify-help
+    assert_contains "$(out verify-help)" "usage: storage-consumer verify" "verify --help"
+    op help --help
+    assert_contains "$(out help)" "verify [--max-lag N]" "storage-consumer --help"
+    assert_contains "$(out help)" "replay PIPELINE [--to earliest|latest|ISO-8601]" "storage-consumer --help"
+}
+
+run_tests
