@@ -1,0 +1,582 @@
+#!/usr/bin/env bash
+# make bench: one command, one run, everything side by side on this machine,
+# against one throw-away PostgreSQL and one broker helper, with one data set.
+#
+#   1. bare PostgreSQL (bench/bare_pg): the same rows, decoded up front, written
+#      by the fastest path we know (COPY into a per-session staging table +
+#      one INSERT ... SELECT ... ON CONFLICT ... RETURNING per 500-row batch,
+#      one transaction each): fresh, then a replay (every row skipped);
+#   2. storage-consumer end to end (release build, STORAGE_PIPELINES=reviews):
+#      the same messages, already in the broker, consumed from offset 0 to lag
+#      0; then a replay under a new group prefix (every row skipped);
+#   3. latency isolation: the fresh ingest once more with all three pipelines,
+#      while bench/latency publishes a network-metrics message every 100 ms
+#      and measures publish -> row committed and visible;
+#   4. cost: the service's CPU time per message and its peak RSS.
+#
+# 1 and 2 run BENCH_ROUNDS times, alternating (bare, service, bare, service,
+# ...), each round on fresh databases; the table reports the median and every
+# round, because the machine may be shared: it also shows how much CPU
+# everything outside the benchmark used during each measurement.
+#
+# Prints a table and writes $BUILD/bench.json; the logs of the run are kept in
+# $BUILD/bench-logs/. Knobs (environment): BENCH_ROUNDS [3], BENCH_REVIEWS
+# [200000], BENCH_REVIEW_PARTITIONS [6], BENCH_FETCH_WAIT_MAX_MS [10] (phase 3,
+# see there), BENCH_IDLE_LATENCY_S [3], BENCH_DEFAULT_FETCH_S [5] (phase 3b),
+# BENCH_TIMEOUT_S [240] (per ingest).
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$top/$BUILD ;; esac
+BIN=$BUILD/storage-consumer
+BARE=$BUILD/bench/bare_pg
+LATENCY=$BUILD/bench/latency
+PG=$top/tests/support/pg.sh
+BROKER=$top/tests/support/broker.sh
+ROUNDS=${BENCH_ROUNDS:-3}
+REVIEWS=${BENCH_REVIEWS:-200000}
+PARTITIONS=${BENCH_REVIEW_PARTITIONS:-6}
+IDLE_S=${BENCH_IDLE_LATENCY_S:-3}
+DEFAULT_FETCH_S=${BENCH_DEFAULT_FETCH_S:-5}
+TIMEOUT_S=${BENCH_TIMEOUT_S:-240}
+BATCH=500
+LOGS=$BUILD/bench-logs
+JSON=$BUILD/bench.json
+TICK=$(getconf CLK_TCK)
+NCPU=$(nproc)
+
+for f in "$BIN" "$BARE" "$LATENCY" "$BUILD/kafka-mock-broker"; do
+    [ -x "$f" ] || { echo "bench: $f is missing: run make bench" >&2; exit 1; }
+done
+[ "$ROUNDS" -ge 1 ] || { echo "bench: BENCH_ROUNDS must be at least 1" >&2; exit 2; }
+
+WORK=$(mktemp -d /tmp/storage-bench.XXXXXX)
+chmod 755 "$WORK"
+SERVICE_PID=
+LATENCY_PID=
+
+die() {
+    echo >&2
+    echo "bench: FAILED: $*" >&2
+    exit 1
+}
+
+cleanup() {
+    local rc=$?
+    if [ -n "$LATENCY_PID" ]; then kill -TERM "$LATENCY_PID" 2>/dev/null || true; wait "$LATENCY_PID" 2>/dev/null || true; fi
+    if [ -n "$SERVICE_PID" ]; then kill -TERM "$SERVICE_PID" 2>/dev/null || true; wait "$SERVICE_PID" 2>/dev/null || true; fi
+    "$BROKER" stop "$WORK/kafka" >/dev/null 2>&1 || true
+    "$PG" destroy "$WORK/pg" >/dev/null 2>&1 || true
+    rm -rf "$LOGS"
+    mkdir -p "$LOGS"
+    cp "$WORK"/*.log "$WORK"/*.txt "$LOGS"/ 2>/dev/null || true
+    if [ $rc -ne 0 ]; then echo "bench: logs in $LOGS" >&2; fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say() { printf '== %s\n' "$*" >&2; }
+
+# Arithmetic on decimals (bash has integers only).
+calc() { awk "BEGIN { printf \"$1\", $2 }"; }
+
+# Median of the arguments (mean of the middle two for an even count).
+median() {
+    printf '%s\n' "$@" | sort -g | awk '{ v[++n] = $1 } END { if (n % 2) print v[(n + 1) / 2]; else print (v[n / 2] + v[n / 2 + 1]) / 2 }'
+}
+
+# ---- /proc accounting --------------------------------------------------------
+
+# utime+stime of PID (or of a /proc/.../stat file) in clock ticks (0 if gone).
+proc_ticks() {
+    local s f=$1
+    [ "${f#/}" != "$f" ] || f=/proc/$1/stat
+    s=$(cat "$f" 2>/dev/null) || { echo 0; return; }
+    s=${s##*) }
+    set -- $s
+    echo $(( ${12} + ${13} ))
+}
+
+# CPU ticks of the whole PostgreSQL cluster so far: the postmaster, the
+# children it reaped (cutime+cstime) and the children still alive.
+pg_ticks() {
+    local pm s total child
+    pm=$(head -1 "$WORK/pg/data/postmaster.pid")
+    s=$(cat "/proc/$pm/stat")
+    s=${s##*) }
+    set -- $s
+    total=$(( ${12} + ${13} + ${14} + ${15} ))
+    for child in $(ps -o pid= --ppid "$pm"); do
+        total=$(( total + $(proc_ticks "$child") ))
+    done
+    echo "$total"
+}
+
+# Busy ticks of the whole machine (every CPU), from /proc/stat.
+machine_ticks() {
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+
+# CPU seconds of PID's threads, by name (librdkafka names its threads rdk:*;
+# the pipeline workers keep the process name).
+thread_cpu() { # PID
+    local t
+    for t in /proc/"$1"/task/*; do
+        echo "$(tr ' ' '_' <"$t/comm" 2>/dev/null) $(proc_ticks "$t/stat")"
+    done | awk -v hz="$TICK" '{ n = $1; if (n ~ /^rdk:broker/) n = "rdk:broker*"; else if (n !~ /^rdk:/) n = "workers+main"; s[n] += $2 }
+        END { for (k in s) if (s[k] > 0) printf "%s=%.2f ", k, s[k] / hz }'
+}
+
+status_kb() { # PID FIELD
+    awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0
+}
+
+# ---- setup -------------------------------------------------------------------
+
+say "starting PostgreSQL 15 and the broker helper (reviews: $PARTITIONS partitions)"
+DB=$("$PG" start "$WORK/pg")
+BOOTSTRAP=$("$BROKER" start "$WORK/kafka" 3 reviews:"$PARTITIONS" app-stats:3 network-metrics:3)
+BROKER_PID=$(cat "$WORK/kafka/pid")
+db_url() { echo "${DB/dbname=postgres/dbname=$1}"; }
+psql_db() { local d=$1; shift; command psql "$(db_url "$d")" -X -q -v ON_ERROR_STOP=1 "$@"; }
+echo "postgres $(psql_db postgres -At -c "SELECT setting FROM pg_settings WHERE name = 'server_version'"):" \
+    "$(psql_db postgres -At -c "SELECT string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings
+        WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_wal_size', 'full_page_writes', 'autovacuum')")" >&2
+
+say "generating $REVIEWS review messages and 1,000 apps (bench/gen-reviews.awk)"
+awk -v mode=apps -f "$top/bench/gen-reviews.awk" >"$WORK/apps.tsv"
+awk -v mode=reviews -v n="$REVIEWS" -f "$top/bench/gen-reviews.awk" >"$WORK/reviews.tsv"
+[ "$(wc -l <"$WORK/reviews.tsv")" -eq "$REVIEWS" ] || die "the generator did not write $REVIEWS messages"
+AVG_BYTES=$(awk -F'\t' '{ s += length($2) } END { printf "%.0f", s / NR }' "$WORK/reviews.tsv")
+LAT_PACKAGE=$(head -1 "$WORK/apps.tsv" | cut -f1)
+
+# A fresh database: the App API's applications table (standing in for its
+# migrations) with the 1,000 apps, then storage-consumer's own migrations.
+fresh_db() {
+    psql_db postgres -c "CREATE DATABASE $1"
+    psql_db "$1" <<SQL
+CREATE TABLE apps_registry_application (
+    id BIGSERIAL PRIMARY KEY, package_name VARCHAR(255) NOT NULL UNIQUE, name VARCHAR(255),
+    is_active BOOLEAN NOT NULL DEFAULT true, created_at TIMESTAMPTZ NOT NULL DEFAULT now());
+\copy apps_registry_application (package_name, name) FROM '$WORK/apps.tsv'
+ANALYZE apps_registry_application;
+SQL
+    STORAGE_DATABASE_URL=$(db_url "$1") "$BIN" migrate >"$WORK/migrate-$1.log" 2>&1 ||
+        { cat "$WORK/migrate-$1.log" >&2; die "storage-consumer migrate failed on $1"; }
+}
+
+say "producing the $REVIEWS messages to the reviews topic (kcat, zstd)"
+kcat -P -b "$BOOTSTRAP" -t reviews -K $'\t' -X compression.codec=zstd <"$WORK/reviews.tsv" ||
+    die "kcat could not produce the reviews"
+HIGH=()
+total=0
+for ((p = 0; p < PARTITIONS; p++)); do
+    reply=$("$BROKER" ctl "$WORK/kafka" watermarks reviews "$p") || die "watermarks reviews [$p]: $reply"
+    read -r _ low high <<<"$reply"
+    # The mock silently drops the oldest message sets beyond ~5 MiB or
+    # 100,000 sets per partition: a low watermark above 0 means lost data.
+    [ "$low" -eq 0 ] || die "reviews [$p] low watermark is $low, not 0: the broker's retention dropped \
+messages (raise BENCH_REVIEW_PARTITIONS=$PARTITIONS, or produce less)"
+    HIGH[p]=$high
+    total=$((total + high))
+done
+[ "$total" -eq "$REVIEWS" ] || die "the reviews topic holds $total messages, expected $REVIEWS"
+echo "reviews topic: ${HIGH[*]} messages per partition, low watermark 0 everywhere" >&2
+
+declare -A R # results: R[window.key]; windows bare_N, barerep_N, fresh_N, replay_N, all
+
+# ---- 1. bare PostgreSQL ------------------------------------------------------
+
+CLAUSE_MATCH=1
+bare_round() { # ROUND
+    local r=$1 out=$WORK/bare-$1.txt kv pass w
+    fresh_db "bench_bare_$r"
+    "$BARE" "$(db_url "bench_bare_$r")" "$WORK/reviews.tsv" "$BATCH" >"$out" 2>"$WORK/bare-$r.log" ||
+        { cat "$WORK/bare-$r.log" >&2; die "bare_pg failed"; }
+    cat "$WORK/bare-$r.log" >&2
+    grep -q 'conflict_clause_matches_service=1' "$out" || CLAUSE_MATCH=0
+    for pass in fresh replay; do
+        w=bare_$r
+        [ $pass = replay ] && w=barerep_$r
+        for kv in $(grep "^pass=$pass " "$out"); do R[$w.${kv%%=*}]=${kv#*=}; done
+        R[$w.messages]=${R[$w.rows]}
+        R[$w.broker_cpu_s]=0
+        R[$w.other_cpu_s]=$(calc %.2f "${R[$w.machine_cpu_s]} - ${R[$w.client_cpu_s]} - ${R[$w.pg_cpu_s]}")
+    done
+    [ "${R[bare_$r.inserted]}" -eq "$REVIEWS" ] || die "bare_pg fresh pass inserted ${R[bare_$r.inserted]} rows, expected $REVIEWS"
+    [ "${R[barerep_$r.skipped]}" -eq "$REVIEWS" ] || die "bare_pg replay pass skipped ${R[barerep_$r.skipped]} rows, expected $REVIEWS"
+    echo "bare PostgreSQL: fresh ${R[bare_$r.rows_per_s]} rows/s, replay ${R[barerep_$r.rows_per_s]} rows/s" >&2
+}
+
+# ---- 2. storage-consumer -----------------------------------------------------
+
+# Batch lines of PIPELINE in LOG: "size inserted updated skipped dead duration_ms end_time".
+batch_lines() { # LOG PIPELINE
+    awk -v comp="[$2]" '$3 == comp && $4 == "batch" {
+        for (i = 5; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        print v["size"], v["inserted"], v["updated"], v["skipped"], v["dead_lettered"], v["duration_ms"], $1
+    }' "$1"
+}
+
+consumed() { # LOG PIPELINE
+    batch_lines "$1" "$2" | awk '{ s += $1 } END { print s + 0 }'
+}
+
+# Start storage-consumer in the background: NAME DB PIPELINES GROUP_PREFIX
+# [FETCH_WAIT_MAX_MS]. Everything else is the service's default.
+start_service() {
+    local extra=()
+    [ -n "${5:-}" ] && extra=(STORAGE_RDKAFKA_FETCH_WAIT_MAX_MS="$5")
+    env STORAGE_DATABASE_URL="$(db_url "$2")" STORAGE_KAFKA_BOOTSTRAP_SERVERS="$BOOTSTRAP" \
+        STORAGE_PIPELINES="$3" STORAGE_GROUP_PREFIX="$4" STORAGE_SESSION_TIMEOUT_MS=6000 "${extra[@]}" \
+        STORAGE_HEARTBEAT_DIR="$WORK/heartbeat-$1" STORAGE_LOG_LEVEL=info STORAGE_LOG_FORMAT=text \
+        "$BIN" run >"$WORK/service-$1.log" 2>&1 &
+    SERVICE_PID=$!
+}
+
+# Wait until the reviews pipeline logged COUNT consumed messages. Its batch
+# line comes after the Kafka commit: COUNT=$REVIEWS is lag 0.
+wait_reviews() { # NAME COUNT
+    local log=$WORK/service-$1.log deadline=$((SECONDS + TIMEOUT_S))
+    while [ "$(consumed "$log" reviews)" -lt "$2" ]; do
+        kill -0 "$SERVICE_PID" 2>/dev/null || { tail -20 "$log" >&2; die "storage-consumer ($1) exited early"; }
+        [ $SECONDS -lt $deadline ] || { tail -20 "$log" >&2; die "storage-consumer ($1) did not reach lag 0 within $TIMEOUT_S s"; }
+        sleep 0.05
+    done
+}
+
+# The group's committed offsets must equal the high watermarks: lag 0 as the
+# broker sees it, not only as the log says.
+check_committed() { # GROUP
+    local p reply
+    for ((p = 0; p < PARTITIONS; p++)); do
+        if ! reply=$("$BROKER" ctl "$WORK/kafka" committed "$1" reviews "$p" 2>&1); then
+            echo "bench: warning: cannot read committed offsets ($reply); lag 0 is taken from the log only" >&2
+            return 0
+        fi
+        [ "${reply#ok }" = "${HIGH[p]}" ] || die "group $1 committed ${reply#ok } on reviews [$p], high watermark ${HIGH[p]}"
+    done
+}
+
+snapshot() { # NAME PHASE(0|1)
+    R[$1.svc_ticks$2]=$(proc_ticks "$SERVICE_PID")
+    R[$1.pg_ticks$2]=$(pg_ticks)
+    R[$1.broker_ticks$2]=$(proc_ticks "$BROKER_PID")
+    R[$1.machine_ticks$2]=$(machine_ticks)
+    R[$1.wall$2]=$(date +%s%N)
+}
+
+# Stop the service the way an orchestrator does, reading its cost first.
+stop_service() { # NAME DB
+    local rc=0 pids pid
+    R[$1.rss_mb]=$(calc %.1f "$(status_kb "$SERVICE_PID" VmHWM) / 1024")
+    pids=$(psql_db "$2" -At -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'storage-consumer'")
+    R[$1.backend_ticks]=0
+    for pid in $pids; do R[$1.backend_ticks]=$(( ${R[$1.backend_ticks]} + $(proc_ticks "$pid") )); done
+    R[$1.svc_ticks_total]=$(proc_ticks "$SERVICE_PID")
+    R[$1.thread_cpu]=$(thread_cpu "$SERVICE_PID")
+    kill -TERM "$SERVICE_PID"
+    wait "$SERVICE_PID" || rc=$?
+    SERVICE_PID=
+    [ $rc -eq 0 ] || { tail -20 "$WORK/service-$1.log" >&2; die "storage-consumer ($1) exited with $rc after SIGTERM"; }
+}
+
+# Throughput from the batch lines: rows / (end of the last batch - start of
+# the first batch), the start being the first line's time minus its duration.
+analyse() { # NAME
+    local lines=$WORK/batches-$1.txt first last t0 t1 kv k
+    batch_lines "$WORK/service-$1.log" reviews >"$lines"
+    first=$(head -1 "$lines")
+    last=$(tail -1 "$lines")
+    t0=$(date -u -d "${first##* }" +%s%3N)
+    t1=$(date -u -d "${last##* }" +%s%3N)
+    R[$1.start_ms]=$(calc %.1f "$t0 - $(echo "$first" | cut -d' ' -f6)")
+    R[$1.end_ms]=$t1
+    awk -v t0="${R[$1.start_ms]}" -v t1="$t1" '
+        { n++; size += $1; ins += $2; upd += $3; skip += $4; dead += $5; d[n] = $6; busy += $6 }
+        END {
+            secs = (t1 - t0) / 1000
+            for (i = 2; i <= n; i++) { x = d[i]; for (j = i - 1; j >= 1 && d[j] > x; j--) d[j + 1] = d[j]; d[j + 1] = x }
+            printf "batches=%d messages=%d inserted=%d updated=%d skipped=%d dead_lettered=%d seconds=%.3f ", n, size, ins, upd, skip, dead, secs
+            printf "rows_per_s=%.0f msgs_per_s=%.0f batch_ms_mean=%.2f batch_ms_p50=%.2f batch_ms_p99=%.2f batch_ms_max=%.2f busy_pct=%.1f mean_batch=%.1f\n", \
+                (ins + upd) / secs, size / secs, busy / n, d[int(0.5 * n) + 1], d[int(0.99 * n) + 1], d[n], 100 * busy / (t1 - t0), size / n
+        }' "$lines" >"$WORK/analysis-$1.txt"
+    for kv in $(cat "$WORK/analysis-$1.txt"); do R[$1.${kv%%=*}]=${kv#*=}; done
+    R[$1.cpu_us_per_msg]=$(calc %.1f "${R[$1.svc_ticks_total]} / $TICK * 1e6 / ${R[$1.messages]}")
+    R[$1.backend_us_per_msg]=$(calc %.1f "${R[$1.backend_ticks]} / $TICK * 1e6 / ${R[$1.messages]}")
+    # CPU seconds from the first batch to lag 0, per process group.
+    for k in svc pg broker machine; do
+        R[$1.${k}_cpu_s]=$(calc %.2f "(${R[$1.${k}_ticks1]} - ${R[$1.${k}_ticks0]}) / $TICK")
+    done
+    R[$1.client_cpu_s]=${R[$1.svc_cpu_s]}
+    R[$1.window_s]=$(calc %.2f "(${R[$1.wall1]} - ${R[$1.wall0]}) / 1e9")
+    R[$1.other_cpu_s]=$(calc %.2f "${R[$1.machine_cpu_s]} - ${R[$1.svc_cpu_s]} - ${R[$1.pg_cpu_s]} - ${R[$1.broker_cpu_s]}")
+}
+
+ingest() { # NAME DB PIPELINES GROUP_PREFIX [FETCH_WAIT_MAX_MS]
+    psql_db postgres -c CHECKPOINT
+    start_service "$@"
+    wait_reviews "$1" 1
+    snapshot "$1" 0
+    wait_reviews "$1" "$REVIEWS"
+    snapshot "$1" 1
+}
+
+service_round() { # ROUND
+    local r=$1 db=bench_svc_$1 rows
+    fresh_db "$db"
+    ingest "fresh_$r" "$db" reviews "bench-fresh-$r"
+    check_committed "bench-fresh-$r.reviews"
+    stop_service "fresh_$r" "$db"
+    analyse "fresh_$r"
+    rows=$(psql_db "$db" -At -c "SELECT count(*) FROM reviews")
+    [ "$rows" -eq "$REVIEWS" ] || die "the reviews table holds $rows rows after the ingest, expected $REVIEWS"
+    [ "${R[fresh_$r.inserted]}" -eq "$REVIEWS" ] || die "the service logged ${R[fresh_$r.inserted]} inserted rows, expected $REVIEWS"
+    # The replay: a new group prefix, the same messages, every row skipped.
+    # Untimed VACUUM ANALYZE first, as bare_pg does before its replay pass: a
+    # replay meets a table autovacuum has long since seen, and autovacuum must
+    # not pick it during the measurement.
+    psql_db "$db" -c "VACUUM ANALYZE reviews"
+    ingest "replay_$r" "$db" reviews "bench-replay-$r"
+    check_committed "bench-replay-$r.reviews"
+    stop_service "replay_$r" "$db"
+    analyse "replay_$r"
+    [ "${R[replay_$r.skipped]}" -ge "$REVIEWS" ] || die "the replay skipped ${R[replay_$r.skipped]} rows, expected $REVIEWS"
+    R[replay_$r.rows_per_s]=${R[replay_$r.msgs_per_s]}
+    echo "storage-consumer: fresh ${R[fresh_$r.rows_per_s]} rows/s, replay ${R[replay_$r.rows_per_s]} rows/s" >&2
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+    say "round $r/$ROUNDS, 1. bare PostgreSQL: decode up front (untimed), then $((REVIEWS / BATCH)) batches of $BATCH, fresh then replay"
+    bare_round "$r"
+    say "round $r/$ROUNDS, 2. storage-consumer (STORAGE_PIPELINES=reviews) from offset 0 to lag 0, then a replay (new group prefix)"
+    service_round "$r"
+done
+
+# ---- 3. latency isolation ------------------------------------------------------
+
+# The mock broker answers an empty Fetch only after the full fetch.wait.max.ms
+# (librdkafka's default 500 ms), even when a message arrives meanwhile; a real
+# broker answers as soon as data is there. That alone puts ~400-500 ms on
+# every network-metrics message, whatever the service does. Phase 3 therefore
+# runs with fetch.wait.max.ms=$FETCH_WAIT (BENCH_FETCH_WAIT_MAX_MS; empty: the
+# default), which brings the mock close to a real broker; phase 3b measures
+# the idle latency with the default, to show the mock's share.
+FETCH_WAIT=${BENCH_FETCH_WAIT_MAX_MS-10}
+say "3. latency: the fresh ingest again with all pipelines (fetch.wait.max.ms=${FETCH_WAIT:-default}), a network-metrics message every 100 ms"
+fresh_db bench_lat
+"$LATENCY" "$BOOTSTRAP" "$(db_url bench_lat)" "$LAT_PACKAGE" >"$WORK/latency.txt" 2>"$WORK/latency.log" &
+LATENCY_PID=$!
+sleep 0.3 # its first message waits for the service's assignment: published before the window, not counted
+ingest all bench_lat app-stats,reviews,network-metrics bench-all "$FETCH_WAIT"
+sleep "$IDLE_S" # idle samples: the same path without the reviews load
+kill -TERM "$LATENCY_PID"
+wait "$LATENCY_PID" || die "the latency tool failed: $(cat "$WORK/latency.log")"
+LATENCY_PID=
+check_committed bench-all.reviews
+stop_service all bench_lat
+analyse all
+
+# "n p50 p99 max" of the latencies (column 2, ms) published in [FROM, TO] ms.
+lat_stats() { # FILE FROM_MS TO_MS
+    awk -v a="$2" -v b="$3" '$1 >= a && $1 <= b && $2 >= 0 { print $2 }' "$1" | sort -g |
+        awk '{ v[++n] = $1 } END { if (n == 0) { print "0 - - -"; exit }
+            k = int(0.99 * n) + 1; if (k > n) k = n
+            printf "%d %.1f %.1f %.1f\n", n, v[int(0.5 * n) + 1], v[k], v[n] }'
+}
+TIMEOUTS=$(awk '$2 < 0' "$WORK/latency.txt" | wc -l)
+read -r LN LP50 LP99 LMAX <<<"$(lat_stats "$WORK/latency.txt" "${R[all.start_ms]}" "${R[all.end_ms]}")"
+read -r IN IP50 IP99 IMAX <<<"$(lat_stats "$WORK/latency.txt" "$(calc %.0f "${R[all.end_ms]} + 500")" 9e15)"
+[ "$LN" -gt 0 ] || die "no network-metrics sample fell inside the reviews ingest window"
+NM_ROWS=$(psql_db bench_lat -At -c "SELECT count(*) FROM network_metrics")
+
+say "3b. idle network-metrics latency with librdkafka's default fetch.wait.max.ms (the mock's share)"
+start_service nmdefault bench_lat network-metrics bench-nmdefault
+"$LATENCY" "$BOOTSTRAP" "$(db_url bench_lat)" "$LAT_PACKAGE" >"$WORK/latency-default.txt" 2>"$WORK/latency-default.log" &
+LATENCY_PID=$!
+deadline=$((SECONDS + 60))
+until [ -s "$WORK/latency-default.txt" ]; do # the first message waits for the group's assignment
+    [ $SECONDS -lt $deadline ] || die "no network-metrics message became visible within 60 s (3b)"
+    sleep 0.1
+done
+FIRST_DONE=$(calc %.0f "$(date +%s%N) / 1e6")
+sleep "$DEFAULT_FETCH_S"
+kill -TERM "$LATENCY_PID"
+wait "$LATENCY_PID" || die "the latency tool failed: $(cat "$WORK/latency-default.log")"
+LATENCY_PID=
+stop_service nmdefault bench_lat
+read -r DN DP50 DP99 DMAX <<<"$(lat_stats "$WORK/latency-default.txt" "$FIRST_DONE" 9e15)"
+
+# ---- aggregation ---------------------------------------------------------------
+
+# VALUES of KEY over the rounds of window prefix P.
+over_rounds() { # P KEY
+    local r
+    for ((r = 1; r <= ROUNDS; r++)); do printf '%s ' "${R[$1_$r.$2]}"; done
+}
+med() { median $(over_rounds "$1" "$2"); }
+# Per-message CPU (us) of a process group in window prefix P, median.
+med_us() { # P KEY(cpu seconds)
+    local r v=()
+    for ((r = 1; r <= ROUNDS; r++)); do v+=("$(calc %.2f "${R[$1_$r.$2]} * 1e6 / ${R[$1_$r.messages]}")"); done
+    calc %.1f "$(median "${v[@]}")"
+}
+# Share of the machine used by everything outside the benchmark, median (%).
+med_other() { # P
+    local r v=() s
+    for ((r = 1; r <= ROUNDS; r++)); do
+        s=${R[$1_$r.seconds]}
+        [ "$1" = bare ] || [ "$1" = barerep ] || s=${R[$1_$r.window_s]}
+        v+=("$(calc %.1f "100 * ${R[$1_$r.other_cpu_s]} / ($s * $NCPU)")")
+    done
+    calc %.0f "$(median "${v[@]}")"
+}
+
+BARE_FRESH=$(calc %.0f "$(med bare rows_per_s)")
+BARE_REPLAY=$(calc %.0f "$(med barerep rows_per_s)")
+SVC_FRESH=$(calc %.0f "$(med fresh rows_per_s)")
+SVC_REPLAY=$(calc %.0f "$(med replay rows_per_s)")
+RATIO_FRESH=$(calc %.2f "$SVC_FRESH / $BARE_FRESH")
+RATIO_REPLAY=$(calc %.2f "$SVC_REPLAY / $BARE_REPLAY")
+RATIO_ALL=$(calc %.2f "${R[all.rows_per_s]} / $BARE_FRESH")
+ROUND_RATIOS_FRESH=
+ROUND_RATIOS_REPLAY=
+for ((r = 1; r <= ROUNDS; r++)); do
+    ROUND_RATIOS_FRESH="$ROUND_RATIOS_FRESH $(calc %.2f "${R[fresh_$r.rows_per_s]} / ${R[bare_$r.rows_per_s]}")"
+    ROUND_RATIOS_REPLAY="$ROUND_RATIOS_REPLAY $(calc %.2f "${R[replay_$r.rows_per_s]} / ${R[barerep_$r.rows_per_s]}")"
+done
+RSS_ALL=()
+for ((r = 1; r <= ROUNDS; r++)); do RSS_ALL+=("${R[fresh_$r.rss_mb]}" "${R[replay_$r.rss_mb]}"); done
+RSS_ALL+=("${R[all.rss_mb]}")
+PEAK_RSS=$(printf '%s\n' "${RSS_ALL[@]}" | sort -g | tail -1)
+CPU_FRESH=$(med fresh cpu_us_per_msg)
+CPU_REPLAY=$(med replay cpu_us_per_msg)
+verdict() { awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN { ok = op == ">=" ? v >= t : v <= t; print ok ? "PASS" : "FAIL" }'; }
+REV=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
+DIRTY=$([ -n "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" ] && echo "+dirty" || true)
+json_list() { local IFS=,; echo "[$*]"; }
+
+# Autovacuum runs that ended inside a measured window (PostgreSQL keeps only
+# the last one per table: a hint, not an audit; the 1,000-row apps table's
+# autoanalyze is left out).
+WINDOWS=
+for ((r = 1; r <= ROUNDS; r++)); do
+    for w in bare_$r barerep_$r fresh_$r replay_$r; do WINDOWS="$WINDOWS $w:${R[$w.start_ms]}:${R[$w.end_ms]}"; done
+done
+WINDOWS="$WINDOWS all:${R[all.start_ms]}:${R[all.end_ms]}"
+AUTOVAC=
+for d in $(psql_db postgres -At -c "SELECT datname FROM pg_database WHERE datname LIKE 'bench%'"); do
+    while IFS='|' read -r what table at; do
+        [ -n "$at" ] || continue
+        for w in $WINDOWS; do
+            IFS=: read -r wn ws we <<<"$w"
+            if awk -v t="$at" -v a="$ws" -v b="$we" 'BEGIN { exit !(t >= a && t <= b) }'; then
+                AUTOVAC="$AUTOVAC $what of $d.$table during $wn;"
+            fi
+        done
+    done < <(psql_db "$d" -At -c "SELECT 'autovacuum', relname, (extract(epoch FROM last_autovacuum) * 1000)::bigint FROM pg_stat_user_tables
+                                  WHERE relname <> 'apps_registry_application' UNION ALL SELECT 'autoanalyze', relname, (extract(epoch FROM last_autoanalyze) * 1000)::bigint FROM pg_stat_user_tables
+                                  WHERE relname <> 'apps_registry_application'")
+done
+
+# ---- report ------------------------------------------------------------------
+
+rounds_of() { # P KEY
+    local r out=
+    for ((r = 1; r <= ROUNDS; r++)); do out="$out $(calc %.0f "${R[$1_$r.$2]}")"; done
+    echo "${out# }"
+}
+row() { # LABEL P RATIO
+    printf '%-42s %8s %6s  %-26s %13s %7s%%\n' "$1" "$(calc %.0f "$(med "$2" rows_per_s)")" "$3" "$(rounds_of "$2" rows_per_s)" \
+        "$(calc %.1f "$(med "$2" batch_ms_p50)")/$(calc %.1f "$(med "$2" batch_ms_p99)")" "$(med_other "$2")"
+}
+
+{
+printf '\nstorage-consumer benchmark  %s%s  %s\n' "$REV" "$DIRTY" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+printf '%d reviews (avg %d B; zstd; reviews topic %d partitions), 1,000 apps, batch %d; PostgreSQL 15, fsync on,\n' \
+    "$REVIEWS" "$AVG_BYTES" "$PARTITIONS" "$BATCH"
+printf 'synchronous_commit on; %d CPUs; 1 and 2 alternate over %d rounds (fresh databases each), median shown\n\n' "$NCPU" "$ROUNDS"
+printf '%-42s %8s %6s  %-26s %13s %8s\n' "throughput" "rows/s" "x bare" "rounds" "batch ms" "others"
+row "1. bare PostgreSQL, fresh" bare 1.00
+row "2. storage-consumer, fresh (reviews only)" fresh "$RATIO_FRESH"
+row "1. bare PostgreSQL, replay (all skipped)" barerep 1.00
+row "2. storage-consumer, replay (all skipped)" replay "$RATIO_REPLAY"
+printf '%-42s %8s %6s  %-26s %13s %7s%%\n' "3. storage-consumer, fresh, all pipelines" "${R[all.rows_per_s]}" "$RATIO_ALL" "(once)" \
+    "$(calc %.1f "${R[all.batch_ms_p50]}")/$(calc %.1f "${R[all.batch_ms_p99]}")" "$(calc %.0f "100 * ${R[all.other_cpu_s]} / (${R[all.window_s]} * $NCPU)")"
+printf '   ratio to bare per round: fresh%s; replay%s\n' "$ROUND_RATIOS_FRESH" "$ROUND_RATIOS_REPLAY"
+printf '   service time inside batches (sum of duration_ms / window; the rest is waiting in poll): fresh %s%%, replay %s%%\n' \
+    "$(med fresh busy_pct)" "$(med replay busy_pct)"
+printf '   batch ms = p50/p99 per batch: service = its log'"'"'s duration_ms (decode .. Kafka commit), bare = BEGIN .. COMMIT;\n'
+printf '   others = CPU used by everything outside the benchmark during the window, share of the machine\n\n'
+
+printf '%-42s %7s %7s %7s %8s\n' "network-metrics publish -> visible" "p50 ms" "p99 ms" "max ms" "samples"
+printf '%-42s %7s %7s %7s %8s\n' "3. during the all-pipelines ingest" "$LP50" "$LP99" "$LMAX" "$LN"
+printf '%-42s %7s %7s %7s %8s\n' "   idle, after lag 0" "$IP50" "$IP99" "$IMAX" "$IN"
+printf '%-42s %7s %7s %7s %8s\n' "3b. idle, fetch.wait.max.ms 500 (default)" "$DP50" "$DP99" "$DMAX" "$DN"
+printf '   (3 runs with fetch.wait.max.ms=%s: the mock answers an empty fetch only after that wait, see 3b and\n' "${FETCH_WAIT:-default}"
+printf '   bench/run.sh; %s timed out; %s network_metrics rows stored)\n\n' "$TIMEOUTS" "$NM_ROWS"
+
+printf '%-42s %9s %9s %9s %9s %9s\n' "4. cost, CPU us per message (median)" "bare" "svc" "bare rep" "svc rep" "all"
+printf '%-42s %9s %9s %9s %9s %9s\n' "client: bare_pg / storage-consumer" "$(med_us bare client_cpu_s)" "$(med_us fresh client_cpu_s)" \
+    "$(med_us barerep client_cpu_s)" "$(med_us replay client_cpu_s)" "$(calc %.1f "${R[all.svc_cpu_s]} * 1e6 / $REVIEWS")"
+printf '%-42s %9s %9s %9s %9s %9s\n' "postgres, whole cluster" "$(med_us bare pg_cpu_s)" "$(med_us fresh pg_cpu_s)" \
+    "$(med_us barerep pg_cpu_s)" "$(med_us replay pg_cpu_s)" "$(calc %.1f "${R[all.pg_cpu_s]} * 1e6 / $REVIEWS")"
+printf '%-42s %9s %9s %9s %9s %9s\n' "broker helper" "-" "$(med_us fresh broker_cpu_s)" "-" "$(med_us replay broker_cpu_s)" \
+    "$(calc %.1f "${R[all.broker_cpu_s]} * 1e6 / $REVIEWS")"
+printf '%-42s %9s %9s %9s %9s %9s\n' "storage-consumer, whole run (utime+stime)" "-" "$CPU_FRESH" "-" "$CPU_REPLAY" "${R[all.cpu_us_per_msg]}"
+printf '%-42s %9s %9s %9s %9s %9s\n' "storage-consumer peak RSS MiB (VmHWM)" "-" "$(median $(over_rounds fresh rss_mb))" "-" \
+    "$(median $(over_rounds replay rss_mb))" "${R[all.rss_mb]}"
+printf '   (client and postgres: first batch to lag 0; "all" includes the latency tool'"'"'s 500 queries/s;\n'
+printf '   storage-consumer threads, round 1 fresh, whole run, s: %s)\n' "${R[fresh_1.thread_cpu]}"
+[ -z "$AUTOVAC" ] || printf 'NOTE: autovacuum finished inside a measured window:%s\n' "$AUTOVAC"
+[ "$CLAUSE_MATCH" = 1 ] || printf 'WARNING: the service'"'"'s reviews conflict clause differs from the baseline'"'"'s (see bare-*.log)\n'
+printf '\ntargets: reviews >= 0.7 x bare PG: %s (%s)   network-metrics p99 <= 100 ms: %s (%s ms)   RSS <= 256 MiB: %s (%s MiB)\n' \
+    "$(verdict "$RATIO_FRESH" ">=" 0.7)" "$RATIO_FRESH" "$(verdict "$LP99" "<=" 100)" "$LP99" \
+    "$(verdict "$PEAK_RSS" "<=" 256)" "$PEAK_RSS"
+} | tee "$WORK/table.txt"
+
+cat >"$JSON" <<JSON
+{
+  "revision": "$REV$DIRTY",
+  "rounds": $ROUNDS,
+  "messages": $REVIEWS,
+  "message_avg_bytes": $AVG_BYTES,
+  "review_partitions": $PARTITIONS,
+  "batch_size": $BATCH,
+  "bare_pg_rows_per_s": $BARE_FRESH,
+  "bare_pg_replay_rows_per_s": $BARE_REPLAY,
+  "reviews_rows_per_s": $SVC_FRESH,
+  "reviews_ratio_to_bare_pg": $RATIO_FRESH,
+  "replay_rows_per_s": $SVC_REPLAY,
+  "replay_ratio_to_bare_pg": $RATIO_REPLAY,
+  "all_pipelines_reviews_rows_per_s": ${R[all.rows_per_s]},
+  "network_metrics_p50_ms": $LP50,
+  "network_metrics_p99_ms": $LP99,
+  "network_metrics_max_ms": $LMAX,
+  "network_metrics_samples": $LN,
+  "network_metrics_timeouts": $TIMEOUTS,
+  "network_metrics_fetch_wait_max_ms": ${FETCH_WAIT:-null},
+  "network_metrics_idle_p50_ms": ${IP50/-/null},
+  "network_metrics_idle_p50_ms_default_fetch_wait": ${DP50/-/null},
+  "cpu_us_per_message": $CPU_FRESH,
+  "cpu_us_per_message_replay": $CPU_REPLAY,
+  "cpu_us_per_message_all_pipelines": ${R[all.cpu_us_per_msg]},
+  "peak_rss_mb": $PEAK_RSS,
+  "bare_pg_batch_ms_p50": $(med bare batch_ms_p50),
+  "reviews_batch_ms_p50": $(med fresh batch_ms_p50),
+  "bare_pg_replay_batch_ms_p50": $(med barerep batch_ms_p50),
+  "replay_batch_ms_p50": $(med replay batch_ms_p50),
+  "postgres_cpu_us_per_row_bare": $(med_us bare pg_cpu_s),
+  "postgres_cpu_us_per_row_reviews": $(med_us fresh pg_cpu_s),
+  "bare_pg_rows_per_s_rounds": $(json_list $(rounds_of bare rows_per_s)),
+  "reviews_rows_per_s_rounds": $(json_list $(rounds_of fresh rows_per_s)),
+  "bare_pg_replay_rows_per_s_rounds": $(json_list $(rounds_of barerep rows_per_s)),
+  "replay_rows_per_s_rounds": $(json_list $(rounds_of replay rows_per_s)),
+  "other_load_pct_bare": $(med_other bare),
+  "other_load_pct_reviews": $(med_other fresh),
+  "conflict_clause_matches_service": $([ "$CLAUSE_MATCH" = 1 ] && echo true || echo false)
+}
+JSON
+echo "wrote $JSON" >&2
