@@ -67,7 +67,7 @@ static int poll_adapter(void *ctx, size_t max, int timeout_ms, record_t **record
 {
     return consumer_poll(ctx, max, timeout_ms, records, err, errlen);
 }
-static void release_adapter(void *ctx) { consumer_release(ctx); }
+static void release_adapter(void *ctx, record_t *records) { consumer_release(ctx, records); }
 static void lag_adapter(void *ctx, atomic_int_fast64_t *lag, int max) { consumer_lag(ctx, lag, max); }
 static int commit_adapter(void *ctx, const record_t *r, size_t n, char *err, size_t errlen)
 {
@@ -83,6 +83,15 @@ static int write_adapter(void *ctx, batch_t *b, batch_counts_t *c, char *err, si
     return store_write(ctx, b, c, err, errlen, cls);
 }
 static void disconnect_adapter(void *ctx) { store_disconnect(ctx); }
+static int start_adapter(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
+{
+    return store_write_start(ctx, b, err, errlen, cls);
+}
+static int finish_adapter(void *ctx, batch_t *b, batch_counts_t *c, char *err, size_t errlen,
+                          error_class_t *cls)
+{
+    return store_write_finish(ctx, b, c, err, errlen, cls);
+}
 
 static void *pipeline_thread(void *arg)
 {
@@ -156,7 +165,8 @@ int supervisor_run(const settings_t *s)
             .settings = s,
             .def = pipeline_get((pipeline_id_t)i),
             .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter},
-            .store = {p->store, resolve_adapter, write_adapter, disconnect_adapter},
+            .store = {p->store, resolve_adapter, write_adapter, disconnect_adapter, start_adapter,
+                      finish_adapter},
             .stop = &stop,
             .metrics = metrics_pipeline(metrics, (pipeline_id_t)i),
             .heartbeat = heartbeat,

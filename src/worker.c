@@ -111,81 +111,144 @@ static void describe_offsets(const batch_t *b, char *out, size_t len)
                                  (long long)lo[k], (long long)hi[k]);
 }
 
-/* Store one decoded batch, retrying transient errors with back-off. Returns
- * 0 (committed), 1 (stop requested during the back-off: not committed, will
- * be redelivered) or -1 (fatal, w->failure set). */
-static int store_batch(worker_t *w, batch_t *b, record_t *records, size_t n, batch_counts_t *counts)
+/* One polled batch on its way through the loop. */
+typedef struct {
+    batch_t batch;
+    record_t *records; /* owned by the consumer until released */
+    size_t n;
+    struct timespec start;
+} slot_t;
+
+/* Store a decoded batch after `attempt` failed attempts (the last failed
+ * with `err` and `cls`; attempt 0: nothing tried yet), retrying transient
+ * errors with back-off and a fresh connection. Returns 0 (committed), 1
+ * (stop requested during the back-off: not committed, will be redelivered)
+ * or -1 (fatal, w->failure set). */
+static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t errlen,
+                       error_class_t cls, batch_counts_t *counts)
+{
+    const settings_t *s = w->settings;
+    for (;; attempt++) {
+        if (attempt > 0) {
+            if (cls != ERROR_CLASS_TRANSIENT) return fail(w, "database error: %s", err);
+            if (attempt > s->db_retry_max_attempts)
+                return fail(w, "database unavailable: %d retries exhausted, last error: %s",
+                            s->db_retry_max_attempts, err);
+            long delay = retry_backoff_ms(attempt, s->db_retry_base_ms);
+            /* Never dead-letter here: that would throw away healthy data
+             * because PostgreSQL was restarting. */
+            LOG_WARN(w->def->name, "transient database error, retrying the same batch attempt=%d/%d in_ms=%ld error=\"%s\"",
+                     attempt, s->db_retry_max_attempts, delay, err);
+            w->store.disconnect(w->store.ctx);
+            if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
+            if (sleep_interruptible(w, delay)) {
+                LOG_WARN(w->def->name, "stop requested during the back-off: batch of %zu left uncommitted, it will be redelivered",
+                         sl->n);
+                return 1;
+            }
+            batch_decode(&sl->batch, sl->records, sl->n); /* fresh states for the retry */
+        }
+        memset(counts, 0, sizeof *counts);
+        int rc = w->store.resolve(w->store.ctx, &sl->batch, err, errlen, &cls);
+        if (rc == 0) {
+            counts->superseded = batch_deduplicate(&sl->batch);
+            rc = w->store.write(w->store.ctx, &sl->batch, counts, err, errlen, &cls);
+        }
+        if (rc == 0) return 0;
+    }
+}
+
+/* The first attempt, pipelined when the store can: resolve, de-duplicate and
+ * send the batch, then take and decode the next batch (into *next) while
+ * PostgreSQL writes this one, then wait for it. Returns like store_batch. */
+static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, batch_counts_t *counts)
 {
     const settings_t *s = w->settings;
     char err[1024];
     error_class_t cls = ERROR_CLASS_FATAL;
 
-    for (int attempt = 0;; attempt++) {
-        if (attempt > 0) batch_decode(b, records, n); /* fresh states for the retry */
-        memset(counts, 0, sizeof *counts);
-        int rc = w->store.resolve(w->store.ctx, b, err, sizeof err, &cls);
-        if (rc == 0) {
-            counts->superseded = batch_deduplicate(b);
-            rc = w->store.write(w->store.ctx, b, counts, err, sizeof err, &cls);
-        }
-        if (rc == 0) return 0;
-        if (cls != ERROR_CLASS_TRANSIENT) return fail(w, "database error: %s", err);
-        if (attempt >= s->db_retry_max_attempts) {
-            return fail(w, "database unavailable: %d retries exhausted, last error: %s",
-                        s->db_retry_max_attempts, err);
-        }
-        long delay = retry_backoff_ms(attempt + 1, s->db_retry_base_ms);
-        /* Never dead-letter here: that would throw away healthy data
-         * because PostgreSQL was restarting. */
-        LOG_WARN(w->def->name, "transient database error, retrying the same batch attempt=%d/%d in_ms=%ld error=\"%s\"",
-                 attempt + 1, s->db_retry_max_attempts, delay, err);
-        w->store.disconnect(w->store.ctx);
-        if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
-        if (sleep_interruptible(w, delay)) {
-            LOG_WARN(w->def->name, "stop requested during the back-off: batch of %zu left uncommitted, it will be redelivered", n);
-            return 1;
+    if (!w->store.start) return store_batch(w, sl, 0, err, sizeof err, cls, counts);
+    memset(counts, 0, sizeof *counts);
+    int rc = w->store.resolve(w->store.ctx, &sl->batch, err, sizeof err, &cls);
+    if (rc == 0) {
+        counts->superseded = batch_deduplicate(&sl->batch);
+        rc = w->store.start(w->store.ctx, &sl->batch, err, sizeof err, &cls);
+    }
+    if (rc != 0) return store_batch(w, sl, 1, err, sizeof err, cls, counts);
+
+    /* Overlap: decoding is the service's own cost; done while PostgreSQL
+     * works, it no longer adds to the batch time. Not after a stop request:
+     * only the in-flight batch is finished. */
+    if (!atomic_load(w->stop)) {
+        char perr[1024];
+        int m = w->consumer.poll(w->consumer.ctx, (size_t)s->max_poll_records[w->def->id], 0,
+                                 &spare->records, perr, sizeof perr);
+        if (m > 0) {
+            clock_gettime(CLOCK_MONOTONIC, &spare->start);
+            spare->n = (size_t)m;
+            batch_decode(&spare->batch, spare->records, spare->n);
+            *next = spare;
+        } else if (m < 0) {
+            /* Finish this batch first: its rows are worth committing. */
+            rc = w->store.finish(w->store.ctx, &sl->batch, counts, err, sizeof err, &cls);
+            if (rc == 0) w->consumer.commit(w->consumer.ctx, sl->records, sl->n, err, sizeof err);
+            return fail(w, "Kafka consumer error: %s", perr);
         }
     }
+    rc = w->store.finish(w->store.ctx, &sl->batch, counts, err, sizeof err, &cls);
+    if (rc != 0) return store_batch(w, sl, 1, err, sizeof err, cls, counts);
+    return 0;
 }
 
 int worker_run(worker_t *w)
 {
     const settings_t *s = w->settings;
     const pipeline_id_t id = w->def->id;
-    batch_t batch;
+    slot_t slots[2];
+    slot_t *cur = NULL, *next = NULL;
     int commit_failures = 0;
     long long rebalancing_since_ms = 0;
     int rc = 0;
     char err[1024];
 
-    batch_init(&batch, w->def);
-    while (!atomic_load(w->stop)) {
-        record_t *records = NULL;
-        struct timespec start;
+    memset(slots, 0, sizeof slots);
+    batch_init(&slots[0].batch, w->def);
+    batch_init(&slots[1].batch, w->def);
+    for (;;) {
         batch_counts_t counts;
 
+        if (!cur) {
+            if (atomic_load(w->stop)) break;
+            if (w->heartbeat) w->heartbeat(w->heartbeat_ctx);
+            cur = &slots[0];
+            int n = w->consumer.poll(w->consumer.ctx, (size_t)s->max_poll_records[id], s->poll_timeout_ms,
+                                     &cur->records, err, sizeof err);
+            if (n < 0) {
+                rc = fail(w, "Kafka consumer error: %s", err);
+                cur = NULL;
+                break;
+            }
+            if (n == 0) {
+                cur = NULL;
+                continue;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &cur->start);
+            cur->n = (size_t)n;
+            batch_decode(&cur->batch, cur->records, cur->n);
+        }
         if (w->heartbeat) w->heartbeat(w->heartbeat_ctx);
-        int n = w->consumer.poll(w->consumer.ctx, (size_t)s->max_poll_records[id], s->poll_timeout_ms,
-                                 &records, err, sizeof err);
-        if (n < 0) {
-            rc = fail(w, "Kafka consumer error: %s", err);
-            break;
-        }
-        if (n == 0) continue;
-        clock_gettime(CLOCK_MONOTONIC, &start);
 
-        batch_decode(&batch, records, (size_t)n);
-        int stored = store_batch(w, &batch, records, (size_t)n, &counts);
-        if (stored < 0) {
-            rc = -1;
-            break;
+        slot_t *spare = cur == &slots[0] ? &slots[1] : &slots[0];
+        int stored = write_batch(w, cur, spare, &next, &counts);
+        if (stored != 0) {
+            if (stored < 0) rc = -1;
+            break; /* fatal, or a stop during the back-off */
         }
-        if (stored > 0) break; /* stop during back-off */
         if (w->after_db_commit) w->after_db_commit(w->fault_ctx);
-        log_rejects(w, &batch);
+        log_rejects(w, &cur->batch);
 
         /* Only now, with the rows durable, may the offsets move. */
-        int committed = w->consumer.commit(w->consumer.ctx, records, (size_t)n, err, sizeof err);
+        int committed = w->consumer.commit(w->consumer.ctx, cur->records, cur->n, err, sizeof err);
         if (committed == 0) {
             commit_failures = 0;
             rebalancing_since_ms = 0;
@@ -213,21 +276,31 @@ int worker_run(worker_t *w)
                 rc = fail(w, "commit livelock: %d offset commits failed in a row, last: %s",
                           commit_failures, err);
         }
-        double duration = elapsed_ms(&start);
-        metrics_record_batch(w->metrics, &batch, &counts, duration);
+        double duration = elapsed_ms(&cur->start);
+        metrics_record_batch(w->metrics, &cur->batch, &counts, duration);
         if (w->metrics && w->consumer.lag) w->consumer.lag(w->consumer.ctx, w->metrics->lag, METRICS_MAX_PARTITIONS);
         if (log_current_level() <= LOG_LEVEL_INFO) {
             char offsets[512];
-            describe_offsets(&batch, offsets, sizeof offsets);
+            describe_offsets(&cur->batch, offsets, sizeof offsets);
             LOG_INFO(w->def->name,
-                     "batch size=%d inserted=%zu updated=%zu skipped=%zu dead_lettered=%zu offsets=%s duration_ms=%.1f",
-                     n, counts.inserted, counts.updated, counts.skipped + counts.superseded,
+                     "batch size=%zu inserted=%zu updated=%zu skipped=%zu dead_lettered=%zu offsets=%s duration_ms=%.1f",
+                     cur->n, counts.inserted, counts.updated, counts.skipped + counts.superseded,
                      counts.dead_lettered, offsets, duration);
         }
+        w->consumer.release(w->consumer.ctx, cur->records);
+        cur->records = NULL;
         if (rc != 0) break; /* the batch is logged: it is stored */
-        w->consumer.release(w->consumer.ctx);
+        cur = next;
+        next = NULL;
+        /* A stop finishes the batch in flight, not the one taken meanwhile:
+         * that one is released uncommitted and redelivered. */
+        if (atomic_load(w->stop)) break;
     }
-    w->consumer.release(w->consumer.ctx);
-    batch_free(&batch);
+    /* Batches taken but not committed are redelivered to whoever owns their
+     * partitions next. */
+    for (int k = 0; k < 2; k++) {
+        if (slots[k].records) w->consumer.release(w->consumer.ctx, slots[k].records);
+        batch_free(&slots[k].batch);
+    }
     return rc;
 }

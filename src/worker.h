@@ -23,7 +23,7 @@ typedef struct {
     /* Returns records (owned by the consumer until release), 0 on timeout,
      * -1 on a fatal error. */
     int (*poll)(void *ctx, size_t max, int timeout_ms, record_t **records, char *err, size_t errlen);
-    void (*release)(void *ctx);
+    void (*release)(void *ctx, record_t *records);
     /* Returns 0, 1 when the group is rebalancing (refused, retriable: a
      * later commit covers these offsets), or -1 (not fatal by itself: the
      * data is already durable). */
@@ -38,6 +38,11 @@ typedef struct {
     int (*write)(void *ctx, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
                  error_class_t *cls);
     void (*disconnect)(void *ctx);
+    /* Optional, both or neither: write in two halves (see store_write_start)
+     * so the next batch is taken and decoded while PostgreSQL works. */
+    int (*start)(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls);
+    int (*finish)(void *ctx, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
+                  error_class_t *cls);
 } worker_store_t;
 
 typedef struct {

@@ -13,9 +13,14 @@ struct consumer {
     const pipeline_def_t *def;
     rd_kafka_t *rk;
     rd_kafka_topic_partition_list_t *owned; /* current assignment */
-    rd_kafka_message_t **messages;          /* the last poll's messages */
-    record_t *records;
-    size_t count, capacity;
+    /* Two polls may be alive at once: the batch being written and the next
+     * one, taken and decoded meanwhile. */
+    struct {
+        rd_kafka_message_t **messages;
+        record_t *records;
+        size_t count, capacity;
+        bool busy;
+    } slot[2];
 };
 
 static int set_conf(rd_kafka_conf_t *conf, const char *name, const char *value,
@@ -178,18 +183,18 @@ error:
     return NULL;
 }
 
-static void grow(consumer_t *c, size_t max)
+static void slot_grow(consumer_t *c, int k, size_t max)
 {
-    if (max <= c->capacity) return;
-    c->messages = realloc(c->messages, max * sizeof *c->messages);
-    c->records = realloc(c->records, max * sizeof *c->records);
-    if (!c->messages || !c->records) abort();
-    c->capacity = max;
+    if (max <= c->slot[k].capacity) return;
+    c->slot[k].messages = realloc(c->slot[k].messages, max * sizeof *c->slot[k].messages);
+    c->slot[k].records = realloc(c->slot[k].records, max * sizeof *c->slot[k].records);
+    if (!c->slot[k].messages || !c->slot[k].records) abort();
+    c->slot[k].capacity = max;
 }
 
-/* Returns 1 if the message was kept, 0 if it was an event we consumed, -1 on
- * a fatal error. */
-static int take(consumer_t *c, rd_kafka_message_t *m, char *err, size_t errlen)
+/* Returns 1 if the message was kept in slot k, 0 if it was an event we
+ * consumed, -1 on a fatal error. */
+static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t errlen)
 {
     if (m->err) {
         rd_kafka_resp_err_t e = m->err;
@@ -211,7 +216,7 @@ static int take(consumer_t *c, rd_kafka_message_t *m, char *err, size_t errlen)
         rd_kafka_message_destroy(m);
         return 0;
     }
-    record_t *r = &c->records[c->count];
+    record_t *r = &c->slot[k].records[c->slot[k].count];
     r->topic = rd_kafka_topic_name(m->rkt);
     r->partition = m->partition;
     r->offset = m->offset;
@@ -221,7 +226,7 @@ static int take(consumer_t *c, rd_kafka_message_t *m, char *err, size_t errlen)
     r->key_len = m->key_len;
     r->value = m->payload;
     r->value_len = m->len;
-    c->messages[c->count++] = m;
+    c->slot[k].messages[c->slot[k].count++] = m;
     return 1;
 }
 
@@ -229,32 +234,43 @@ int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records,
                   size_t errlen)
 {
     int64_t deadline = now_ms() + timeout_ms;
-    consumer_release(c);
-    grow(c, max);
-    while (c->count < max) {
+    int k = c->slot[0].busy ? 1 : 0;
+    if (c->slot[k].busy) abort(); /* a caller bug: two batches not released */
+    slot_grow(c, k, max);
+    c->slot[k].count = 0;
+    while (c->slot[k].count < max) {
         /* Block only until the first record: afterwards take what is
          * already fetched and go. */
         int wait = 0;
-        if (c->count == 0) {
+        if (c->slot[k].count == 0) {
             int64_t left = deadline - now_ms();
-            if (left <= 0) break;
+            if (left < 0) break;
             wait = (int)left;
         }
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
         if (!m) {
-            if (c->count > 0) break;
+            if (c->slot[k].count > 0 || wait == 0) break;
             continue;
         }
-        if (take(c, m, err, errlen) < 0) return -1;
+        if (take(c, k, m, err, errlen) < 0) {
+            consumer_release(c, c->slot[k].records);
+            return -1;
+        }
     }
-    *records = c->records;
-    return (int)c->count;
+    if (c->slot[k].count == 0) return 0;
+    c->slot[k].busy = true;
+    *records = c->slot[k].records;
+    return (int)c->slot[k].count;
 }
 
-void consumer_release(consumer_t *c)
+void consumer_release(consumer_t *c, record_t *records)
 {
-    for (size_t i = 0; i < c->count; i++) rd_kafka_message_destroy(c->messages[i]);
-    c->count = 0;
+    for (int k = 0; k < 2; k++) {
+        if (c->slot[k].records != records) continue;
+        for (size_t i = 0; i < c->slot[k].count; i++) rd_kafka_message_destroy(c->slot[k].messages[i]);
+        c->slot[k].count = 0;
+        c->slot[k].busy = false;
+    }
 }
 
 int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err, size_t errlen)
@@ -340,14 +356,16 @@ void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, int max)
 void consumer_close(consumer_t *c)
 {
     if (!c) return;
-    consumer_release(c);
+    for (int k = 0; k < 2; k++) consumer_release(c, c->slot[k].records);
     /* Close before destroy: leaves the group so the broker rebalances at
      * once instead of after a session timeout. */
     rd_kafka_resp_err_t e = rd_kafka_consumer_close(c->rk);
     if (e) LOG_WARN(c->def->name, "consumer close: %s", rd_kafka_err2str(e));
     rd_kafka_destroy(c->rk);
     rd_kafka_topic_partition_list_destroy(c->owned);
-    free(c->messages);
-    free(c->records);
+    for (int k = 0; k < 2; k++) {
+        free(c->slot[k].messages);
+        free(c->slot[k].records);
+    }
     free(c);
 }

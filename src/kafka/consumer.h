@@ -34,16 +34,18 @@ int consumer_check_properties(const settings_t *s, char *err, size_t errlen);
 struct rd_kafka_conf_s *consumer_conf_new(const settings_t *s, pipeline_id_t id, char *err,
                                           size_t errlen);
 
-/* Poll up to `max` records: wait up to `timeout_ms` for the first, then take
- * only what is already fetched, so a lone message is not held back waiting
- * for a full batch. Returns the number of records (0 on timeout), stored
- * in *records (owned by the consumer, valid until consumer_release), or -1
- * on a fatal consumer error described in `err`. */
+/* Poll up to `max` records: wait up to `timeout_ms` for the first (0: take
+ * only what is already fetched), then take only what is already fetched, so
+ * a lone message is not held back waiting for a full batch. Returns the
+ * number of records (0 on timeout), stored in *records (owned by the
+ * consumer, valid until consumer_release of that pointer), or -1 on a fatal
+ * consumer error described in `err`. At most two polls may be unreleased at
+ * once: the batch being written and the next one. */
 int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records, char *err,
                   size_t errlen);
 
-/* Release the records of the last poll. */
-void consumer_release(consumer_t *c);
+/* Release the records of one poll (NULL or unknown pointers: nothing). */
+void consumer_release(consumer_t *c, record_t *records);
 
 /* Commit, for every partition of `records` this member still owns, the
  * highest offset + 1. Waits at most the commit timeout. Returns 0; 1 when

@@ -55,6 +55,10 @@ struct store {
     char *columns;    /* "application_id, crawled_at, ..." */
     char *copy_sql;   /* COPY storage_stage (...) FROM STDIN */
     char *insert_sql; /* INSERT INTO table (...) SELECT ... FROM storage_stage ON CONFLICT ... */
+    char *insert_commit_sql; /* insert_sql; COMMIT */
+    bool in_flight;          /* store_write_start sent insert_commit_sql */
+    size_t in_flight_rows;
+    batch_counts_t done;     /* counts of the batch being written */
     buf_t copy;       /* reused COPY data of one chunk */
     /* The per-thread application cache (SPEC 7). hsearch_r tables cannot
      * grow, so a full cache is rebuilt bigger. Absences are never cached. */
@@ -135,6 +139,7 @@ store_t *store_new(const settings_t *s, const pipeline_def_t *def)
                  def->table, cols.data, cols.data, def->conflict_sql) < 0)
         abort();
     st->columns = cols.data;
+    if (asprintf(&st->insert_commit_sql, "%s; COMMIT", st->insert_sql) < 0) abort();
     cache_clear(st, 1024);
     return st;
 }
@@ -155,6 +160,7 @@ void store_free(store_t *st)
     free(st->columns);
     free(st->copy_sql);
     free(st->insert_sql);
+    free(st->insert_commit_sql);
     free(st->copy.data);
     free(st->pending);
     free(st);
@@ -281,10 +287,10 @@ static void drain(PGconn *conn)
     while ((r = PQgetResult(conn))) PQclear(r);
 }
 
-/* COPY the entries pending[0..n) into the stage and upsert them. Adds to
- * *counts. Returns 0 or -1 with err/cls. */
-static int write_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n,
-                       batch_counts_t *counts, char *err, size_t errlen, error_class_t *cls)
+/* COPY the entries pending[0..n) into the stage. Returns 0 or -1 with
+ * err/cls. */
+static int copy_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n, char *err,
+                      size_t errlen, error_class_t *cls)
 {
     char num[24];
     PGresult *res;
@@ -321,17 +327,31 @@ static int write_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n,
     }
     PQclear(res);
     drain(st->conn);
+    return 0;
+}
 
-    res = PQexec(st->conn, st->insert_sql);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) return fail_result(st, res, err, errlen, cls);
+/* Count the upsert's RETURNING (xmax = 0) rows: inserted or updated; the
+ * rest of the n staged rows were skipped — a redelivery (DO NOTHING) or an
+ * older observation (the last_synced_at guard). */
+static void count_upsert(const PGresult *res, size_t n, batch_counts_t *counts)
+{
     size_t returned = (size_t)PQntuples(res);
     for (size_t r = 0; r < returned; r++) {
         if (PQgetvalue(res, (int)r, 0)[0] == 't') counts->inserted++;
         else counts->updated++;
     }
-    /* Rows neither inserted nor updated: a redelivery (DO NOTHING) or an
-     * older observation (the last_synced_at guard). */
     counts->skipped += n - returned;
+}
+
+/* COPY the entries pending[0..n) into the stage and upsert them. Adds to
+ * *counts. Returns 0 or -1 with err/cls. */
+static int write_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n,
+                       batch_counts_t *counts, char *err, size_t errlen, error_class_t *cls)
+{
+    if (copy_chunk(st, b, pending, n, err, errlen, cls)) return -1;
+    PGresult *res = PQexec(st->conn, st->insert_sql);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) return fail_result(st, res, err, errlen, cls);
+    count_upsert(res, n, counts);
     PQclear(res);
     return 0;
 }
@@ -490,25 +510,121 @@ static int write_once(store_t *st, batch_t *b, bool isolating, batch_counts_t *c
     return rc;
 }
 
+/* The synchronous path: one attempt, then, on a data-class error, a second
+ * one that isolates the offending records. */
+static int write_sync(store_t *st, batch_t *b, batch_counts_t *c, char *err, size_t errlen,
+                      error_class_t *cls)
+{
+    int rc = write_once(st, b, false, c, err, errlen, cls);
+    if (rc != 0 && *cls == ERROR_CLASS_DATA) {
+        LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
+        memset(c, 0, sizeof *c);
+        rc = write_once(st, b, true, c, err, errlen, cls);
+    }
+    return rc;
+}
+
+static int prepare(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
+{
+    st->pending = realloc(st->pending, (b->count ? b->count : 1) * sizeof *st->pending);
+    if (!st->pending) abort();
+    st->in_flight = false;
+    memset(&st->done, 0, sizeof st->done);
+    return store_connect(st, err, errlen, cls);
+}
+
+int store_write_start(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
+{
+    char why[1024];
+    size_t n = 0;
+
+    if (prepare(st, b, err, errlen, cls)) return -1;
+    for (size_t i = 0; i < b->count; i++)
+        if (b->entries[i].state == ENTRY_EVENT) st->pending[n++] = i;
+
+    int rc = exec_simple(st, "BEGIN", err, errlen, cls);
+    if (rc == 0) rc = write_dead_letters(st, b, &st->done.dead_lettered, err, errlen, cls);
+    if (rc == 0 && n) rc = copy_chunk(st, b, st->pending, n, err, errlen, cls);
+    if (rc == 0) {
+        /* The upsert and the COMMIT go out together and run while the
+         * worker takes and decodes its next batch. */
+        if (PQsendQuery(st->conn, n ? st->insert_commit_sql : "COMMIT") == 1) {
+            st->in_flight = true;
+            st->in_flight_rows = n;
+            return 0;
+        }
+        db_describe(st->conn, NULL, err, errlen);
+        *cls = db_classify(st->conn, NULL);
+        rc = -1;
+    }
+    if (PQstatus(st->conn) == CONNECTION_OK) db_exec(st->conn, "ROLLBACK", why, sizeof why, NULL);
+    if (*cls != ERROR_CLASS_DATA) return -1;
+    /* A staged value the database refuses: isolate now. */
+    LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
+    memset(&st->done, 0, sizeof st->done);
+    return write_once(st, b, true, &st->done, err, errlen, cls);
+}
+
+int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
+                       error_class_t *cls)
+{
+    char why[1024];
+    int rc = 0;
+
+    if (st->in_flight) {
+        PGresult *res;
+        bool failed = false;
+        st->in_flight = false;
+        while ((res = PQgetResult(st->conn))) {
+            ExecStatusType status = PQresultStatus(res);
+            if (!failed && status == PGRES_TUPLES_OK) {
+                count_upsert(res, st->in_flight_rows, &st->done);
+            } else if (!failed && status != PGRES_COMMAND_OK) {
+                db_describe(st->conn, res, err, errlen);
+                *cls = db_classify(st->conn, res);
+                failed = true;
+            }
+            PQclear(res);
+        }
+        if (!failed && PQstatus(st->conn) != CONNECTION_OK) {
+            /* The connection broke before COMMIT answered: outcome unknown,
+             * and the idempotent upsert makes the retry safe. */
+            db_describe(st->conn, NULL, err, errlen);
+            *cls = ERROR_CLASS_TRANSIENT;
+            failed = true;
+        }
+        if (failed) {
+            if (PQstatus(st->conn) == CONNECTION_OK) db_exec(st->conn, "ROLLBACK", why, sizeof why, NULL);
+            if (*cls != ERROR_CLASS_DATA) return -1;
+            LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
+            memset(&st->done, 0, sizeof st->done);
+            rc = write_once(st, b, true, &st->done, err, errlen, cls);
+        }
+    }
+    if (rc == 0) {
+        st->done.superseded = counts->superseded;
+        *counts = st->done;
+    }
+    return rc;
+}
+
 int store_write(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
                 error_class_t *cls)
 {
     batch_counts_t c = {0};
-    st->pending = realloc(st->pending, (b->count ? b->count : 1) * sizeof *st->pending);
-    if (!st->pending) abort();
-    if (store_connect(st, err, errlen, cls)) return -1;
-
-    int rc = write_once(st, b, false, &c, err, errlen, cls);
-    if (rc != 0 && *cls == ERROR_CLASS_DATA) {
-        LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
-        memset(&c, 0, sizeof c);
-        rc = write_once(st, b, true, &c, err, errlen, cls);
+    int rc;
+    if (st->step) {
+        /* A step runs between the rows and COMMIT: no pipelining. */
+        if (prepare(st, b, err, errlen, cls)) return -1;
+        rc = write_sync(st, b, &c, err, errlen, cls);
+        if (rc == 0) {
+            c.superseded = counts->superseded;
+            *counts = c;
+        }
+        return rc;
     }
-    if (rc == 0) {
-        c.superseded = counts->superseded;
-        *counts = c;
-    }
-    return rc;
+    if (store_write_start(st, b, err, errlen, cls)) return -1;
+    return store_write_finish(st, b, counts, err, errlen, cls);
 }
 
 int store_write_with(store_t *st, batch_t *b, store_step_fn step, void *ctx, bool commit,

@@ -55,6 +55,16 @@ typedef int (*store_step_fn)(void *ctx, PGconn *conn, const batch_t *b, char *er
 int store_write_with(store_t *st, batch_t *b, store_step_fn step, void *ctx, bool commit,
                      batch_counts_t *counts, char *err, size_t errlen, error_class_t *cls);
 
+/* store_write in two halves, so the caller can work while PostgreSQL does:
+ * start sends BEGIN, the dead letters and the COPY of the events, then the
+ * upsert and COMMIT without waiting; finish waits for them (and, on a
+ * data-class error, isolates the offending records synchronously). Between
+ * the two, nothing else may use the store. Same return conventions as
+ * store_write; after a failed start, do not call finish. */
+int store_write_start(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls);
+int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
+                       error_class_t *cls);
+
 /* Drop the connection (after a transient error); the next call reconnects. */
 void store_disconnect(store_t *st);
 

@@ -23,6 +23,10 @@ typedef struct {
     error_class_t write_fail_class;
     int commit_fail_times; /* -1: always */
     int commit_rebalancing_times; /* commits answered "group rebalancing" (-1: always) */
+    int finish_fail_times;         /* pipelined writes failing at finish (transient) */
+    int finishes;
+    int64_t committed_first_offsets[8]; /* first offset of each committed batch */
+    int ncommitted;
     bool stop_during_poll; /* request a stop while serving the first batch */
     bool stop_during_write_failure;
     /* observations */
@@ -31,7 +35,7 @@ typedef struct {
     int polls_served, writes, commits, disconnects;
     size_t committed_count;
     int64_t committed_last_offset;
-    record_t records[3];
+    record_t records[2][3]; /* alternate: two polls may be alive at once */
     atomic_bool *stop;
 } fake_t;
 
@@ -55,17 +59,18 @@ static int fake_poll(void *ctx, size_t max, int timeout_ms, record_t **records, 
         return 0;
     }
     f->polls_served++;
+    record_t *recs = f->records[f->polls_served % 2];
     for (int i = 0; i < 3; i++) {
-        f->records[i] = (record_t){.topic = "reviews", .partition = 0,
+        recs[i] = (record_t){.topic = "reviews", .partition = 0,
                                    .offset = f->polls_served * 10 + i, .timestamp_ms = -1,
                                    .value = valid_review, .value_len = strlen(valid_review)};
     }
     if (f->stop_during_poll) atomic_store(f->stop, true);
-    *records = f->records;
+    *records = recs;
     return 3;
 }
 
-static void fake_release(void *ctx) { (void)ctx; }
+static void fake_release(void *ctx, record_t *records) { (void)ctx, (void)records; }
 
 static int fake_commit(void *ctx, const record_t *records, size_t count, char *err, size_t errlen)
 {
@@ -82,6 +87,7 @@ static int fake_commit(void *ctx, const record_t *records, size_t count, char *e
     }
     f->committed_count = count;
     f->committed_last_offset = records[count - 1].offset;
+    if (f->ncommitted < 8) f->committed_first_offsets[f->ncommitted++] = records[0].offset;
     return 0;
 }
 
@@ -110,6 +116,28 @@ static int fake_write(void *ctx, batch_t *b, batch_counts_t *counts, char *err, 
         snprintf(err, errlen, "injected write failure");
         *cls = f->write_fail_class;
         if (f->stop_during_write_failure) atomic_store(f->stop, true);
+        return -1;
+    }
+    counts->inserted = 1;
+    return 0;
+}
+
+static int fake_start(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
+{
+    (void)b, (void)err, (void)errlen, (void)cls;
+    note(ctx, "start");
+    return 0;
+}
+
+static int fake_finish(void *ctx, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
+                       error_class_t *cls)
+{
+    fake_t *f = ctx;
+    (void)b;
+    note(f, "finish");
+    if (++f->finishes <= f->finish_fail_times) {
+        snprintf(err, errlen, "injected: connection lost");
+        *cls = ERROR_CLASS_TRANSIENT;
         return -1;
     }
     counts->inserted = 1;
@@ -288,6 +316,51 @@ static void a_rebalance_that_never_ends_fails_the_pipeline(void **state)
     assert_true(fx->fake.polls_served < 1000000);
 }
 
+static void pipelined(fixture_t *fx)
+{
+    fx->worker.store.start = fake_start;
+    fx->worker.store.finish = fake_finish;
+}
+
+static void pipelined_batch_commits_its_offsets_only_after_its_write_finished(void **state)
+{
+    fixture_t *fx = *state;
+    pipelined(fx);
+    fx->fake.batches = 2;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    /* The second batch is taken while the first is written, but each
+     * batch's offsets move only after its own finish. */
+    assert_string_equal(trace(&fx->fake),
+                        "poll resolve start poll finish commit resolve start poll finish commit");
+    assert_int_equal(fx->fake.ncommitted, 2);
+    assert_int_equal(fx->fake.committed_first_offsets[0], 10);
+    assert_int_equal(fx->fake.committed_first_offsets[1], 20);
+}
+
+static void transient_error_at_finish_retries_the_same_batch_before_the_next(void **state)
+{
+    fixture_t *fx = *state;
+    pipelined(fx);
+    fx->fake.batches = 2;
+    fx->fake.finish_fail_times = 1;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake),
+                        "poll resolve start poll finish disconnect resolve write commit "
+                        "resolve start poll finish commit");
+    assert_int_equal(fx->fake.committed_first_offsets[0], 10);
+    assert_int_equal(fx->fake.committed_first_offsets[1], 20);
+}
+
+static void stop_request_takes_no_new_batch_while_the_last_one_is_written(void **state)
+{
+    fixture_t *fx = *state;
+    pipelined(fx);
+    fx->fake.batches = 5;
+    fx->fake.stop_during_poll = true;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake), "poll resolve start finish commit");
+}
+
 static void unregistered_app_is_dead_lettered_not_retried(void **state)
 {
     fixture_t *fx = *state;
@@ -369,6 +442,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(commit_failures_at_the_limit_fail_the_pipeline, setup, teardown),
         cmocka_unit_test_setup_teardown(commits_refused_during_a_rebalance_do_not_count_toward_the_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(a_rebalance_that_never_ends_fails_the_pipeline, setup, teardown),
+        cmocka_unit_test_setup_teardown(pipelined_batch_commits_its_offsets_only_after_its_write_finished, setup, teardown),
+        cmocka_unit_test_setup_teardown(transient_error_at_finish_retries_the_same_batch_before_the_next, setup, teardown),
+        cmocka_unit_test_setup_teardown(stop_request_takes_no_new_batch_while_the_last_one_is_written, setup, teardown),
         cmocka_unit_test_setup_teardown(unregistered_app_is_dead_lettered_not_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(review_with_latest_last_synced_at_wins_inside_a_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(app_stats_redelivery_inside_a_batch_keeps_the_first, setup, teardown),
