@@ -231,3 +231,30 @@ broker_committed() { # group topic partition
     reply=$(broker_ctl committed "$1" "$2" "$3") || fail "committed $1 $2 [$3]: $reply"
     echo "${reply#ok }"
 }
+
+high_watermark() { # topic partition
+    broker_ctl watermarks "$1" "$2" | awk '{print $3}'
+}
+
+# Wait until GROUP's committed offset on TOPIC [PARTITION] is EXPECTED.
+wait_committed() { # group topic partition expected [seconds]
+    local got i
+    for i in $(seq 1 $((${5:-30} * 4))); do
+        got=$(broker_committed "$1" "$2" "$3")
+        [ "$got" = "$4" ] && return 0
+        sleep 0.25
+    done
+    fail "group $1 committed [$got] on $2 [$3], expected [$4]"
+}
+
+# Every partition of TOPIC is committed by GROUP up to its high watermark:
+# the group has consumed (and stored) everything there is.
+# (A partition that never had a message gets no commit: -1001.)
+wait_all_committed() { # group topic [seconds]
+    local p hw
+    for p in 0 1 2; do
+        hw=$(high_watermark "$2" "$p")
+        [ "$hw" = 0 ] && hw=-1001
+        wait_committed "$1" "$2" "$p" "$hw" "${3:-30}"
+    done
+}

@@ -131,30 +131,6 @@ batch_lines() { # name pipeline
     grep -cE "info +\[$2\] batch size=" "$(log_file "$1")" || true
 }
 
-high_watermark() { # topic partition
-    broker_ctl watermarks "$1" "$2" | awk '{print $3}'
-}
-
-wait_committed() { # group topic partition expected [seconds]
-    local got i
-    for i in $(seq 1 $((${5:-30} * 4))); do
-        got=$(broker_committed "$1" "$2" "$3")
-        [ "$got" = "$4" ] && return 0
-        sleep 0.25
-    done
-    fail "group $1 committed [$got] on $2 [$3], expected [$4]"
-}
-
-# The group has stored everything its topic holds.
-wait_all_committed() { # group topic [seconds]
-    local p hw
-    for p in 0 1 2; do
-        hw=$(high_watermark "$2" "$p")
-        [ "$hw" = 0 ] && hw=-1001
-        wait_committed "$1" "$2" "$p" "$hw" "${3:-30}"
-    done
-}
-
 # "o0 o1 o2": GROUP's committed offsets on TOPIC.
 offsets_of() { # group topic
     echo "$(broker_committed "$1" "$2" 0) $(broker_committed "$1" "$2" 1) $(broker_committed "$1" "$2" 2)"
