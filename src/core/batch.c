@@ -69,6 +69,7 @@ void batch_reject(batch_t *b, size_t i, const char *error_type, const char *deta
     e->state = ENTRY_REJECTED;
     e->rejection.error_type = error_type;
     snprintf(e->rejection.detail, sizeof e->rejection.detail, "%s", detail);
+    decode_repair_utf8(e->rejection.detail);
 }
 
 void batch_bind(batch_t *b, int64_t (*lookup)(void *ctx, const char *package_name), void *ctx)

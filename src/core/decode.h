@@ -52,6 +52,12 @@ void event_free(event_t *ev);
 const char *event_column(const event_t *ev, size_t i);
 const char *event_package_name(const event_t *ev);
 
+/* Make `s` valid UTF-8 in place: every byte of an invalid or cut-off
+ * sequence becomes '?'. A detail cut by a fixed buffer may end inside a
+ * multi-byte character, and error_detail is TEXT: PostgreSQL would refuse
+ * the dead letter, and a refused dead letter stops the pipeline. */
+void decode_repair_utf8(char *s);
+
 /* Decode `len` bytes at `value` (NULL means a tombstone) by the contract of
  * `def`. Returns 0 and fills *ev, or returns -1 and fills *rej; it never
  * fails in any other way (allocation failure aborts the process: a decoder

@@ -157,3 +157,10 @@ void timestamp_format(int64_t micros, char *out)
              (long long)y, m, d, (long long)(sod / 3600), (long long)(sod / 60 % 60),
              (long long)(sod % 60), (long long)usec);
 }
+
+int timestamp_format_kafka_ms(int64_t ms, char *out)
+{
+    if (ms < 0 || ms >= INT64_C(253402300800000)) return -1;
+    timestamp_format(ms * 1000, out);
+    return 0;
+}

@@ -26,6 +26,11 @@ int timestamp_parse(const char *s, size_t len, int64_t *out, char *err, size_t e
  * timestamp_parse. */
 void timestamp_format(int64_t micros, char *out);
 
+/* Format a Kafka record timestamp (milliseconds since the epoch) like
+ * timestamp_format. Returns -1, writing nothing, when there is none (< 0)
+ * or it lies beyond 9999-12-31: producers may set any 64-bit value. */
+int timestamp_format_kafka_ms(int64_t ms, char *out);
+
 /* Days since 1970-01-01 of a proleptic Gregorian date. */
 int64_t timestamp_days_from_civil(int64_t y, unsigned m, unsigned d);
 

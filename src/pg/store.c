@@ -433,7 +433,9 @@ static int write_dead_letters(store_t *st, batch_t *b, size_t *written, char *er
             snprintf(text[k][0], sizeof text[k][0], "%d", r->partition);
             snprintf(text[k][1], sizeof text[k][1], "%lld", (long long)r->offset);
             snprintf(text[k][2], sizeof text[k][2], "%zu", payload_len);
-            if (r->timestamp_ms >= 0) timestamp_format(r->timestamp_ms * 1000, text[k][3]);
+            /* Any int64 may come from a producer: outside what the column
+             * can hold, the dead letter keeps no timestamp rather than fail. */
+            bool has_ts = timestamp_format_kafka_ms(r->timestamp_ms, text[k][3]) == 0;
             if (stored < payload_len)
                 snprintf(details[k], sizeof details[k], "%s (payload truncated to %zu of %zu bytes)",
                          e->rejection.detail, stored, payload_len);
@@ -442,7 +444,7 @@ static int write_dead_letters(store_t *st, batch_t *b, size_t *written, char *er
             values[p + 0] = r->topic;
             values[p + 1] = text[k][0];
             values[p + 2] = text[k][1];
-            values[p + 3] = r->timestamp_ms >= 0 ? text[k][3] : NULL;
+            values[p + 3] = has_ts ? text[k][3] : NULL;
             /* bytea in binary format: the bytes exactly, invalid UTF-8 too. */
             values[p + 4] = r->key;
             lengths[p + 4] = (int)r->key_len;

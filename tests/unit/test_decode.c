@@ -7,6 +7,7 @@
  * controls the exact bytes the decoder sees. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1273,6 +1274,40 @@ static void expect_invalid_utf8(const char *bad_string_raw)
                   NULL);
 }
 
+/* The detail goes to a TEXT column: PostgreSQL refuses invalid UTF-8, and a
+ * refused dead letter stops the pipeline. A strict decoder, not a byte
+ * count, decides. */
+static bool valid_utf8(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 0;
+        if (n == 0) return false;
+        for (int i = 1; i < n; i++)
+            if ((p[i] & 0xC0) != 0x80) return false;
+        p += n;
+    }
+    return true;
+}
+
+static void rejection_detail_is_valid_utf8_when_a_long_multibyte_name_is_cut(void **state)
+{
+    (void)state;
+    char key[400] = "x"; /* then two-byte characters: a cut at an even byte splits one */
+    for (int i = 0; i < 100; i++) strcat(key, "\u00e9");
+    char protocols[600];
+    snprintf(protocols, sizeof protocols, "{\"%s\": -1}", key);
+    char *json = msg(NET, "protocols", protocols, NULL);
+    event_t ev = {0};
+    rejection_t rej = {0};
+    int rc = decode_record(pipeline_get(NET), json, strlen(json), &ev, &rej);
+    free(json);
+    event_free(&ev);
+    assert_int_equal(rc, -1);
+    assert_string_equal(rej.error_type, ERROR_INVALID_FIELD);
+    if (!valid_utf8(rej.detail)) fail_msg("detail is not valid UTF-8: %s", rej.detail);
+}
+
 static void raw_0xff_byte_is_invalid_utf8(void **state)
 {
     (void)state;
@@ -1593,6 +1628,7 @@ int main(void)
         cmocka_unit_test(lone_surrogate_escape_is_rejected),
         cmocka_unit_test(escaped_surrogate_pair_is_one_character),
         cmocka_unit_test(raw_0xff_byte_is_invalid_utf8),
+        cmocka_unit_test(rejection_detail_is_valid_utf8_when_a_long_multibyte_name_is_cut),
         cmocka_unit_test(overlong_encoding_is_invalid_utf8),
         cmocka_unit_test(encoded_surrogate_is_invalid_utf8),
         cmocka_unit_test(truncated_or_out_of_range_sequence_is_invalid_utf8),

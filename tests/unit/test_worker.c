@@ -386,6 +386,32 @@ static void unregistered_app_is_dead_lettered_not_retried(void **state)
     batch_free(&b);
 }
 
+static void unregistered_multibyte_name_gives_a_valid_utf8_detail(void **state)
+{
+    (void)state;
+    /* 255 three-byte characters: the name alone is longer than the detail. */
+    char name[255 * 3 + 1] = {0};
+    for (int i = 0; i < 255; i++) strcat(name, "\xe2\x82\xac");
+    char value[1200];
+    snprintf(value, sizeof value,
+             "{\"package_name\":\"%s\",\"review_id\":\"r1\",\"score\":4,\"thumbs_up_count\":1,"
+             "\"reviewed_at\":\"2026-11-29T12:00:00Z\",\"last_synced_at\":\"2026-11-29T12:00:00Z\"}",
+             name);
+    record_t r = {.topic = "reviews", .value = value, .value_len = strlen(value)};
+    batch_t b;
+    batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
+    batch_decode(&b, &r, 1);
+    batch_bind(&b, known_app, NULL);
+    assert_int_equal(b.entries[0].state, ENTRY_REJECTED);
+    const unsigned char *p = (const unsigned char *)b.entries[0].rejection.detail;
+    while (*p) { /* only ASCII and whole euro signs */
+        if (*p < 0x80) p++;
+        else if (p[0] == 0xe2 && p[1] == 0x82 && p[2] == 0xac) p += 3;
+        else fail_msg("detail is not valid UTF-8 at byte %td", p - (const unsigned char *)b.entries[0].rejection.detail);
+    }
+    batch_free(&b);
+}
+
 static void review_with_latest_last_synced_at_wins_inside_a_batch(void **state)
 {
     (void)state;
@@ -446,6 +472,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(transient_error_at_finish_retries_the_same_batch_before_the_next, setup, teardown),
         cmocka_unit_test_setup_teardown(stop_request_takes_no_new_batch_while_the_last_one_is_written, setup, teardown),
         cmocka_unit_test_setup_teardown(unregistered_app_is_dead_lettered_not_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(unregistered_multibyte_name_gives_a_valid_utf8_detail, setup, teardown),
         cmocka_unit_test_setup_teardown(review_with_latest_last_synced_at_wins_inside_a_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(app_stats_redelivery_inside_a_batch_keeps_the_first, setup, teardown),
     };
