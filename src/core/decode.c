@@ -92,6 +92,23 @@ static int reject(rejection_t *rej, const char *type, const char *fmt, ...)
     return -1;
 }
 
+/* A number too large for a double fails jansson's whole parse, naming no
+ * field. Such a number is replaced by this marker, the JSON string
+ * "\u0000overflow", and the document parsed again: the field that holds it
+ * is then rejected by name, or ignored when it is unknown. A real string
+ * equal to the marker holds U+0000 and is rejected anyway. */
+#define OVERFLOW_MARKER_JSON "\"\\u0000overflow\""
+static bool is_overflow_marker(const json_t *v)
+{
+    return json_is_string(v) && json_string_length(v) == 9 &&
+           memcmp(json_string_value(v), "\0overflow", 9) == 0;
+}
+
+static int reject_overflow(rejection_t *rej, const char *name)
+{
+    return reject(rej, ERROR_INVALID_FIELD, "%s: number out of range (beyond what a double can hold)", name);
+}
+
 static const char *json_type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
@@ -145,6 +162,7 @@ static int get_integer(const char *name, const json_t *v, int64_t min, int64_t m
                        rejection_t *rej)
 {
     int64_t x;
+    if (is_overflow_marker(v)) return reject_overflow(rej, name);
     if (json_is_integer(v)) {
         x = json_integer_value(v);
     } else if (json_is_real(v)) {
@@ -328,6 +346,7 @@ static int decode_field(const field_spec_t *f, json_t *v, event_t *ev, size_t *c
                         int64_t *micros, rejection_t *rej)
 {
     int64_t x;
+    if (is_overflow_marker(v)) return reject_overflow(rej, f->name);
     switch (f->kind) {
     case FIELD_STRING:
         if (check_string(f->name, v, f->min, f->max, rej)) return -1;
@@ -366,10 +385,60 @@ static int reject_parse_error(const json_error_t *e, rejection_t *rej)
     case json_error_numeric_overflow:
         return reject(rej, ERROR_INVALID_FIELD, "a number is out of range at byte %d: %s",
                       e->position, e->text);
+    case json_error_null_byte_in_key:
+        return reject(rej, ERROR_INVALID_FIELD,
+                      "an object key contains a NUL character (U+0000), which PostgreSQL cannot hold: %s",
+                      e->text);
     default:
         return reject(rej, ERROR_INVALID_JSON, "%s at line %d, column %d", e->text, e->line,
                       e->column);
     }
+}
+
+/* The start of the number token that ends at `end`. */
+static size_t number_start(const char *s, size_t end)
+{
+    while (end > 0 && strchr("0123456789+-.eE", s[end - 1]) && s[end - 1] != '\0') end--;
+    return end;
+}
+
+/* Parse, recovering from numbers too large for jansson: an integer beyond
+ * 64 bits makes it parse again with integers as doubles (integers below 2^53
+ * stay exact; a known integer field at or beyond 2^53 is then rejected in
+ * this rare path rather than stored rounded); a number beyond a double is
+ * replaced by the overflow marker. Returns the document or NULL with *jerr. */
+static json_t *load_json(const void *value, size_t len, json_error_t *jerr)
+{
+    /* JSON_REJECT_DUPLICATES: a key given twice is a classic way to smuggle
+     * a value past validation. JSON_ALLOW_NUL: let \u0000 through the parser
+     * so the field check can name the field that holds it. */
+    size_t flags = JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL;
+    static const char marker[] = OVERFLOW_MARKER_JSON;
+    char *copy = NULL;
+    const char *text = value;
+    json_t *root = json_loadb(text, len, flags, jerr);
+
+    for (int tries = 0; !root && json_error_code(jerr) == json_error_numeric_overflow && tries < 64; tries++) {
+        size_t end = (size_t)jerr->position, start = number_start(text, end);
+        if (start == end || end > len) break;
+        if (!(flags & JSON_DECODE_INT_AS_REAL) && !memchr(text + start, '.', end - start) &&
+            !memchr(text + start, 'e', end - start) && !memchr(text + start, 'E', end - start)) {
+            flags |= JSON_DECODE_INT_AS_REAL;
+        } else {
+            char *next = malloc(len - (end - start) + sizeof marker);
+            if (!next) abort();
+            memcpy(next, text, start);
+            memcpy(next + start, marker, sizeof marker - 1);
+            memcpy(next + start + sizeof marker - 1, text + end, len - end);
+            len = len - (end - start) + sizeof marker - 1;
+            free(copy);
+            copy = next;
+            text = copy;
+        }
+        root = json_loadb(text, len, flags, jerr);
+    }
+    free(copy);
+    return root;
 }
 
 int decode_record(const pipeline_def_t *def, const void *value, size_t len, event_t *ev,
@@ -386,16 +455,7 @@ int decode_record(const pipeline_def_t *def, const void *value, size_t len, even
     /* JSON_REJECT_DUPLICATES: a key given twice is a classic way to smuggle a
      * value past validation. JSON_ALLOW_NUL: let \u0000 through the parser so
      * the field check below can name the field that holds it. */
-    const size_t flags = JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL;
-    root = json_loadb(value, len, flags, &jerr);
-    /* An integer beyond 64 bits fails the whole parse, which would name no
-     * field and reject a message whose huge number sits in an unknown field
-     * (unknown fields are ignored). Parse again with integers as doubles:
-     * the field checks then name the field or ignore it. Integers below 2^53
-     * stay exact; a known integer field at or beyond 2^53 is rejected in
-     * this rare path rather than stored rounded. */
-    if (!root && json_error_code(&jerr) == json_error_numeric_overflow)
-        root = json_loadb(value, len, flags | JSON_DECODE_INT_AS_REAL, &jerr);
+    root = load_json(value, len, &jerr);
     if (!root) return reject_parse_error(&jerr, rej);
     if (!json_is_object(root)) {
         reject(rej, ERROR_INVALID_JSON, "expected a JSON object, got %s", json_type_name(root));

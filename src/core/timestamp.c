@@ -160,7 +160,8 @@ void timestamp_format(int64_t micros, char *out)
 
 int timestamp_format_kafka_ms(int64_t ms, char *out)
 {
-    if (ms < 0 || ms >= INT64_C(253402300800000)) return -1;
+    /* Up to INT64_MAX microseconds (year 294247), within PostgreSQL's range. */
+    if (ms < 0 || ms > INT64_MAX / 1000) return -1;
     timestamp_format(ms * 1000, out);
     return 0;
 }

@@ -28,7 +28,8 @@ void timestamp_format(int64_t micros, char *out);
 
 /* Format a Kafka record timestamp (milliseconds since the epoch) like
  * timestamp_format. Returns -1, writing nothing, when there is none (< 0)
- * or it lies beyond 9999-12-31: producers may set any 64-bit value. */
+ * or it lies beyond INT64_MAX microseconds: producers may set any 64-bit
+ * value, and a dead letter must keep what PostgreSQL can hold. */
 int timestamp_format_kafka_ms(int64_t ms, char *out);
 
 /* Days since 1970-01-01 of a proleptic Gregorian date. */

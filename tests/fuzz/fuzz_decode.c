@@ -1,7 +1,9 @@
 /* libFuzzer target: every byte string through every pipeline's decoder.
  * Under ASan+UBSan a crash, a leak or undefined behaviour is a finding; so
  * is an accepted record whose columns break the decoder's own promises (a
- * NUL-free text for every column, a package name of 1..255 characters).
+ * NUL-free text for every column, a package name of 1..255 characters), or
+ * a rejection whose detail is not valid UTF-8 (error_detail is TEXT: a
+ * dead letter PostgreSQL refuses stops the pipeline).
  * Every crash found becomes a regression test in tests/unit/test_decode.c. */
 #include <stddef.h>
 #include <stdint.h>
@@ -25,8 +27,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 const char *c = event_column(&ev, i);
                 if (def->fields[i].required && !c) abort();
             }
-        } else if (!rej.error_type || !rej.detail[0]) {
-            abort();
+        } else {
+            char repaired[sizeof rej.detail];
+            if (!rej.error_type || !rej.detail[0]) abort();
+            memcpy(repaired, rej.detail, sizeof repaired);
+            decode_repair_utf8(repaired);
+            if (strcmp(repaired, rej.detail) != 0) abort();
         }
     }
     return 0;

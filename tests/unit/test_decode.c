@@ -954,6 +954,38 @@ static void total_bytes_beyond_int64_is_invalid_field(void **state)
                   ERROR_INVALID_FIELD, "real_installs:", "out of range");
 }
 
+static void number_beyond_a_double_names_its_field(void **state)
+{
+    (void)state;
+    expect_reject(NET, msg(NET, "duration_seconds", "1e400", NULL), ERROR_INVALID_FIELD,
+                  "duration_seconds:", "out of range");
+    expect_reject(REV, msg(REV, "thumbs_up_count", "-2e999", NULL), ERROR_INVALID_FIELD,
+                  "thumbs_up_count:", "out of range");
+    expect_reject(APP, msg(APP, "histogram", "[1, 2, 1e400, 4, 5]", NULL), ERROR_INVALID_FIELD,
+                  "histogram[2]:", "out of range");
+    /* A string field holding such a number is not quietly turned into text. */
+    expect_reject(REV, msg(REV, "user_name", "1e400", NULL), ERROR_INVALID_FIELD, "user_name:", NULL);
+}
+
+static void unknown_field_with_a_number_beyond_a_double_is_ignored(void **state)
+{
+    (void)state;
+    event_t ev = {0};
+    rejection_t rej = {0};
+    char *json = msg(NET, "future_ratio", "1e400", "other", "[-1e999, 2e500]", NULL);
+    int rc = decode_record(pipeline_get(NET), json, strlen(json), &ev, &rej);
+    free(json);
+    if (rc != 0) fail_msg("rejected %s: %s", rej.error_type, rej.detail);
+    event_free(&ev);
+}
+
+static void nul_in_an_object_key_is_an_invalid_field(void **state)
+{
+    (void)state;
+    expect_reject(NET, msg(NET, "protocols", "{\"t\\u0000cp\": 3}", NULL), ERROR_INVALID_FIELD, NULL,
+                  "NUL");
+}
+
 static void unknown_field_with_an_integer_beyond_int64_is_ignored(void **state)
 {
     (void)state;
@@ -1240,7 +1272,7 @@ static void nul_in_any_string_field_is_rejected_naming_the_field(void **state)
 static void nul_in_protocol_name_is_rejected(void **state)
 {
     (void)state;
-    expect_reject(NET, msg(NET, "protocols", "{\"tc\\u0000p\": 1}", NULL), ERROR_INVALID_JSON,
+    expect_reject(NET, msg(NET, "protocols", "{\"tc\\u0000p\": 1}", NULL), ERROR_INVALID_FIELD,
                   NULL, NULL);
 }
 
@@ -1604,6 +1636,9 @@ int main(void)
         cmocka_unit_test(bigint_fields_at_int64_max_are_accepted),
         cmocka_unit_test(total_bytes_beyond_int64_is_invalid_field),
         cmocka_unit_test(unknown_field_with_an_integer_beyond_int64_is_ignored),
+        cmocka_unit_test(number_beyond_a_double_names_its_field),
+        cmocka_unit_test(unknown_field_with_a_number_beyond_a_double_is_ignored),
+        cmocka_unit_test(nul_in_an_object_key_is_an_invalid_field),
         cmocka_unit_test(negative_counts_are_rejected),
         cmocka_unit_test(fractional_number_for_integer_field_is_rejected),
         cmocka_unit_test(integral_number_for_integer_field_is_accepted_as_integer),
