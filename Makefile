@@ -78,9 +78,10 @@ deps:
 	scripts/install-deps.sh
 
 # make test: installs what a fresh machine lacks, then runs every test (unit and
-# integration) against the sanitizer build.
+# integration) against the sanitizer build (the resource suite measures the
+# release build's memory, so that is built too).
 test: deps
-	$(MAKE) sanitize $(BUILD)/kafka-mock-broker
+	$(MAKE) all sanitize
 	FUZZ_BIN=$(BUILD)/fuzz/fuzz_decode FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh $(SAN_BUILD)
 
 # make demo: the README's main command.
