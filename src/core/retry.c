@@ -4,7 +4,10 @@
 
 error_class_t retry_classify(const char *sqlstate, bool connection_bad)
 {
-    if (!sqlstate || !*sqlstate) return connection_bad ? ERROR_CLASS_TRANSIENT : ERROR_CLASS_FATAL;
+    /* The server sends a SQLSTATE with every error it reports. None means
+     * libpq's own error: the server closed the connection (an immediate
+     * restart), even while PQstatus still says OK. Retries are bounded. */
+    if (!sqlstate || !*sqlstate) return ERROR_CLASS_TRANSIENT;
     /* Class 08: connection exceptions. Class 53: insufficient resources (too
      * many connections, disk full, out of memory) pass once the operator or
      * the server frees them. */

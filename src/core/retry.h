@@ -16,8 +16,8 @@ typedef enum {
 } error_class_t;
 
 /* Classify an error by its SQLSTATE (NULL or "" when the server sent none)
- * and whether the connection is still usable. No SQLSTATE on a broken
- * connection is a lost connection: transient. */
+ * and whether the connection is still usable. No SQLSTATE is a lost
+ * connection: transient. */
 error_class_t retry_classify(const char *sqlstate, bool connection_bad);
 
 /* Delay before retry number `attempt` (1-based): base, 2*base, 4*base, ... */

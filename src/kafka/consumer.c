@@ -1,6 +1,7 @@
 #include "kafka/consumer.h"
 
 #include <librdkafka/rdkafka.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@ struct consumer {
     const pipeline_def_t *def;
     rd_kafka_t *rk;
     rd_kafka_topic_partition_list_t *owned; /* current assignment */
+    bool ever_assigned; /* a first assignment (even an empty one) arrived */
     /* Two polls may be alive at once: the batch being written and the next
      * one, taken and decoded meanwhile. */
     struct {
@@ -57,6 +59,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                 rd_kafka_topic_partition_list_add(c->owned, parts->elems[i].topic,
                                                   parts->elems[i].partition);
         }
+        c->ever_assigned = true;
         LOG_INFO(c->def->name, "partitions assigned count=%d owned=%d", parts->cnt, c->owned->cnt);
         if (cooperative) error = rd_kafka_incremental_assign(rk, parts);
         else rd_kafka_assign(rk, parts);
@@ -78,6 +81,15 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
+    /* librdkafka 2.0.2 resets an offset the broker no longer holds without
+     * telling the application, only its log: retention deleted messages
+     * that were never stored. That must be loud. */
+    if (strstr(buf, "offset reset") && strstr(buf, "Offset out of range")) {
+        LOG_ERROR("rdkafka", "MESSAGES LOST BEFORE THEY WERE STORED: the broker no longer holds the "
+                             "offset this group had reached (retention deleted them); consumption "
+                             "resumes at the log start: %s", buf);
+        return;
+    }
     /* syslog levels: 0..3 error, 4 warning, 5..6 info, 7 debug. */
     log_level_t lvl = level <= 3 ? LOG_LEVEL_ERROR : level == 4 ? LOG_LEVEL_WARN
                     : level <= 6 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG;
@@ -273,6 +285,15 @@ void consumer_release(consumer_t *c, record_t *records)
     }
 }
 
+/* Errors of a group between generations: the commit is refused until the
+ * member has rejoined, and a later commit covers these offsets. A zombie
+ * member sees the same errors: its commit is refused, as it must be. */
+static bool group_in_flux(rd_kafka_resp_err_t e)
+{
+    return e == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS || e == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
+           e == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID;
+}
+
 int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err, size_t errlen)
 {
     rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(4);
@@ -312,7 +333,7 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *
     e = rd_kafka_event_error(ev);
     if (e) {
         snprintf(err, errlen, "offset commit failed: %s", rd_kafka_event_error_string(ev));
-        if (e == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS) rc = 1;
+        if (group_in_flux(e)) rc = 1;
     } else {
         /* Per-partition errors travel in the event's partition list. */
         const rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev);
@@ -321,7 +342,7 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *
             if (res->elems[i].err) {
                 snprintf(err, errlen, "offset commit failed for %s [%d]: %s", res->elems[i].topic,
                          res->elems[i].partition, rd_kafka_err2str(res->elems[i].err));
-                rc = res->elems[i].err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS ? 1 : -1;
+                rc = group_in_flux(res->elems[i].err) ? 1 : -1;
                 break;
             }
         }
@@ -353,10 +374,39 @@ void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, int max)
     rd_kafka_topic_partition_list_destroy(pos);
 }
 
+/* Kept reachable on purpose: see consumer_close. */
+static rd_kafka_t *unclosable[PIPELINE_COUNT * 4];
+
 void consumer_close(consumer_t *c)
 {
     if (!c) return;
     for (int k = 0; k < 2; k++) consumer_release(c, c->slot[k].records);
+    /* librdkafka before 2.3.0 asserts (aborts the process) when a
+     * cooperative-sticky consumer is destroyed before its first assignment
+     * arrived (upstream issue 4312). Wait for it, within half the shutdown
+     * timeout; what it delivers meanwhile is dropped uncommitted. */
+    int64_t deadline = now_ms() + c->settings->shutdown_timeout_seconds * 500LL;
+    while (!c->ever_assigned && now_ms() < deadline) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 100);
+        if (m) rd_kafka_message_destroy(m);
+    }
+    if (!c->ever_assigned) {
+        /* Still none: leave the handle to the process exit, which is near
+         * (a consumer closes only when its pipeline stops). */
+        LOG_WARN(c->def->name, "consumer closed before the group assigned it anything: not destroyed (a librdkafka 2.0.2 bug would abort the process)");
+        for (size_t i = 0; i < sizeof unclosable / sizeof unclosable[0]; i++)
+            if (!unclosable[i]) {
+                unclosable[i] = c->rk;
+                break;
+            }
+        rd_kafka_topic_partition_list_destroy(c->owned);
+        for (int k = 0; k < 2; k++) {
+            free(c->slot[k].messages);
+            free(c->slot[k].records);
+        }
+        free(c);
+        return;
+    }
     /* Close before destroy: leaves the group so the broker rebalances at
      * once instead of after a session timeout. */
     rd_kafka_resp_err_t e = rd_kafka_consumer_close(c->rk);

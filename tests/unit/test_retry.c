@@ -76,9 +76,12 @@ TEST(undefined_table_42P01_is_fatal, expect_fatal("42P01"))
 TEST(syntax_error_42601_is_fatal, expect_fatal("42601"))
 TEST(other_sql_bugs_of_class_42_are_fatal,
      expect_fatal("42501"); expect_fatal("42703"); expect_fatal("42P10"))
-TEST(no_sqlstate_on_a_fine_connection_is_fatal,
-     expect_class(NULL, false, ERROR_CLASS_FATAL);
-     expect_class("", false, ERROR_CLASS_FATAL))
+/* The server sends a SQLSTATE with every error it reports; an error
+ * without one comes from libpq itself: the server closed the connection
+ * (an immediate restart), and PQstatus may still say OK at that moment. */
+TEST(no_sqlstate_is_a_lost_connection_even_while_the_status_still_says_ok,
+     expect_class(NULL, false, ERROR_CLASS_TRANSIENT);
+     expect_class("", false, ERROR_CLASS_TRANSIENT))
 TEST(unexpected_sqlstates_are_fatal,
      expect_fatal("XX000"); expect_fatal("XX001"); expect_fatal("3D000"); expect_fatal("28P01");
      expect_fatal("25P02"); expect_fatal("0A000"); expect_fatal("54000"); expect_fatal("57000"))
@@ -161,7 +164,7 @@ int main(void)
         cmocka_unit_test(undefined_table_42P01_is_fatal),
         cmocka_unit_test(syntax_error_42601_is_fatal),
         cmocka_unit_test(other_sql_bugs_of_class_42_are_fatal),
-        cmocka_unit_test(no_sqlstate_on_a_fine_connection_is_fatal),
+        cmocka_unit_test(no_sqlstate_is_a_lost_connection_even_while_the_status_still_says_ok),
         cmocka_unit_test(unexpected_sqlstates_are_fatal),
         cmocka_unit_test(transient_codes_match_exactly),
         cmocka_unit_test(backoff_doubles_from_1_second_over_5_attempts),
