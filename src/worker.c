@@ -247,8 +247,28 @@ int worker_run(worker_t *w)
         if (w->after_db_commit) w->after_db_commit(w->fault_ctx);
         log_rejects(w, &cur->batch);
 
+        /* A stop finishes the batch in flight, not the one taken meanwhile:
+         * that one is released uncommitted and redelivered. */
+        bool stopping = atomic_load(w->stop);
+        if (stopping && next) {
+            w->consumer.release(w->consumer.ctx, next->records);
+            next->records = NULL;
+            next = NULL;
+        }
+
         /* Only now, with the rows durable, may the offsets move. */
         int committed = w->consumer.commit(w->consumer.ctx, cur->records, cur->n, err, sizeof err);
+        /* At a stop, the in-flight batch is to be committed: a commit refused
+         * while the group rebalances is tried again as the rebalance
+         * completes (polling serves it; what arrives is dropped uncommitted),
+         * within half the shutdown timeout. */
+        long long commit_until = now_ms() + s->shutdown_timeout_seconds * 500LL;
+        while (stopping && committed > 0 && now_ms() < commit_until) {
+            record_t *dropped = NULL;
+            if (w->consumer.poll(w->consumer.ctx, 1, 100, &dropped, err, sizeof err) > 0)
+                w->consumer.release(w->consumer.ctx, dropped);
+            committed = w->consumer.commit(w->consumer.ctx, cur->records, cur->n, err, sizeof err);
+        }
         if (committed == 0) {
             commit_failures = 0;
             rebalancing_since_ms = 0;
@@ -290,11 +310,9 @@ int worker_run(worker_t *w)
         w->consumer.release(w->consumer.ctx, cur->records);
         cur->records = NULL;
         if (rc != 0) break; /* the batch is logged: it is stored */
+        if (stopping) break;
         cur = next;
         next = NULL;
-        /* A stop finishes the batch in flight, not the one taken meanwhile:
-         * that one is released uncommitted and redelivered. */
-        if (atomic_load(w->stop)) break;
     }
     /* Batches taken but not committed are redelivered to whoever owns their
      * partitions next. */

@@ -298,6 +298,18 @@ static void commits_refused_during_a_rebalance_do_not_count_toward_the_limit(voi
     assert_int_equal(fx->fake.commits, 12);
 }
 
+static void at_a_stop_a_commit_refused_by_a_rebalance_is_retried(void **state)
+{
+    fixture_t *fx = *state;
+    fx->fake.batches = 1;
+    fx->fake.stop_during_poll = true;
+    fx->fake.commit_rebalancing_times = 2;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    /* Polling between the tries lets the rebalance complete. */
+    assert_string_equal(trace(&fx->fake), "poll resolve write commit poll commit poll commit");
+    assert_int_equal(fx->fake.ncommitted, 1);
+}
+
 static void a_rebalance_that_never_ends_fails_the_pipeline(void **state)
 {
     fixture_t *fx = *state;
@@ -468,6 +480,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(commit_failures_at_the_limit_fail_the_pipeline, setup, teardown),
         cmocka_unit_test_setup_teardown(commits_refused_during_a_rebalance_do_not_count_toward_the_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(a_rebalance_that_never_ends_fails_the_pipeline, setup, teardown),
+        cmocka_unit_test_setup_teardown(at_a_stop_a_commit_refused_by_a_rebalance_is_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(pipelined_batch_commits_its_offsets_only_after_its_write_finished, setup, teardown),
         cmocka_unit_test_setup_teardown(transient_error_at_finish_retries_the_same_batch_before_the_next, setup, teardown),
         cmocka_unit_test_setup_teardown(stop_request_takes_no_new_batch_while_the_last_one_is_written, setup, teardown),
