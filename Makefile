@@ -31,7 +31,7 @@ MAIN_SRC := src/main.c
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all clean test deps sanitize demo fuzz bench bench-bins
+.PHONY: all clean test deps sanitize demo fuzz bench bench-bins reliability
 
 all: $(BUILD)/storage-consumer $(BUILD)/kafka-mock-broker
 
@@ -83,6 +83,14 @@ deps:
 test: deps
 	$(MAKE) all sanitize
 	FUZZ_BIN=$(BUILD)/fuzz/fuzz_decode FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh $(SAN_BUILD)
+
+# make reliability: the service against kill -9, PostgreSQL and broker faults,
+# rebalances and graceful stops, each scenario judged by a model of what was
+# published (tests/reliability/); prints a table, fails if anything was lost,
+# duplicated or wrongly updated. Runs the release build, for speed.
+reliability: deps
+	$(MAKE) all
+	tests/reliability/run.sh $(BUILD)
 
 # make demo: the README's main command.
 demo: deps

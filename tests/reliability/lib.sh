@@ -1,0 +1,584 @@
+# Shared by the reliability scenarios (run.sh sources it): the scenario's
+# database and topics, the published stream and its model, the service's
+# processes, the faults' helpers, checkpoints and the checker.
+#
+# Set by run.sh: TOP, HERE, BIN, PG, BROKER, RWORK, ROOT_DB, BOOTSTRAP.
+# Set by scenario_begin for one scenario (each runs in its own subshell):
+#   SC (name), SW (its work directory), DB (its database), PIPES (the
+#   pipelines it consumes), T_REVIEWS, T_APP_STATS, T_NETWORK_METRICS,
+#   GROUP_PREFIX.
+#
+# Checks never stop a scenario: a failed expectation is written to
+# $SW/failures and the scenario goes on to the checker, so that the table
+# always says what was lost, duplicated or wrongly updated.
+
+# ---------------------------------------------------------------------------
+# Reporting.
+
+ts_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# "1234 ms" for a number, the word itself ("timeout", "exited") otherwise.
+ms() { case $1 in '' | *[!0-9]*) echo "${1:-?}" ;; *) echo "$1 ms" ;; esac; }
+
+# Processes are ended by their id only, and only while that id is still the
+# process that was started: pids are reused (pid_max may be 32768), so each
+# one is recorded with its start time (/proc/PID/stat, field 22) and checked
+# before a signal is sent.
+proc_start() { sed -E 's/^[0-9]+ \(.*\) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+
+track() { # pid: a background process of this scenario, ended at its end
+    echo "$1 $(proc_start "$1")" >>"$SW/bg.pids"
+}
+
+signal_if_same() { # signal pid start_time
+    [ -n "$3" ] && [ "$(proc_start "$2")" = "$3" ] && kill "-$1" "$2" 2>/dev/null
+    return 0
+}
+
+note() { # text: a line of the scenario's notes (printed in the report)
+    echo "$*" >>"$SW/notes"
+    echo "# [$SC] $*"
+    echo "#   $SC: $*" >&3
+}
+
+trace() { echo "# [$SC] $(date +%T.%3N) $*"; }
+
+fail_check() { # text
+    echo "$*" >>"$SW/failures"
+    echo "# [$SC] FAILED CHECK: $*"
+    echo "#   $SC: FAILED: $*" >&3
+}
+
+expect_eq() { # description expected actual
+    if [ "$2" = "$3" ]; then
+        trace "ok: $1 = $3"
+    else
+        fail_check "$1: expected [$2], got [$3]"
+    fi
+}
+
+expect_log() { # service regex description
+    if grep -qE -- "$2" "$SW/$1.log" 2>/dev/null; then
+        trace "ok: $3"
+    else
+        fail_check "$3: /$2/ not in $1's log"
+    fi
+}
+
+expect_no_log() { # service regex description
+    if grep -qE -- "$2" "$SW/$1.log" 2>/dev/null; then
+        fail_check "$3: $(grep -m1 -E -- "$2" "$SW/$1.log" | cut -c1-300)"
+    else
+        trace "ok: $3"
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# PostgreSQL and the broker.
+
+sql() { psql "$DB" -X -q -v ON_ERROR_STOP=1 -At -c "$1"; }
+sql_root() { psql "$ROOT_DB" -X -q -v ON_ERROR_STOP=1 -At -c "$1"; }
+bctl() { "$BROKER" ctl "$RWORK/kafka" "$@"; }
+pg_ctl_() { "$PG" ctl "$RWORK/pg" "$@"; }
+
+pg_is_up() { pg_ctl_ status >/dev/null 2>&1 && psql "$ROOT_DB" -X -q -At -c "SELECT 1" >/dev/null 2>&1; }
+
+pg_ensure_up() {
+    local i
+    pg_ctl_ status >/dev/null 2>&1 || pg_ctl_ start >/dev/null 2>&1 || true
+    for i in $(seq 1 100); do
+        pg_is_up && return 0
+        sleep 0.1
+    done
+    echo "# cannot bring PostgreSQL back" >&2
+    return 1
+}
+
+topic_of() { # pipeline
+    case $1 in
+    reviews) echo "$T_REVIEWS" ;;
+    app-stats) echo "$T_APP_STATS" ;;
+    network-metrics) echo "$T_NETWORK_METRICS" ;;
+    esac
+}
+
+scenario_topics() {
+    local p
+    for p in $PIPES; do topic_of "$p"; done
+}
+
+watermarks() { # topic partition -> "LO HI"
+    local r
+    r=$(bctl watermarks "$1" "$2") || { echo "? ?"; return 1; }
+    echo "${r#ok }"
+}
+
+committed() { # pipeline partition -> offset (-1001: nothing committed)
+    local r
+    r=$(bctl committed "$GROUP_PREFIX.$1" "$(topic_of "$1")" "$2") || { echo "?"; return 1; }
+    echo "${r#ok }"
+}
+
+# ---------------------------------------------------------------------------
+# The scenario's world: a database with the App API's table, the consumer's
+# schema and the model's; topics of 3 partitions; its own consumer groups.
+
+APPS=8
+
+scenario_begin() { # name pipelines...
+    SC=$1
+    shift
+    PIPES="$*"
+    PIPES_CSV=$(echo "$PIPES" | tr ' ' ',')
+    CK=0
+    local db
+    db=rel_$(echo "$SC" | tr -c 'a-z0-9\n' '_')
+    sql_root "DROP DATABASE IF EXISTS $db" >/dev/null
+    sql_root "CREATE DATABASE $db" >/dev/null
+    DB=$(echo "$ROOT_DB" | sed "s/dbname=postgres/dbname=$db/")
+    sql "CREATE TABLE apps_registry_application (
+           id BIGSERIAL PRIMARY KEY,
+           package_name VARCHAR(255) NOT NULL UNIQUE,
+           name VARCHAR(255),
+           is_active BOOLEAN NOT NULL DEFAULT true,
+           created_at TIMESTAMPTZ NOT NULL DEFAULT now())" >/dev/null
+    sql "INSERT INTO apps_registry_application (package_name, name)
+         SELECT 'com.rel.app' || i, 'app ' || i FROM generate_series(1, $APPS) i" >/dev/null
+    env -i PATH="$PATH" STORAGE_DATABASE_URL="$DB" "$BIN" migrate >"$SW/migrate.log" 2>&1 ||
+        fail_check "migrate failed: $(tail -n 2 "$SW/migrate.log")"
+    psql "$DB" -X -q -v ON_ERROR_STOP=1 -f "$HERE/model.sql" >/dev/null
+    T_REVIEWS=rel-$SC-reviews
+    T_APP_STATS=rel-$SC-app-stats
+    T_NETWORK_METRICS=rel-$SC-network-metrics
+    GROUP_PREFIX=rel-$SC
+    local p t
+    for p in $PIPES; do
+        t=$(topic_of "$p")
+        bctl topic-create "$t" 3 >/dev/null
+        sql "INSERT INTO rel.topics VALUES ('$t', '$p')" >/dev/null
+    done
+    trace "database $db, topics $(scenario_topics | xargs), groups $GROUP_PREFIX.*"
+}
+
+# ---------------------------------------------------------------------------
+# The stream: gen.awk writes it ($SW/gen/<topic>.kv) with its model.
+
+gen_stream() { # seed reviews app_stats network_metrics [awk -v assignments...]
+    local seed=$1 r=$2 a=$3 n=$4 dir=${GEN_DIR:-$SW/gen}
+    shift 4
+    mkdir -p "$dir"
+    local args=() kv
+    for kv in "$@"; do args+=(-v "$kv"); done
+    LC_ALL=C awk -f "$HERE/gen.awk" -v out="$dir" -v seed="$seed" -v apps="$APPS" \
+        -v reviews="$r" -v app_stats="$a" -v network_metrics="$n" \
+        -v topic_reviews="$T_REVIEWS" -v topic_app_stats="$T_APP_STATS" \
+        -v topic_network_metrics="$T_NETWORK_METRICS" "${args[@]}" || fail_check "gen.awk failed"
+    psql "$DB" -X -q -v ON_ERROR_STOP=1 \
+        -c "\\copy rel.gen FROM '$dir/model.tsv' WITH (FORMAT csv, DELIMITER E'\\t', QUOTE E'\\x01')"
+    trace "generated $(wc -l <"$dir/model.tsv") records in $dir"
+}
+
+kcat_produce() { # topic [kcat args...] <records
+    local t=$1
+    shift
+    kcat -P -b "$BOOTSTRAP" -t "$t" -K'|' -X compression.codec=lz4 "$@"
+}
+
+# Produce the whole stream now.
+produce_all() {
+    local t
+    for t in $(scenario_topics); do
+        [ -s "$SW/gen/$t.kv" ] || continue
+        kcat_produce "$t" <"$SW/gen/$t.kv" || fail_check "kcat could not produce to $t"
+    done
+}
+
+# Produce the stream in the background, in CHUNKS slices spread over
+# SECONDS, every topic's slices interleaved: ingest and faults overlap.
+producer_start() { # seconds [chunks]
+    local secs=$1 chunks=${2:-20} t
+    mkdir -p "$SW/chunks"
+    rm -f "$SW/producer.done"
+    for t in $(scenario_topics); do
+        [ -s "$SW/gen/$t.kv" ] || continue
+        split -n "l/$chunks" -d -a 3 "$SW/gen/$t.kv" "$SW/chunks/$t."
+    done
+    local pause
+    pause=$(awk -v s="$secs" -v c="$chunks" 'BEGIN {printf "%.3f", s / c}')
+    (
+        for i in $(seq -f %03g 0 $((chunks - 1))); do
+            for t in $(scenario_topics); do
+                [ -s "$SW/chunks/$t.$i" ] || continue
+                kcat_produce "$t" <"$SW/chunks/$t.$i" || echo "$t chunk $i" >>"$SW/producer.failed"
+            done
+            sleep "$pause"
+        done
+        touch "$SW/producer.done"
+    ) &
+    PRODUCER_PID=$!
+    track "$PRODUCER_PID"
+}
+
+producer_wait() { # [seconds]
+    local i
+    for i in $(seq 1 $((${1:-120} * 10))); do
+        [ -f "$SW/producer.done" ] && break
+        sleep 0.1
+    done
+    [ -f "$SW/producer.done" ] || fail_check "the producer did not finish"
+    [ -f "$SW/producer.failed" ] && fail_check "kcat could not produce: $(xargs <"$SW/producer.failed")"
+    wait "$PRODUCER_PID" 2>/dev/null || true
+}
+
+# Where every record is: consume the scenario's topics once (kcat prints
+# topic, partition, offset and key) and load that into rel.coord. Called
+# again after more records, it adds the new ones.
+load_coords() {
+    local t
+    : >"$SW/coords.tsv"
+    for t in $(scenario_topics); do
+        kcat -C -b "$BOOTSTRAP" -t "$t" -o beginning -e -q -f '%t\t%p\t%o\t%k\n' >>"$SW/coords.tsv" ||
+            fail_check "kcat could not consume $t"
+    done
+    psql "$DB" -X -q -v ON_ERROR_STOP=1 \
+        -c "CREATE TEMP TABLE c (LIKE rel.coord)" \
+        -c "\\copy c FROM '$SW/coords.tsv'" \
+        -c "INSERT INTO rel.coord SELECT * FROM c ON CONFLICT DO NOTHING"
+}
+
+# A claim of "nothing lost" needs the broker to hold everything produced:
+# low watermark 0 on every partition.
+assert_broker_kept_everything() {
+    local t p wm
+    for t in $(scenario_topics); do
+        for p in 0 1 2; do
+            wm=$(watermarks "$t" "$p")
+            [ "${wm%% *}" = 0 ] || fail_check "the broker dropped records of $t [$p] (watermarks $wm): the scenario cannot prove that nothing was lost"
+        done
+    done
+}
+
+# ---------------------------------------------------------------------------
+# The service. Each process has a name; its log is $SW/NAME.log, its pid
+# $SW/NAME.pid, and once it has exited its exit code is in $SW/NAME.rc (a
+# watcher subshell waits for it). Its PostgreSQL sessions are named sc-NAME
+# (application_name), so a fault can pick one process's session.
+
+svc_env() { # name
+    echo "STORAGE_DATABASE_URL=$DB application_name=sc-$1"
+    echo "STORAGE_KAFKA_BOOTSTRAP_SERVERS=$BOOTSTRAP"
+    echo "STORAGE_PIPELINES=$PIPES_CSV"
+    echo "STORAGE_GROUP_PREFIX=$GROUP_PREFIX"
+    echo "STORAGE_TOPIC_REVIEWS=$T_REVIEWS"
+    echo "STORAGE_TOPIC_APP_STATS=$T_APP_STATS"
+    echo "STORAGE_TOPIC_NETWORK_METRICS=$T_NETWORK_METRICS"
+    # Small session timeouts: rebalances in seconds on the mock cluster.
+    echo "STORAGE_SESSION_TIMEOUT_MS=6000"
+    echo "STORAGE_POLL_TIMEOUT_MS=200"
+    echo "STORAGE_DB_RETRY_BASE_MS=200"
+    echo "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=10"
+    echo "STORAGE_HEARTBEAT_DIR=$SW/heartbeat-$1"
+}
+
+svc_start() { # name [VAR=value...]: later values override the defaults
+    local name=$1 vars
+    shift
+    mapfile -t vars < <(svc_env "$name")
+    rm -f "$SW/$name.rc" "$SW/$name.pid"
+    (
+        env -i PATH="$PATH" "${vars[@]}" "$@" "$BIN" run >"$SW/$name.log" 2>&1 3>&- &
+        proc_start $! >"$SW/$name.start"
+        echo $! >"$SW/$name.pid"
+        rc=0
+        wait $! || rc=$?
+        echo "$rc" >"$SW/$name.rc.tmp"
+        mv "$SW/$name.rc.tmp" "$SW/$name.rc"
+    ) &
+    track $!
+    while [ ! -s "$SW/$name.pid" ]; do sleep 0.01; done
+    echo "$name" >>"$SW/services"
+    trace "started $name (pid $(svc_pid "$name")) $*"
+}
+
+svc_pid() { cat "$SW/$1.pid"; }
+
+# Signal NAME if it is still the process svc_start started.
+svc_signal() { # name signal
+    [ -f "$SW/$1.rc" ] || signal_if_same "$2" "$(svc_pid "$1")" "$(cat "$SW/$1.start" 2>/dev/null)"
+}
+svc_running() { [ ! -f "$SW/$1.rc" ]; }
+
+svc_wait() { # name seconds -> exit code, or "timeout"
+    local i
+    for i in $(seq 1 $(($2 * 20))); do
+        [ -f "$SW/$1.rc" ] && break
+        sleep 0.05
+    done
+    if [ -f "$SW/$1.rc" ]; then cat "$SW/$1.rc"; else echo timeout; fi
+}
+
+svc_stop() { # name [seconds] -> exit code after SIGTERM
+    svc_signal "$1" TERM
+    svc_wait "$1" "${2:-30}"
+}
+
+svc_kill() { # name -> exit code after SIGKILL (137)
+    svc_signal "$1" KILL
+    svc_wait "$1" 10
+}
+
+log_count() { grep -cE -- "$2" "$SW/$1.log" 2>/dev/null || true; } # name regex
+
+wait_log() { # name regex [count] [seconds]: 0 when seen, 1 otherwise
+    local i
+    for i in $(seq 1 $((${4:-30} * 20))); do
+        [ "$(log_count "$1" "$2")" -ge "${3:-1}" ] && return 0
+        svc_running "$1" || { [ "$(log_count "$1" "$2")" -ge "${3:-1}" ]; return; }
+        sleep 0.05
+    done
+    return 1
+}
+
+batches() { log_count "$1" '\] batch size='; } # name: batches logged
+
+# The partitions NAME's PIPELINE owns, from its last assignment log line.
+owned() { # name pipeline
+    { grep -E "\[$2\] partitions (assigned|revoked)" "$SW/$1.log" 2>/dev/null || true; } |
+        tail -n 1 | sed -nE 's/.*owned=([0-9]+).*/\1/p' | awk '{n = $1} END {print n + 0}'
+}
+
+# Wait until the members' owned partitions of PIPELINE add up to 3, each
+# member owning at least one; prints the milliseconds it took.
+wait_owners() { # seconds pipeline names...: "exited" at once if one exited
+    local secs=$1 pipe=$2 t0 i n total ok
+    shift 2
+    t0=$(ts_ms)
+    for i in $(seq 1 $((secs * 10))); do
+        total=0
+        ok=1
+        for n in "$@"; do
+            svc_running "$n" || { echo exited; return 1; }
+            total=$((total + $(owned "$n" "$pipe")))
+            [ "$(owned "$n" "$pipe")" -gt 0 ] || ok=0
+        done
+        if [ "$ok" = 1 ] && [ "$total" = 3 ]; then
+            echo $(($(ts_ms) - t0))
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo timeout
+    return 1
+}
+
+# Start NAME and the stream; return once the reviews pipeline has stored a
+# batch, so the fault hits an ingest under way.
+start_ingest() { # name [VAR=value...]
+    local name=$1
+    shift
+    svc_start "$name" "$@"
+    wait_log "$name" 'partitions assigned' 3 20 || fail_check "$name: the pipelines were not assigned within 20 s"
+    producer_start 8 16
+    wait_log "$name" '\[reviews\] batch size=' 1 20 || fail_check "$name: no reviews batch within 20 s"
+}
+
+expect_alive() { # name (an exit is reported once)
+    if svc_running "$1"; then
+        trace "ok: $1 still running"
+    elif ! grep -qx "$1" "$SW/exits_reported" 2>/dev/null; then
+        echo "$1" >>"$SW/exits_reported"
+        fail_check "$1 exited ($(cat "$SW/$1.rc")): $(grep -E ' error ' "$SW/$1.log" | tail -n 1 | cut -c1-250)"
+    fi
+}
+
+expect_below() { # description limit value
+    if [ "$3" -lt "$2" ] 2>/dev/null; then
+        trace "ok: $1: $3 < $2"
+    else
+        fail_check "$1: $3 ms, limit $2 ms"
+    fi
+}
+
+# ---------------------------------------------------------------------------
+# Catching a batch in the middle: an EXCLUSIVE lock on a table (in a session
+# named rel-locker) blocks the service's INSERT into it, so a fault can be
+# timed inside a batch.
+
+hold_lock() { # table
+    PGAPPNAME=rel-locker psql "$DB" -X -q -c "BEGIN" -c "LOCK TABLE $1 IN EXCLUSIVE MODE" \
+        -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
+    LOCKER_PID=$!
+    track "$LOCKER_PID"
+    local i
+    for i in $(seq 1 100); do
+        [ "$(sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                  WHERE a.application_name = 'rel-locker' AND l.granted AND l.mode = 'ExclusiveLock'
+                    AND l.relation = '$1'::regclass" 2>/dev/null)" = 1 ] && return 0
+        sleep 0.05
+    done
+    fail_check "could not lock $1"
+    return 1
+}
+
+# Wait until a session named like PATTERN (default: any service) waits for
+# a lock: its batch is stuck in the middle.
+wait_blocked() { # [pattern] [seconds] [service: give up when it exits]
+    local i
+    for i in $(seq 1 $((${2:-30} * 10))); do
+        [ -n "${3:-}" ] && ! svc_running "$3" && return 1
+        [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE '${1:-sc-%}'
+                  AND wait_event_type = 'Lock'" 2>/dev/null)" -ge 1 ] 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+release_lock() {
+    sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'rel-locker'" >/dev/null 2>&1 || true
+    [ -n "${LOCKER_PID:-}" ] && { wait "$LOCKER_PID" 2>/dev/null || true; }
+    LOCKER_PID=
+}
+
+# ---------------------------------------------------------------------------
+# Checkpoints: the committed offset of every partition of the scenario's
+# groups, then (in this order: an offset is committed only after its rows,
+# so reading the offsets first can never make a correct service look
+# wrong) a snapshot of what the database holds. The checker verifies that
+# every record below each committed offset had its effect in the snapshot.
+
+checkpoint() { # label
+    local label=$1 pipe p c rows=""
+    CK=$((CK + 1))
+    for pipe in $PIPES; do
+        for p in 0 1 2; do
+            c=$(committed "$pipe" "$p") || { fail_check "checkpoint $label: cannot read the committed offset of $pipe [$p]"; continue; }
+            rows+="$CK"$'\t'"$label"$'\t'"$(topic_of "$pipe")"$'\t'"$p"$'\t'"$c"$'\n'
+        done
+    done
+    printf '%s' "$rows" | psql "$DB" -X -q -v ON_ERROR_STOP=1 -c "\\copy rel.ckpt FROM STDIN"
+    sql "INSERT INTO rel.snap_reviews SELECT $CK, review_id, last_synced_at FROM reviews;
+         INSERT INTO rel.snap_app SELECT $CK, application_id, crawled_at FROM app_stats;
+         INSERT INTO rel.snap_nm SELECT $CK, analysis_id FROM network_metrics;
+         INSERT INTO rel.snap_dl SELECT $CK, topic, partition, kafka_offset FROM dead_letter_events" >/dev/null
+    trace "checkpoint $CK ($label): $(printf '%s' "$rows" | awk -F'\t' '{printf "%s[%s]=%s ", substr($3, length($3) - 6), $4, $5}')"
+}
+
+# Wait until every partition's committed offset is its high watermark (the
+# groups have consumed and stored everything); 1 on timeout.
+wait_drained() { # seconds
+    local i pipe p hi c left
+    for i in $(seq 1 $((${1:-60} * 2))); do
+        left=0
+        for pipe in $PIPES; do
+            for p in 0 1 2; do
+                hi=$(watermarks "$(topic_of "$pipe")" "$p")
+                hi=${hi#* }
+                c=$(committed "$pipe" "$p")
+                [ "$hi" = 0 ] && continue
+                [ "$c" = "$hi" ] || left=1
+            done
+        done
+        [ "$left" = 0 ] && return 0
+        sleep 0.5
+    done
+    return 1
+}
+
+# Wait until every record the broker holds (load_coords first) has its
+# effect in the database; with NAME, give up as soon as NAME has exited.
+# 0 when stored; 1 otherwise, with the count of missing records in $MISSING.
+wait_stored() { # seconds [name]
+    local t0
+    t0=$(date +%s)
+    while :; do
+        MISSING=$(psql "$DB" -X -q -At -v ON_ERROR_STOP=1 -f "$HERE/stored.sql" 2>/dev/null | tail -n 1)
+        [ "$MISSING" = 0 ] && return 0
+        [ -n "${2:-}" ] && ! svc_running "$2" && return 1
+        [ $(($(date +%s) - t0)) -ge "$1" ] && return 1
+        sleep 1
+    done
+}
+
+# The stream is fully produced: wait until NAME stored it (or exited).
+settle() { # name [seconds]
+    load_coords
+    wait_stored "${2:-60}" "$1" || trace "$1: $MISSING records not stored yet"
+}
+
+# finish, with NAMES that must still be running; one that exited already
+# (a failure its scenario reported) is replaced by a restarted process, as
+# an orchestrator would, so that the data can still be checked.
+finish_running() { # names...
+    local n names=()
+    for n in "$@"; do
+        if svc_running "$n"; then
+            names+=("$n")
+        else
+            trace "$n exited ($(cat "$SW/$n.rc")): restarting it as $n-restarted to check the data"
+            svc_start "$n-restarted"
+            names+=("$n-restarted")
+        fi
+    done
+    finish "${names[@]}"
+}
+
+# The end of every scenario: everything consumed, stored and checked.
+finish() { # service names still running, stopped with SIGTERM (exit 0 expected)
+    local n rc
+    load_coords
+    wait_stored 90 || fail_check "$MISSING published records still not stored after 90 s"
+    # Everything is stored; the offsets should follow within seconds.
+    if ! wait_drained 10; then
+        local lag=0 pipe p hi c
+        for pipe in $PIPES; do
+            for p in 0 1 2; do
+                hi=$(watermarks "$(topic_of "$pipe")" "$p")
+                hi=${hi#* }
+                c=$(committed "$pipe" "$p")
+                [ "$c" -lt 0 ] && c=0
+                lag=$((lag + hi - c))
+            done
+        done
+        note "everything stored, but the committed offsets stay $lag records behind the high watermarks (refused commits never redone)"
+        echo "$lag" >"$SW/lag"
+    fi
+    checkpoint "end"
+    for n in "$@"; do
+        # A process stopped before its pipelines joined their groups tests
+        # something else (sigterm_while_joining): let them join first.
+        wait_log "$n" 'partitions assigned' "$(echo "$PIPES" | wc -w)" 30 ||
+            trace "$n: not every pipeline was assigned partitions within 30 s"
+        rc=$(svc_stop "$n")
+        expect_eq "exit code of $n after SIGTERM" 0 "$rc"
+    done
+    load_coords
+    local line
+    line=$(psql "$DB" -X -q -At -v ON_ERROR_STOP=1 -f "$HERE/check.sql" 2>"$SW/check.err" | tail -n 1)
+    [ -n "$line" ] || fail_check "the checker failed: $(head -c 300 "$SW/check.err")"
+    echo "$line" >"$SW/check"
+    trace "checker: $line"
+}
+
+# Exit trap of a scenario: no process it started survives it, and the
+# shared PostgreSQL and broker are left healthy for the next one.
+scenario_cleanup_processes() {
+    local n pid start
+    for n in $(cat "$SW/services" 2>/dev/null); do
+        pid=$(cat "$SW/$n.pid" 2>/dev/null) || continue
+        [ -f "$SW/$n.rc" ] || signal_if_same KILL "$pid" "$(cat "$SW/$n.start" 2>/dev/null)"
+    done
+    [ -f "$SW/bg.pids" ] || return 0
+    while read -r pid start; do
+        signal_if_same TERM "$pid" "$start"
+    done <"$SW/bg.pids"
+}
+
+scenario_cleanup() {
+    scenario_cleanup_processes
+    sql_root "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'rel-%'" >/dev/null 2>&1 || true
+    pg_ensure_up || true
+    bctl broker-up -1 >/dev/null 2>&1 || true
+    bctl broker-rtt -1 0 >/dev/null 2>&1 || true
+    bctl clear-request-errors Fetch >/dev/null 2>&1 || true
+    bctl clear-request-errors OffsetCommit >/dev/null 2>&1 || true
+}

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# make reliability: the service against faults, scenario by scenario, each
+# judged by a model of what was published (gen.awk, check.sql).
+#
+#   tests/reliability/run.sh [BUILD]      BUILD defaults to build (release)
+#
+# One throw-away PostgreSQL and one mock Kafka cluster for the run; each
+# scenario has its own database, topics and consumer groups. Prints a table:
+# records published, rows expected and found, lost, duplicated, wrongly
+# updated, dead letters expected/found, and the outcome. Exit status 1 if
+# any scenario failed (lost, duplicated or wrongly updated anything, or broke
+# one of its other promises: exit codes, logs, offsets).
+#
+# RELIABILITY_ONLY=REGEX runs the matching scenarios only;
+# RELIABILITY_KEEP=1 keeps the work directory (logs, model, checker output).
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+BUILD=$(cd "${1:-$TOP/build}" && pwd)
+BIN=$BUILD/storage-consumer
+PG=$TOP/tests/support/pg.sh
+BROKER=$TOP/tests/support/broker.sh
+export BROKER_BIN=$BUILD/kafka-mock-broker
+[ -x "$BIN" ] && [ -x "$BROKER_BIN" ] || { echo "reliability: build $BIN and $BROKER_BIN first (make all)" >&2; exit 2; }
+for tool in kcat psql awk split; do
+    command -v "$tool" >/dev/null || { echo "reliability: $tool is missing (make deps)" >&2; exit 2; }
+done
+
+RWORK=$(mktemp -d /tmp/storage-reliability.XXXXXX)
+chmod 755 "$RWORK"
+SUITE_T0=$(date +%s)
+
+. "$HERE/lib.sh"
+for f in "$HERE"/scenarios/*.sh; do . "$f"; done
+
+suite_cleanup() {
+    local d
+    for d in "$RWORK"/*/; do
+        [ -f "$d/services" ] || [ -f "$d/bg.pids" ] || continue
+        SC=$(basename "$d") SW=${d%/} scenario_cleanup_processes
+    done
+    "$BROKER" stop "$RWORK/kafka" >/dev/null 2>&1 || true
+    "$PG" destroy "$RWORK/pg" >/dev/null 2>&1 || true
+    if [ -n "${RELIABILITY_KEEP:-}" ]; then
+        echo "# work kept in $RWORK"
+    else
+        rm -rf "$RWORK"
+    fi
+}
+trap suite_cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A small max_connections, so a scenario can exhaust it; ALTER SYSTEM keeps
+# it across the restarts the scenarios cause.
+ROOT_DB=$(PG_MAX_CONNECTIONS=30 "$PG" start "$RWORK/pg") || { echo "reliability: PostgreSQL did not start" >&2; exit 1; }
+psql "$ROOT_DB" -X -q -c "ALTER SYSTEM SET max_connections = 30" >/dev/null
+BOOTSTRAP=$("$BROKER" start "$RWORK/kafka" 3) || { echo "reliability: the broker did not start" >&2; exit 1; }
+export PGCONNECT_TIMEOUT=5
+
+case "$(basename "$BUILD")" in
+san) FLAVOUR="sanitizer build (ASan+UBSan)" ;;
+*) FLAVOUR="release build (-O2)" ;;
+esac
+echo "# storage-consumer reliability suite: $BIN, $FLAVOUR"
+echo "# PostgreSQL $(psql "$ROOT_DB" -X -At -c 'SHOW server_version'), mock Kafka cluster of 3 brokers at $BOOTSTRAP"
+
+# Progress lines of the scenarios (note, fail_check) go to fd 3.
+exec 3>&1
+RESULTS=$RWORK/results
+: >"$RESULTS"
+
+# Run scenario NAME (function scenario_NAME) in its own subshell, bounded by
+# LIMIT seconds, and record its result line.
+run_scenario() { # name limit
+    local name=$1 limit=$2 t0 pid rc
+    [ -n "${RELIABILITY_ONLY:-}" ] && ! [[ $name =~ $RELIABILITY_ONLY ]] && return 0
+    local dir=$RWORK/$name
+    mkdir -p "$dir"
+    echo "# --- $name (at most ${limit}s)"
+    t0=$(date +%s)
+    (
+        SC=$name
+        SW=$dir
+        trap scenario_cleanup EXIT
+        trap 'exit 143' TERM
+        "scenario_$name"
+    ) >"$dir/trace.log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        if [ $(($(date +%s) - t0)) -gt "$limit" ]; then
+            echo "timed out after ${limit}s" >>"$dir/failures"
+            # The scenario's subshell (our own child), then every process it
+            # recorded.
+            kill -TERM "$pid" 2>/dev/null || true
+            sleep 3
+            SC=$name SW=$dir scenario_cleanup
+            break
+        fi
+        sleep 1
+    done
+    wait "$pid" 2>/dev/null
+    local secs=$(($(date +%s) - t0))
+    local check
+    check=$(cat "$dir/check" 2>/dev/null || echo "")
+    [ -n "$check" ] || echo "no checker result" >>"$dir/failures"
+    local failures notes allow
+    failures=$(paste -sd$'\037' "$dir/failures" 2>/dev/null || true)
+    notes=$(paste -sd';' "$dir/notes" 2>/dev/null || true)
+    allow=$(cat "$dir/allow_not_on_broker" 2>/dev/null || echo 0)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$secs" "$check" "$allow" "$failures" "$notes" >>"$RESULTS"
+}
+
+run_scenario checker_selftest 60
+run_scenario kill9 240
+run_scenario pg_restart_fast 90
+run_scenario pg_restart_immediate 90
+run_scenario pg_terminate_backend 90
+run_scenario pg_max_connections 90
+run_scenario pg_statement_timeout 90
+run_scenario pg_down_past_retries 120
+run_scenario broker_down_one 120
+run_scenario brokers_all_down 120
+run_scenario leader_changes 120
+run_scenario coordinator_moves 120
+run_scenario fetch_errors 90
+run_scenario commit_errors 150
+run_scenario latency_spikes 120
+run_scenario retention 120
+run_scenario group_churn 180
+run_scenario zombie_member 180
+run_scenario dead_letter_refused 90
+run_scenario graceful_stop 120
+run_scenario sigterm_while_joining 60
+
+# ---------------------------------------------------------------------------
+# The table.
+
+total=$(($(date +%s) - SUITE_T0))
+echo
+echo "storage-consumer reliability — $FLAVOUR — $(date -u +%Y-%m-%dT%H:%MZ) — ${total}s in all"
+awk -F'\t' '
+function pad(s, n) { return sprintf("%-" n "s", s) }
+BEGIN {
+    printf "%-22s %5s %9s %8s %10s %5s %5s %5s %12s %7s %6s  %s\n", "scenario", "secs", "published", "rows exp", "rows found",
+           "lost", "dup", "wrong", "dl exp/found", "offsets", "result", "notes"
+    bad = 0
+}
+{
+    name = $1; secs = $2; n = split($3, c, "|"); allow = $4; failures = $5; notes = $6
+    if (n < 12) { for (i = 1; i <= 12; i++) c[i] = "?" }
+    ok = (n >= 12 && c[4] == 0 && c[5] == 0 && c[6] == 0 && c[9] == 0 && (c[11] == 0 || allow == 1) && failures == "")
+    if (!ok) bad++
+    printf "%-22s %5s %9s %8s %10s %5s %5s %5s %12s %7s %6s  %s\n", name, secs, c[1], c[2], c[3], c[4], c[5], c[6],
+           c[7] "/" c[8], c[9] == 0 ? "ok" : c[9] " bad", ok ? "PASS" : "FAIL", notes
+    why = ""
+    if (c[10] != 0 && c[10] != "?") why = why "  - (not a failure) " c[10] " stored record(s) left below the committed offsets at the end\n"
+    if (c[11] != 0 && c[11] != "?" && allow != 1) why = why "  - " c[11] " generated record(s) not on the broker\n"
+    if (failures != "") { m = split(failures, f, "\037"); for (i = 1; i <= m; i++) why = why "  - " f[i] "\n" }
+    if (c[12] != "" && c[12] != "?") why = why "  - model: " c[12] "\n"
+    if (why != "") details = details name ":\n" why
+}
+END {
+    printf "\npublished: records on the broker; rows: natural keys expected / rows in the three tables;\n"
+    printf "lost, dup(licated), wrong(ly updated): as check.sql counts them; offsets: checkpoints where a\n"
+    printf "committed offset had passed a record whose effect was not in the database.\n"
+    if (details != "") printf "\nproblems:\n%s", details
+    printf "\n%d scenario(s), %d failed\n", NR, bad
+    exit bad > 0
+}' "$RESULTS"
+status=$?
+[ -s "$RESULTS" ] || { echo "no scenario ran"; status=1; }
+exit "$status"

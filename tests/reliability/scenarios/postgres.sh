@@ -1,0 +1,196 @@
+# PostgreSQL faults mid-ingest (SPEC 8): transient errors are retried on the
+# same batch, never dead-lettered, and the process stays up; a server down
+# longer than the retry schedule is fatal (exit 1) and the restarted process
+# loses nothing.
+#
+# Each scenario: the three pipelines, a stream of ~8,500 records produced
+# over ~12 s while the fault happens.
+
+pg_scenario_begin() { # name seed
+    scenario_begin "$1" reviews app-stats network-metrics
+    gen_stream "$2" 8000 400 100
+}
+
+# Transient errors happened and were retried, and no record was
+# dead-lettered for them.
+expect_transient_retries() { # name regex
+    local n
+    n=$(log_count "$1" 'transient database error, retrying the same batch')
+    if [ "$n" -gt 0 ]; then
+        trace "ok: $n transient retries"
+    else
+        fail_check "$1 logged no transient retry"
+    fi
+    [ -n "${2:-}" ] && expect_log "$1" "transient database error.*$2" "the retries name /$2/"
+    echo "$n"
+}
+
+scenario_pg_restart_fast() {
+    pg_scenario_begin pg_restart_fast 21
+    start_ingest s1
+    # One restart with a batch caught in the middle of its INSERT, one
+    # wherever the ingest is.
+    hold_lock reviews
+    wait_blocked sc-s1 15 || fail_check "no batch caught mid-write"
+    pg_ctl_ restart -m fast >/dev/null || fail_check "pg_ctl restart -m fast failed"
+    release_lock
+    checkpoint "after restart 1"
+    sleep 2
+    pg_ctl_ restart -m fast >/dev/null || fail_check "pg_ctl restart -m fast failed"
+    checkpoint "after restart 2"
+    producer_wait
+    assert_broker_kept_everything
+    settle s1
+    expect_alive s1
+    local n
+    n=$(expect_transient_retries s1 | tail -n 1)
+    finish_running s1
+    note "2 fast restarts mid-ingest (one mid-INSERT): $n transient retries, process stayed up"
+}
+
+scenario_pg_restart_immediate() {
+    pg_scenario_begin pg_restart_immediate 22
+    start_ingest s1
+    hold_lock reviews
+    wait_blocked sc-s1 15 || fail_check "no batch caught mid-write"
+    # immediate: no shutdown checkpoint, crash recovery at start.
+    pg_ctl_ restart -m immediate >/dev/null || fail_check "pg_ctl restart -m immediate failed"
+    release_lock
+    checkpoint "after restart 1"
+    sleep 2
+    pg_ctl_ restart -m immediate >/dev/null || fail_check "pg_ctl restart -m immediate failed"
+    checkpoint "after restart 2"
+    producer_wait
+    assert_broker_kept_everything
+    settle s1
+    expect_alive s1
+    local n
+    n=$(expect_transient_retries s1 | tail -n 1)
+    finish_running s1
+    note "2 immediate restarts (crash recovery) mid-ingest: $n transient retries, process stayed up"
+}
+
+scenario_pg_terminate_backend() {
+    pg_scenario_begin pg_terminate_backend 23
+    start_ingest s1
+    local killed=0 k
+    # Once while a batch is blocked mid-INSERT (57P01 inside the
+    # transaction), then every 0.4 s wherever the sessions are.
+    hold_lock reviews
+    wait_blocked sc-s1 15 || fail_check "no batch caught mid-write"
+    k=$(sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'sc-s1'")
+    killed=$((killed + k))
+    release_lock
+    for _ in $(seq 1 15); do
+        sleep 0.4
+        k=$(sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'sc-s1'")
+        killed=$((killed + k))
+    done
+    checkpoint "after the terminations"
+    producer_wait
+    assert_broker_kept_everything
+    settle s1
+    expect_alive s1
+    local n
+    n=$(expect_transient_retries s1 | tail -n 1)
+    finish_running s1
+    note "$killed sessions terminated (pg_terminate_backend), one mid-INSERT: $n transient retries"
+}
+
+scenario_pg_max_connections() {
+    pg_scenario_begin pg_max_connections 24
+    # Back-off from 1 s: time to take the slots the service frees.
+    start_ingest s1 STORAGE_DB_RETRY_BASE_MS=1000
+    for _ in $(seq 1 50); do
+        [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sc-s1'")" = 3 ] && break
+        sleep 0.2
+    done
+    # Our own session first (psql reading queries from us): it keeps working
+    # once the server is full.
+    coproc HOLD { PGAPPNAME=rel-holder psql "$ROOT_DB" -X -q -At 2>&1; }
+    track "$HOLD_PID"
+    hq() { echo "$1" >&"${HOLD[1]}"; local r; read -r -t 10 r <&"${HOLD[0]}"; echo "$r"; }
+    spawn_holders() { # count seconds
+        for _ in $(seq 1 "$1"); do
+            PGAPPNAME=rel-holder psql "$ROOT_DB" -X -q -c "SELECT pg_sleep($2)" >/dev/null 2>&1 &
+            track $!
+        done
+    }
+    local max n
+    max=$(hq "SHOW max_connections;")
+    # Every slot taken by sessions that sleep 8 s (superusers may use the
+    # reserved ones too).
+    for _ in $(seq 1 20); do
+        n=$(hq "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend';")
+        [ "$n" -ge "$max" ] 2>/dev/null && break
+        spawn_holders $((max - n)) 8
+        sleep 0.3
+    done
+    [ "$n" -ge "$max" ] 2>/dev/null || fail_check "could not fill max_connections=$max (got $n)"
+    # Full: end the service's sessions and take their slots before its first
+    # reconnection (1 s back-off).
+    local k
+    k=$(hq "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'sc-s1';")
+    spawn_holders $((k + 3)) 7
+    wait_log s1 'too many clients' 1 15 || fail_check "the service never met 'too many clients'"
+    echo '\q' >&"${HOLD[1]}"
+    wait "$HOLD_PID" 2>/dev/null || true
+    # The holders go away by themselves; the service must be back within
+    # its retry schedule (1+2+4+8+16 s).
+    for _ in $(seq 1 120); do
+        [ "$(sql_root "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rel-holder'" 2>/dev/null)" = 0 ] && break
+        sleep 0.1
+    done
+    checkpoint "after the exhaustion"
+    producer_wait
+    assert_broker_kept_everything
+    settle s1
+    expect_alive s1
+    local n
+    n=$(expect_transient_retries s1 'too many clients' | tail -n 1)
+    finish_running s1
+    note "max_connections=$max filled, then the service's $k sessions ended and their slots taken for ~7 s: $n transient retries ('too many clients'), process stayed up"
+}
+
+scenario_pg_statement_timeout() {
+    pg_scenario_begin pg_statement_timeout 25
+    start_ingest s1 STORAGE_DB_STATEMENT_TIMEOUT_MS=500
+    hold_lock reviews
+    wait_blocked sc-s1 15 || fail_check "no batch caught mid-write"
+    # The INSERT waits: each attempt ends at the 500 ms statement timeout
+    # (57014) until the lock goes, within the retry schedule.
+    sleep 2.5
+    release_lock
+    checkpoint "after the timeouts"
+    producer_wait
+    assert_broker_kept_everything
+    settle s1
+    expect_alive s1
+    local n
+    n=$(expect_transient_retries s1 '57014' | tail -n 1)
+    finish_running s1
+    note "INSERT held 2.5 s behind a lock, statement_timeout 500 ms: $n retries on 57014, process stayed up"
+}
+
+scenario_pg_down_past_retries() {
+    pg_scenario_begin pg_down_past_retries 26
+    # 3 attempts from 100 ms: 0.7 s of back-off in all.
+    start_ingest s1 STORAGE_DB_RETRY_BASE_MS=100 STORAGE_DB_RETRY_MAX_ATTEMPTS=3
+    local t0 rc elapsed
+    t0=$(ts_ms)
+    pg_ctl_ stop -m fast >/dev/null || fail_check "pg_ctl stop failed"
+    rc=$(svc_wait s1 30)
+    elapsed=$(($(ts_ms) - t0))
+    expect_eq "exit code with PostgreSQL down longer than the retry schedule" 1 "$rc"
+    expect_log s1 'retries exhausted' "the failure names the exhausted retries"
+    expect_log s1 'stopped exit=1' "the supervisor stops with exit 1"
+    sleep 2
+    pg_ctl_ start >/dev/null || fail_check "pg_ctl start failed"
+    pg_ensure_up
+    checkpoint "after exit 1"
+    producer_wait
+    assert_broker_kept_everything
+    svc_start s2
+    finish s2
+    note "server stopped mid-ingest: s1 exit $rc after $elapsed ms (retries 100+200+400 ms); restarted, nothing lost"
+}
