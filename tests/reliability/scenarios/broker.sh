@@ -57,7 +57,7 @@ scenario_brokers_all_down() {
         fail_check "no commit gave up at its 1000 ms deadline"
     fi
     # Down for 6 s in all: longer than the commit deadline, several times.
-    sleep "$(awk -v t="$(($(ts_ms) - t0))" 'BEGIN {r = (6000 - t) / 1000; printf "%.1f", r > 0 ? r : 0}')"
+    sleep "$(awk -v t="$(($(ts_ms) - t0))" 'BEGIN {r = (6000 - t) / 1000; printf "%.1f", (r > 0 ? r : 0)}')"
     bctl broker-up -1 >/dev/null
     expect_alive s1
     checkpoint "after the outage"
