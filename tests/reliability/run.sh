@@ -127,7 +127,7 @@ run_scenario fetch_errors 90
 run_scenario commit_errors 150
 run_scenario latency_spikes 120
 run_scenario retention 120
-run_scenario group_churn 180
+run_scenario group_churn 240
 run_scenario zombie_member 180
 run_scenario dead_letter_refused 90
 run_scenario graceful_stop 120

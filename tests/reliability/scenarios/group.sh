@@ -58,8 +58,11 @@ reaction_ms() { # name t0_ms regex
 }
 
 # The batch NAME finished after its SIGTERM is committed: for each of its
-# partitions, the committed offset is past its last record.
-expect_final_batch_committed() { # name
+# partitions, the committed offset is past its last record. With LENIENT
+# (a group in the middle of rebalances), a batch whose partition was revoked
+# meanwhile, or whose commit the group refused, is only reported: committing
+# a partition one no longer owns would be wrong, and the batch is stored.
+expect_final_batch_committed() { # name [lenient]
     local ranges r p hi c n=0
     ranges=$(awk '/received Terminated/ {s = 1} s && /\[reviews\] batch size=/' "$SW/$1.log" |
         sed -nE 's/.* offsets=([^ ]*) .*/\1/p' | tr ',' '\n')
@@ -70,7 +73,15 @@ expect_final_batch_committed() { # name
         c=$(committed reviews "$p")
         n=$((n + 1))
         if [ "$c" -le "$hi" ] 2>/dev/null; then
-            fail_check "$1's batch in flight at SIGTERM ($r) is not committed: the group's offset on [$p] is $c ($(awk '/received Terminated/ {s = 1} s' "$SW/$1.log" | grep -m1 -E 'offset commit' | sed -E 's/.*\): //' | cut -c1-100))"
+            local why
+            why=$(awk '/received Terminated/ {s = 1} s' "$SW/$1.log" | grep -m1 -E 'offset commit' | sed -E 's/.*\): //' | cut -c1-100)
+            [ -n "$why" ] || why="no commit logged: the partition was revoked before the batch ended, so the service skipped its commit"
+            if [ -n "${2:-}" ] && awk '/received Terminated/ {s = 1} s' "$SW/$1.log" |
+                grep -qE 'partitions revoked|refused while the group rebalances'; then
+                note "$1's batch in flight at SIGTERM ($r) is stored but not committed (offset $c): the group was rebalancing ($why)"
+            else
+                fail_check "$1's batch in flight at SIGTERM ($r) is not committed: the group's offset on [$p] is $c ($why)"
+            fi
         fi
     done
     if [ "$n" = 0 ]; then
@@ -89,7 +100,7 @@ expect_final_batch_committed() { # name
 # finished and committed, the exit 0 and within the shutdown timeout (10 s).
 # Sets STOP_T0 (when the signal was sent) and STOP_MS (how long the exit
 # took).
-stop_holding_a_batch() { # name
+stop_holding_a_batch() { # name [lenient: see expect_final_batch_committed]
     local name=$1 rc
     STOP_T0=$(ts_ms)
     STOP_MS=never
@@ -111,7 +122,7 @@ stop_holding_a_batch() { # name
     expect_eq "exit code of $name after SIGTERM with a batch in flight" 0 "$rc"
     expect_below "$name's exit after SIGTERM (STORAGE_SHUTDOWN_TIMEOUT_SECONDS=10)" 10000 "$STOP_MS"
     expect_log "$name" 'stopped exit=0' "$name's supervisor stopped with exit 0"
-    expect_final_batch_committed "$name"
+    expect_final_batch_committed "$name" "${2:-}"
 }
 
 # The others noticed NAME's departure before a session timeout could have
@@ -137,20 +148,20 @@ scenario_group_churn() {
     producer_start 60 60
     local j_b j_c j_d rc t0 left_b left_c
     svc_start B
-    j_b=$(wait_owners 30 reviews A B) || fail_check "B never got partitions"
+    j_b=$(wait_owners 45 reviews A B) || fail_check "B never got partitions within 45 s"
     expect_all_alive A B
     checkpoint "B joined"
     svc_start C
-    j_c=$(wait_owners 30 reviews A B C) || fail_check "C never got partitions"
+    j_c=$(wait_owners 45 reviews A B C) || fail_check "C never got partitions within 45 s"
     expect_all_alive A B C
     checkpoint "C joined"
     wait_stable 20 A B C || trace "the group did not settle"
-    stop_holding_a_batch B
+    stop_holding_a_batch B lenient
     left_b=$(expect_takeover B "$STOP_T0" A C | tail -n 1)
     expect_all_alive A C
     checkpoint "B left"
     svc_start D
-    j_d=$(wait_owners 30 reviews A C D) || fail_check "D never got partitions"
+    j_d=$(wait_owners 45 reviews A C D) || fail_check "D never got partitions within 45 s"
     expect_all_alive A C D
     checkpoint "D joined"
     wait_stable 20 A C D || trace "the group did not settle"
