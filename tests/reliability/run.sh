@@ -2,7 +2,8 @@
 # make reliability: the service against faults, scenario by scenario, each
 # judged by a model of what was published (gen.awk, check.sql).
 #
-#   tests/reliability/run.sh [BUILD]      BUILD defaults to build (release)
+#   tests/reliability/run.sh [BUILD]      BUILD defaults to build (release);
+#                                         build/san runs the sanitizer build
 #
 # One throw-away PostgreSQL and one mock Kafka cluster for the run; each
 # scenario has its own database, topics and consumer groups. Prints a table:
@@ -21,7 +22,9 @@ BUILD=$(cd "${1:-$TOP/build}" && pwd)
 BIN=$BUILD/storage-consumer
 PG=$TOP/tests/support/pg.sh
 BROKER=$TOP/tests/support/broker.sh
+# The sanitizer build (build/san) has no broker of its own: use the release one.
 export BROKER_BIN=$BUILD/kafka-mock-broker
+[ -x "$BROKER_BIN" ] || BROKER_BIN=$TOP/build/kafka-mock-broker
 [ -x "$BIN" ] && [ -x "$BROKER_BIN" ] || { echo "reliability: build $BIN and $BROKER_BIN first (make all)" >&2; exit 2; }
 for tool in kcat psql awk split; do
     command -v "$tool" >/dev/null || { echo "reliability: $tool is missing (make deps)" >&2; exit 2; }
