@@ -73,6 +73,7 @@ static int commit_adapter(void *ctx, const record_t *r, size_t n, char *err, siz
 {
     return consumer_commit(ctx, r, n, err, errlen);
 }
+static int flush_adapter(void *ctx, char *err, size_t errlen) { return consumer_flush(ctx, err, errlen); }
 static int resolve_adapter(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
     return store_resolve(ctx, b, err, errlen, cls);
@@ -164,7 +165,7 @@ int supervisor_run(const settings_t *s)
         p->worker = (worker_t){
             .settings = s,
             .def = pipeline_get((pipeline_id_t)i),
-            .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter},
+            .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter, flush_adapter},
             .store = {p->store, resolve_adapter, write_adapter, disconnect_adapter, start_adapter,
                       finish_adapter},
             .stop = &stop,

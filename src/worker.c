@@ -12,6 +12,10 @@
  * has the full detail anyway. */
 #define REJECTS_LOGGED_IN_DETAIL 5
 
+/* After a failed offset commit, an idle pipeline waits this long before it
+ * commits the offsets left behind again. */
+#define IDLE_FLUSH_PAUSE_MS 5000
+
 static double elapsed_ms(const struct timespec *start)
 {
     struct timespec now;
@@ -200,14 +204,87 @@ static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, ba
     return 0;
 }
 
+/* What the loop knows about its offset commits. */
+typedef struct {
+    int failures;             /* failed in a row (not refusals) */
+    long long refused_since;  /* first refusal of the current rebalance, 0: none */
+    long long next_flush;     /* idle flushes wait after a failure */
+} commit_state_t;
+
+/* Account for one commit (or flush) outcome. Returns -1 when the pipeline
+ * must fail (w->failure set), else 0. `idle`: a flush of an idle pipeline,
+ * which re-processes nothing and so is no livelock. */
+static int commit_outcome(worker_t *w, commit_state_t *cs, int committed, const char *err, bool idle)
+{
+    const settings_t *s = w->settings;
+    if (committed == 0) {
+        if (cs->refused_since)
+            LOG_INFO(w->def->name, "offset commits resumed after the rebalance (%lld ms)",
+                     now_ms() - cs->refused_since);
+        cs->failures = 0;
+        cs->refused_since = 0;
+        return 0;
+    }
+    if (w->metrics) atomic_fetch_add_explicit(&w->metrics->commit_failures, 1, memory_order_relaxed);
+    if (committed > 0) {
+        /* A rebalance refuses commits until it completes; a busy member
+         * makes many batches meanwhile. Not a livelock while it lasts less
+         * than the max poll interval, the longest a legitimate rebalance
+         * waits for its members. Logged once per rebalance. */
+        if (cs->refused_since == 0) {
+            cs->refused_since = now_ms();
+            LOG_WARN(w->def->name, "offset commit refused while the group rebalances (the rows are stored; commits are held until this member's next assignment, which covers them): %s",
+                     err);
+        }
+        long long refused_for = now_ms() - cs->refused_since;
+        if (!idle && refused_for > s->max_poll_interval_ms)
+            return fail(w, "commit livelock: offset commits refused for %lld ms, longer than STORAGE_MAX_POLL_INTERVAL_MS=%d: %s",
+                        refused_for, s->max_poll_interval_ms, err);
+        return 0;
+    }
+    /* An idle pipeline tries again after a pause, not at every poll. */
+    cs->next_flush = now_ms() + IDLE_FLUSH_PAUSE_MS;
+    if (idle) {
+        LOG_WARN(w->def->name, "offset commit of stored batches failed while idle (tried again in %d ms): %s",
+                 IDLE_FLUSH_PAUSE_MS, err);
+        return 0;
+    }
+    cs->failures++;
+    LOG_WARN(w->def->name, "offset commit failed (%d/%d in a row; the rows are stored, the batch may be redelivered and skipped): %s",
+             cs->failures, s->commit_failure_limit, err);
+    /* A consumer that can never commit re-processes forever while lag never
+     * falls: a livelock far harder to notice than a crash. */
+    if (cs->failures >= s->commit_failure_limit)
+        return fail(w, "commit livelock: %d offset commits failed in a row, last: %s", cs->failures, err);
+    return 0;
+}
+
+/* At a stop, the offsets of what was stored are to be committed: a commit
+ * refused while the group rebalances is tried again as the rebalance
+ * completes (polling serves it; what arrives is dropped uncommitted),
+ * within half the shutdown timeout. `records` NULL: only what is pending. */
+static int commit_at_stop(worker_t *w, const record_t *records, size_t n, char *err, size_t errlen)
+{
+    long long until = now_ms() + w->settings->shutdown_timeout_seconds * 500LL;
+    int committed;
+    for (;;) {
+        committed = records ? w->consumer.commit(w->consumer.ctx, records, n, err, errlen)
+                            : w->consumer.flush(w->consumer.ctx, err, errlen);
+        if (committed <= 0 || now_ms() >= until) return committed;
+        record_t *dropped = NULL;
+        if (w->consumer.poll(w->consumer.ctx, 1, 100, &dropped, err, errlen) > 0)
+            w->consumer.release(w->consumer.ctx, dropped);
+    }
+}
+
 int worker_run(worker_t *w)
 {
     const settings_t *s = w->settings;
     const pipeline_id_t id = w->def->id;
     slot_t slots[2];
     slot_t *cur = NULL, *next = NULL;
-    int commit_failures = 0;
-    long long rebalancing_since_ms = 0;
+    commit_state_t cs = {0, 0, 0};
+    bool committed_at_stop = false;
     int rc = 0;
     char err[1024];
 
@@ -230,6 +307,13 @@ int worker_run(worker_t *w)
             }
             if (n == 0) {
                 cur = NULL;
+                /* Idle: offsets a held or failed commit left behind are
+                 * committed now, or lag never returns to 0 (at a stop, after
+                 * the loop). */
+                if (w->consumer.flush && !atomic_load(w->stop) && now_ms() >= cs.next_flush) {
+                    int committed = w->consumer.flush(w->consumer.ctx, err, sizeof err);
+                    commit_outcome(w, &cs, committed, err, true);
+                }
                 continue;
             }
             clock_gettime(CLOCK_MONOTONIC, &cur->start);
@@ -257,45 +341,10 @@ int worker_run(worker_t *w)
         }
 
         /* Only now, with the rows durable, may the offsets move. */
-        int committed = w->consumer.commit(w->consumer.ctx, cur->records, cur->n, err, sizeof err);
-        /* At a stop, the in-flight batch is to be committed: a commit refused
-         * while the group rebalances is tried again as the rebalance
-         * completes (polling serves it; what arrives is dropped uncommitted),
-         * within half the shutdown timeout. */
-        long long commit_until = now_ms() + s->shutdown_timeout_seconds * 500LL;
-        while (stopping && committed > 0 && now_ms() < commit_until) {
-            record_t *dropped = NULL;
-            if (w->consumer.poll(w->consumer.ctx, 1, 100, &dropped, err, sizeof err) > 0)
-                w->consumer.release(w->consumer.ctx, dropped);
-            committed = w->consumer.commit(w->consumer.ctx, cur->records, cur->n, err, sizeof err);
-        }
-        if (committed == 0) {
-            commit_failures = 0;
-            rebalancing_since_ms = 0;
-        } else if (committed > 0) {
-            /* A rebalance refuses commits until it completes; a busy member
-             * makes many batches meanwhile. Not a livelock while it lasts
-             * less than the max poll interval, the longest a legitimate
-             * rebalance waits for its members. */
-            if (w->metrics) atomic_fetch_add_explicit(&w->metrics->commit_failures, 1, memory_order_relaxed);
-            if (rebalancing_since_ms == 0) rebalancing_since_ms = now_ms();
-            long long refused_for = now_ms() - rebalancing_since_ms;
-            LOG_WARN(w->def->name, "offset commit refused while the group rebalances (for %lld ms; the rows are stored, a later commit covers them): %s",
-                     refused_for, err);
-            if (refused_for > s->max_poll_interval_ms)
-                rc = fail(w, "commit livelock: offset commits refused for %lld ms, longer than STORAGE_MAX_POLL_INTERVAL_MS=%d: %s",
-                          refused_for, s->max_poll_interval_ms, err);
-        } else {
-            commit_failures++;
-            if (w->metrics) atomic_fetch_add_explicit(&w->metrics->commit_failures, 1, memory_order_relaxed);
-            LOG_WARN(w->def->name, "offset commit failed (%d/%d in a row; the rows are stored, the batch may be redelivered and skipped): %s",
-                     commit_failures, s->commit_failure_limit, err);
-            /* A consumer that can never commit re-processes forever while
-             * lag never falls: a livelock far harder to notice than a crash. */
-            if (commit_failures >= s->commit_failure_limit)
-                rc = fail(w, "commit livelock: %d offset commits failed in a row, last: %s",
-                          commit_failures, err);
-        }
+        int committed = stopping ? commit_at_stop(w, cur->records, cur->n, err, sizeof err)
+                                 : w->consumer.commit(w->consumer.ctx, cur->records, cur->n, err, sizeof err);
+        committed_at_stop = stopping;
+        rc = commit_outcome(w, &cs, committed, err, false);
         double duration = elapsed_ms(&cur->start);
         metrics_record_batch(w->metrics, &cur->batch, &counts, duration);
         if (w->metrics && w->consumer.lag) w->consumer.lag(w->consumer.ctx, w->metrics->lag, METRICS_MAX_PARTITIONS);
@@ -313,6 +362,13 @@ int worker_run(worker_t *w)
         if (stopping) break;
         cur = next;
         next = NULL;
+    }
+    /* A stop while idle or in a back-off: offsets an earlier held or failed
+     * commit left behind. */
+    if (rc == 0 && !committed_at_stop && w->consumer.flush) {
+        int committed = commit_at_stop(w, NULL, 0, err, sizeof err);
+        if (committed != 0)
+            LOG_WARN(w->def->name, "offsets of stored batches not committed at the stop (they are redelivered and skipped): %s", err);
     }
     /* Batches taken but not committed are redelivered to whoever owns their
      * partitions next. */

@@ -30,6 +30,9 @@ typedef struct {
     int (*commit)(void *ctx, const record_t *records, size_t count, char *err, size_t errlen);
     /* Optional: fill lag[p] for every partition p < max (-1: not owned). */
     void (*lag)(void *ctx, atomic_int_fast64_t *lag, int max);
+    /* Optional: commit offsets of earlier batches that a held, refused or
+     * failed commit left behind; returns like commit (0: nothing pending). */
+    int (*flush)(void *ctx, char *err, size_t errlen);
 } worker_consumer_t;
 
 typedef struct {

@@ -15,6 +15,20 @@ struct consumer {
     rd_kafka_t *rk;
     rd_kafka_topic_partition_list_t *owned; /* current assignment */
     bool ever_assigned; /* a first assignment (even an empty one) arrived */
+    /* Offsets whose rows are committed in the database but which Kafka has
+     * not yet taken (next offset to read, per owned partition). */
+    rd_kafka_topic_partition_list_t *pending;
+    /* The member is between generations: commits are held, not sent. A
+     * commit sent now would reach the coordinator after this member's
+     * JoinGroup with the old generation id; librdkafka answers the
+     * ILLEGAL_GENERATION by dropping its assignment and rejoining, which
+     * starts the next rebalance, and a busy group never settles. Held from
+     * the first refusal (or a revocation) until the assignment that ends the
+     * rebalance; `rejoin_follows` marks the cooperative assignment that
+     * comes right after a revocation, which is followed by a rejoin. */
+    bool hold;
+    bool rejoin_follows;
+    int64_t hold_since_ms;
     /* Two polls may be alive at once: the batch being written and the next
      * one, taken and decoded meanwhile. */
     struct {
@@ -43,6 +57,41 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static int send_commit(consumer_t *c, rd_kafka_topic_partition_list_t *offsets, char *err,
+                       size_t errlen);
+
+static void drop_pending(consumer_t *c, const rd_kafka_topic_partition_list_t *parts)
+{
+    for (int i = 0; i < parts->cnt; i++)
+        rd_kafka_topic_partition_list_del(c->pending, parts->elems[i].topic,
+                                          parts->elems[i].partition);
+}
+
+/* Before giving partitions up in an orderly rebalance, commit what was
+ * stored for them: the generation that revokes them is still current, and
+ * the next owner then starts where this member's rows end instead of
+ * redelivering them. */
+static void commit_revoked(consumer_t *c, const rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(parts->cnt);
+    for (int i = 0; i < parts->cnt; i++) {
+        rd_kafka_topic_partition_t *p =
+            rd_kafka_topic_partition_list_find(c->pending, parts->elems[i].topic,
+                                               parts->elems[i].partition);
+        if (p) rd_kafka_topic_partition_list_add(offsets, p->topic, p->partition)->offset = p->offset;
+    }
+    if (offsets->cnt > 0) {
+        char err[512];
+        if (send_commit(c, offsets, err, sizeof err) == 0)
+            LOG_INFO(c->def->name, "offsets of %d revoked partition(s) committed before giving them up",
+                     offsets->cnt);
+        else
+            LOG_WARN(c->def->name, "offsets of %d revoked partition(s) not committed (the next owner redelivers those records; they are stored and will be skipped): %s",
+                     offsets->cnt, err);
+    }
+    rd_kafka_topic_partition_list_destroy(offsets);
+}
+
 /* Track the assignment: the rebalance callback runs on the worker thread
  * inside rd_kafka_consumer_poll, never while a batch is being written. */
 static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -60,13 +109,27 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                                   parts->elems[i].partition);
         }
         c->ever_assigned = true;
+        /* The rebalance is over for this member, unless this assignment
+         * follows a cooperative revocation: librdkafka rejoins right after
+         * it to hand the revoked partitions over. */
+        c->hold = c->rejoin_follows;
+        c->rejoin_follows = false;
+        if (c->hold) c->hold_since_ms = now_ms();
         LOG_INFO(c->def->name, "partitions assigned count=%d owned=%d", parts->cnt, c->owned->cnt);
         if (cooperative) error = rd_kafka_incremental_assign(rk, parts);
         else rd_kafka_assign(rk, parts);
     } else {
+        bool lost = rd_kafka_assignment_lost(rk);
+        if (!lost) commit_revoked(c, parts);
         for (int i = 0; i < parts->cnt; i++)
             rd_kafka_topic_partition_list_del(c->owned, parts->elems[i].topic,
                                               parts->elems[i].partition);
+        /* Never commit for a partition given up: the next owner's commits
+         * must not be overwritten by ours. */
+        drop_pending(c, parts);
+        if (!c->hold) c->hold_since_ms = now_ms();
+        c->hold = true;
+        c->rejoin_follows = cooperative && !lost;
         LOG_INFO(c->def->name, "partitions revoked count=%d owned=%d reason=%s", parts->cnt,
                  c->owned->cnt, rd_kafka_err2str(err));
         if (cooperative) error = rd_kafka_incremental_unassign(rk, parts);
@@ -164,6 +227,7 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_
     c->settings = s;
     c->def = pipeline_get(id);
     c->owned = rd_kafka_topic_partition_list_new(8);
+    c->pending = rd_kafka_topic_partition_list_new(8);
     conf = build_conf(s, id, err, errlen);
     if (!conf) goto error;
     rd_kafka_conf_set_opaque(conf, c);
@@ -191,6 +255,7 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_
 error:
     if (c->rk) rd_kafka_destroy(c->rk);
     rd_kafka_topic_partition_list_destroy(c->owned);
+    rd_kafka_topic_partition_list_destroy(c->pending);
     free(c);
     return NULL;
 }
@@ -294,31 +359,17 @@ static bool group_in_flux(rd_kafka_resp_err_t e)
            e == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID;
 }
 
-int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err, size_t errlen)
+/* Commit `offsets` and wait for the answer, at most the commit timeout.
+ * Returns like consumer_commit; a refusal because the group is between
+ * generations starts a hold. */
+static int send_commit(consumer_t *c, rd_kafka_topic_partition_list_t *offsets, char *err,
+                       size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(4);
-    rd_kafka_queue_t *q = NULL;
     int rc = -1;
-
-    for (size_t i = 0; i < count; i++) {
-        const record_t *r = &records[i];
-        /* Never commit for a partition this member no longer owns: the new
-         * owner's commits must not be overwritten by ours. */
-        if (!rd_kafka_topic_partition_list_find(c->owned, r->topic, r->partition)) continue;
-        rd_kafka_topic_partition_t *p =
-            rd_kafka_topic_partition_list_find(offsets, r->topic, r->partition);
-        if (!p) p = rd_kafka_topic_partition_list_add(offsets, r->topic, r->partition);
-        if (r->offset + 1 > p->offset) p->offset = r->offset + 1;
-    }
-    if (offsets->cnt == 0) {
-        rc = 0;
-        goto out;
-    }
-
     /* A synchronous commit can block for minutes with every broker down:
      * commit on a private queue and wait for the answer with our own
      * deadline. A commit that never returns is a failure that counts. */
-    q = rd_kafka_queue_new(c->rk);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
     rd_kafka_resp_err_t e = rd_kafka_commit_queue(c->rk, offsets, q, NULL, NULL);
     if (e) {
         snprintf(err, errlen, "offset commit failed: %s", rd_kafka_err2str(e));
@@ -349,9 +400,57 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *
     }
     rd_kafka_event_destroy(ev);
 out:
-    if (q) rd_kafka_queue_destroy(q);
+    rd_kafka_queue_destroy(q);
+    if (rc == 1 && !c->hold) {
+        c->hold = true;
+        c->hold_since_ms = now_ms();
+    }
+    return rc;
+}
+
+int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < count; i++) {
+        const record_t *r = &records[i];
+        /* Never commit for a partition this member no longer owns: the new
+         * owner's commits must not be overwritten by ours. */
+        if (!rd_kafka_topic_partition_list_find(c->owned, r->topic, r->partition)) continue;
+        rd_kafka_topic_partition_t *p =
+            rd_kafka_topic_partition_list_find(c->pending, r->topic, r->partition);
+        if (!p) {
+            p = rd_kafka_topic_partition_list_add(c->pending, r->topic, r->partition);
+            p->offset = r->offset + 1;
+        } else if (r->offset + 1 > p->offset) {
+            p->offset = r->offset + 1;
+        }
+    }
+    if (c->pending->cnt == 0) return 0;
+    if (c->hold) {
+        /* A hold that outlives a session timeout is probed with a real
+         * commit: a rebalance that ended without telling this member must
+         * not stop its commits for good. */
+        if (now_ms() - c->hold_since_ms < c->settings->session_timeout_ms) {
+            snprintf(err, errlen, "offset commit held: the group is rebalancing");
+            return 1;
+        }
+        c->hold_since_ms = now_ms();
+    }
+    rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_copy(c->pending);
+    int rc = send_commit(c, offsets, err, errlen);
+    if (rc == 0) {
+        /* Rebalance callbacks run only inside consumer_poll: pending is as
+         * it was sent. */
+        rd_kafka_topic_partition_list_destroy(c->pending);
+        c->pending = rd_kafka_topic_partition_list_new(8);
+        c->hold = false;
+    }
     rd_kafka_topic_partition_list_destroy(offsets);
     return rc;
+}
+
+int consumer_flush(consumer_t *c, char *err, size_t errlen)
+{
+    return consumer_commit(c, NULL, 0, err, errlen);
 }
 
 void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, int max)
@@ -400,6 +499,7 @@ void consumer_close(consumer_t *c)
                 break;
             }
         rd_kafka_topic_partition_list_destroy(c->owned);
+        rd_kafka_topic_partition_list_destroy(c->pending);
         for (int k = 0; k < 2; k++) {
             free(c->slot[k].messages);
             free(c->slot[k].records);
@@ -413,6 +513,7 @@ void consumer_close(consumer_t *c)
     if (e) LOG_WARN(c->def->name, "consumer close: %s", rd_kafka_err2str(e));
     rd_kafka_destroy(c->rk);
     rd_kafka_topic_partition_list_destroy(c->owned);
+    rd_kafka_topic_partition_list_destroy(c->pending);
     for (int k = 0; k < 2; k++) {
         free(c->slot[k].messages);
         free(c->slot[k].records);

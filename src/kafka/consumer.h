@@ -48,12 +48,21 @@ int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records,
 void consumer_release(consumer_t *c, record_t *records);
 
 /* Commit, for every partition of `records` this member still owns, the
- * highest offset + 1. Waits at most the commit timeout. Returns 0; 1 when
- * the group is rebalancing (REBALANCE_IN_PROGRESS: retriable, a later commit
- * covers these offsets); or -1 with the reason in `err` (the data is
- * already durable: the caller counts the failure and goes on). */
+ * highest offset + 1, together with any offsets stored earlier and not yet
+ * taken by Kafka. Waits at most the commit timeout. Returns 0; 1 when the
+ * group is between generations (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
+ * UNKNOWN_MEMBER_ID: refused, or held back without asking until this member
+ * has its next assignment; the offsets stay pending and a later commit or
+ * flush covers them); or -1 with the reason in `err` (the data is already
+ * durable; the offsets stay pending: the caller counts the failure and goes
+ * on). Offsets of a partition given up in a rebalance are dropped: its next
+ * owner redelivers those records and they are skipped. */
 int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err,
                     size_t errlen);
+
+/* Commit the pending offsets (see consumer_commit), if any: 0 when nothing
+ * is pending. For an idle pipeline, whose last commit was held or refused. */
+int consumer_flush(consumer_t *c, char *err, size_t errlen);
 
 /* Lag of every owned partition (high watermark as last seen by the fetcher
  * minus the consumed position) into lag[p], -1 for partitions not owned.

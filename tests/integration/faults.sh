@@ -353,6 +353,30 @@ test_failing_offset_commits_warn_then_a_commit_livelock_exits_1() {
         "first batch of phase 2"
 }
 
+# A commit refused as if the group were rebalancing, with no rebalance to
+# end it and no record after it: the offsets must still reach Kafka (a held
+# commit is tried again after a session timeout; an idle pipeline commits
+# what is left behind), or the group's offset stays behind rows stored long
+# ago and lag never returns to 0.
+test_offsets_of_a_refused_commit_reach_kafka_while_the_pipeline_is_idle() {
+    trap 'broker_ctl clear-request-errors OffsetCommit >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
+    fresh_schema f_held
+    fresh_topics held
+    register_apps "$APP"
+    svc_start held1
+    wait_for_log held1 '\[reviews\] partitions assigned' 1
+    broker_ctl request-errors OffsetCommit REBALANCE_IN_PROGRESS >/dev/null
+    gen_reviews 1 5 h | produce "$TOPIC_REVIEWS" -p 1
+    wait_for_log held1 '\[reviews\] batch size=5 ' 1
+    assert_eq 1 "$(log_count held1 'offset commit refused while the group rebalances')" "refusals logged"
+    # Nothing else arrives; the session timeout is 6 s.
+    wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 1 5 20
+    assert_eq 1 "$(log_count held1 'offset commits resumed')" "commits resumed"
+    assert_eq 5 "$(sql "SELECT count(*) FROM reviews")" "rows stored"
+    svc_stop held1
+    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+}
+
 # SPEC 11: SIGTERM is seen at a poll boundary; the in-flight batch is
 # finished and committed, and the process exits 0 within the timeout.
 test_sigterm_mid_batch_commits_the_batch_and_exits_0() {

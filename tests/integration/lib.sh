@@ -78,7 +78,7 @@ run_tests() {
     # (if, &&, ||), subshells included: the subshell must run as a plain
     # command or a failing command would not fail its test.
     set +e
-    for name in $(declare -F | awk '{print $3}' | grep '^test_'); do
+    for name in $(declare -F | awk '{print $3}' | grep '^test_' | grep -E "${TEST_ONLY:-.}"); do
         n=$((n + 1))
         (set -e; "$name")
         rc=$?

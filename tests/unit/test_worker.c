@@ -29,6 +29,10 @@ typedef struct {
     int ncommitted;
     bool stop_during_poll; /* request a stop while serving the first batch */
     bool stop_during_write_failure;
+    int idle_polls;                /* empty polls served after the batches, before the stop */
+    int flush_rebalancing_times;   /* flushes answered "group rebalancing" */
+    int flushes_done;              /* flushes that committed pending offsets */
+    bool pending;                  /* a commit was refused: offsets wait for a flush */
     /* observations */
     char calls[MAX_CALLS][16];
     int ncalls;
@@ -54,6 +58,10 @@ static int fake_poll(void *ctx, size_t max, int timeout_ms, record_t **records, 
     (void)max, (void)timeout_ms, (void)err, (void)errlen;
     note(f, "poll");
     if (f->polls_served >= f->batches) {
+        if (f->idle_polls > 0) {
+            f->idle_polls--;
+            return 0;
+        }
         /* Nothing more to serve: end the test like a SIGTERM would. */
         atomic_store(f->stop, true);
         return 0;
@@ -79,6 +87,7 @@ static int fake_commit(void *ctx, const record_t *records, size_t count, char *e
     f->commits++;
     if (f->commit_rebalancing_times < 0 || f->commits <= f->commit_rebalancing_times) {
         snprintf(err, errlen, "injected: group rebalance in progress");
+        f->pending = true;
         return 1;
     }
     if (f->commit_fail_times < 0 || f->commits <= f->commit_fail_times) {
@@ -88,6 +97,20 @@ static int fake_commit(void *ctx, const record_t *records, size_t count, char *e
     f->committed_count = count;
     f->committed_last_offset = records[count - 1].offset;
     if (f->ncommitted < 8) f->committed_first_offsets[f->ncommitted++] = records[0].offset;
+    return 0;
+}
+
+static int fake_flush(void *ctx, char *err, size_t errlen)
+{
+    fake_t *f = ctx;
+    note(f, "flush");
+    if (!f->pending) return 0;
+    if (f->flush_rebalancing_times-- > 0) {
+        snprintf(err, errlen, "injected: group rebalance in progress");
+        return 1;
+    }
+    f->pending = false;
+    f->flushes_done++;
     return 0;
 }
 
@@ -310,6 +333,33 @@ static void at_a_stop_a_commit_refused_by_a_rebalance_is_retried(void **state)
     assert_int_equal(fx->fake.ncommitted, 1);
 }
 
+static void an_idle_pipeline_commits_what_a_refused_commit_left_behind(void **state)
+{
+    fixture_t *fx = *state;
+    fx->worker.consumer.flush = fake_flush;
+    fx->fake.batches = 1;
+    fx->fake.commit_rebalancing_times = 1;
+    fx->fake.idle_polls = 2;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    /* No new records would ever carry these offsets: the first idle poll
+     * commits them, or the group's offset stays behind the stored rows. */
+    assert_string_equal(trace(&fx->fake), "poll resolve write commit poll flush poll flush poll flush");
+    assert_int_equal(fx->fake.flushes_done, 1);
+}
+
+static void a_stop_while_idle_waits_for_the_rebalance_to_commit_held_offsets(void **state)
+{
+    fixture_t *fx = *state;
+    fx->worker.consumer.flush = fake_flush;
+    fx->fake.batches = 1;
+    fx->fake.commit_rebalancing_times = 1;
+    fx->fake.flush_rebalancing_times = 2;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    /* The stop arrives at the empty poll; polling lets the rebalance end. */
+    assert_string_equal(trace(&fx->fake), "poll resolve write commit poll flush poll flush poll flush");
+    assert_int_equal(fx->fake.flushes_done, 1);
+}
+
 static void a_rebalance_that_never_ends_fails_the_pipeline(void **state)
 {
     fixture_t *fx = *state;
@@ -479,6 +529,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(commit_failures_below_the_limit_keep_the_pipeline_running, setup, teardown),
         cmocka_unit_test_setup_teardown(commit_failures_at_the_limit_fail_the_pipeline, setup, teardown),
         cmocka_unit_test_setup_teardown(commits_refused_during_a_rebalance_do_not_count_toward_the_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(an_idle_pipeline_commits_what_a_refused_commit_left_behind, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_stop_while_idle_waits_for_the_rebalance_to_commit_held_offsets, setup, teardown),
         cmocka_unit_test_setup_teardown(a_rebalance_that_never_ends_fails_the_pipeline, setup, teardown),
         cmocka_unit_test_setup_teardown(at_a_stop_a_commit_refused_by_a_rebalance_is_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(pipelined_batch_commits_its_offsets_only_after_its_write_finished, setup, teardown),
