@@ -377,6 +377,51 @@ test_offsets_of_a_refused_commit_reach_kafka_while_the_pipeline_is_idle() {
     assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
 }
 
+# Writers that share keys (two members, a review observed on two
+# partitions) must lock those rows in one order, or they deadlock and a
+# batch is rolled back and retried (40P01). The service upserts in
+# natural-key order: here another transaction holds d-1 and then takes d-2,
+# in key order, while the service's batch carries d-2 before d-1. The
+# service waits for d-1 holding nothing, so neither side deadlocks.
+test_a_batch_locks_its_rows_in_key_order_so_sharing_writers_do_not_deadlock() {
+    trap 'release_lock 2>/dev/null || true; cleanup_test_processes' EXIT
+    fresh_schema f_order
+    fresh_topics order
+    register_apps "$APP"
+    svc_start order1
+    gen_reviews 1 2 d | produce "$TOPIC_REVIEWS" -p 0
+    wait_for_sql "SELECT count(*) FROM reviews" 2 30
+    PGAPPNAME=faults-locker psql "$DB" -X -q -v ON_ERROR_STOP=1 >"$WORK/order-locker.out" 2>&1 <<'SQL' &
+BEGIN;
+UPDATE reviews SET content = content WHERE review_id = 'd-1';
+DO $$
+BEGIN
+    FOR i IN 1..300 LOOP
+        PERFORM pg_stat_clear_snapshot();
+        EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity
+                          WHERE application_name = 'storage-consumer' AND wait_event_type = 'Lock');
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END $$;
+SELECT pg_sleep(0.5);
+UPDATE reviews SET content = content WHERE review_id = 'd-2';
+COMMIT;
+SQL
+    LOCKER_PID=$!
+    wait_for_sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                   WHERE a.application_name = 'faults-locker' AND l.locktype = 'transactionid' AND l.granted" 1 10
+    gen_reviews 1 2 d | tac | produce "$TOPIC_REVIEWS" -p 0
+    local rc=0
+    wait "$LOCKER_PID" || rc=$?
+    LOCKER_PID=
+    assert_eq 0 "$rc" "the other transaction's exit status ($(cat "$WORK/order-locker.out"))"
+    wait_for_log order1 '\[reviews\] batch size=' 2
+    assert_eq 0 "$(log_count order1 '40P01|deadlock')" "deadlocks the service met"
+    assert_eq 2 "$(sql "SELECT count(*) FROM reviews")" "rows"
+    svc_stop order1
+    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+}
+
 # SPEC 11: SIGTERM is seen at a poll boundary; the in-flight batch is
 # finished and committed, and the process exits 0 within the timeout.
 test_sigterm_mid_batch_commits_the_batch_and_exits_0() {
