@@ -57,7 +57,7 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int send_commit(consumer_t *c, rd_kafka_topic_partition_list_t *offsets, char *err,
+static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *offsets, char *err,
                        size_t errlen);
 
 static void drop_pending(consumer_t *c, const rd_kafka_topic_partition_list_t *parts)
@@ -215,6 +215,18 @@ rd_kafka_conf_t *consumer_conf_new(const settings_t *s, pipeline_id_t id, char *
     return build_conf(s, id, err, errlen);
 }
 
+/* Everything but the librdkafka handle. */
+static void free_consumer(consumer_t *c)
+{
+    rd_kafka_topic_partition_list_destroy(c->owned);
+    rd_kafka_topic_partition_list_destroy(c->pending);
+    for (int k = 0; k < 2; k++) {
+        free(c->slot[k].messages);
+        free(c->slot[k].records);
+    }
+    free(c);
+}
+
 consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
 {
     consumer_t *c = calloc(1, sizeof *c);
@@ -254,9 +266,7 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_
     return c;
 error:
     if (c->rk) rd_kafka_destroy(c->rk);
-    rd_kafka_topic_partition_list_destroy(c->owned);
-    rd_kafka_topic_partition_list_destroy(c->pending);
-    free(c);
+    free_consumer(c);
     return NULL;
 }
 
@@ -359,53 +369,61 @@ static bool group_in_flux(rd_kafka_resp_err_t e)
            e == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID;
 }
 
-/* Commit `offsets` and wait for the answer, at most the commit timeout.
- * Returns like consumer_commit; a refusal because the group is between
- * generations starts a hold. */
-static int send_commit(consumer_t *c, rd_kafka_topic_partition_list_t *offsets, char *err,
-                       size_t errlen)
+int consumer_commit_offsets(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *offsets,
+                            int timeout_ms, rd_kafka_resp_err_t *cause, char *err, size_t errlen)
 {
-    int rc = -1;
-    /* A synchronous commit can block for minutes with every broker down:
-     * commit on a private queue and wait for the answer with our own
-     * deadline. A commit that never returns is a failure that counts. */
-    rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
-    rd_kafka_resp_err_t e = rd_kafka_commit_queue(c->rk, offsets, q, NULL, NULL);
+    *cause = RD_KAFKA_RESP_ERR__TIMED_OUT;
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_resp_err_t e = rd_kafka_commit_queue(rk, offsets, q, NULL, NULL);
     if (e) {
+        *cause = e;
         snprintf(err, errlen, "offset commit failed: %s", rd_kafka_err2str(e));
-        goto out;
+        rd_kafka_queue_destroy(q);
+        return -1;
     }
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, c->settings->commit_timeout_ms);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms);
+    rd_kafka_queue_destroy(q);
     if (!ev) {
         snprintf(err, errlen, "offset commit did not complete within %d ms (STORAGE_COMMIT_TIMEOUT_MS)",
-                 c->settings->commit_timeout_ms);
-        goto out;
+                 timeout_ms);
+        return -1;
     }
-    e = rd_kafka_event_error(ev);
-    if (e) {
+    int rc = 0;
+    *cause = rd_kafka_event_error(ev);
+    if (*cause) {
         snprintf(err, errlen, "offset commit failed: %s", rd_kafka_event_error_string(ev));
-        if (group_in_flux(e)) rc = 1;
+        rc = -1;
     } else {
         /* Per-partition errors travel in the event's partition list. */
         const rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev);
-        rc = 0;
         for (int i = 0; res && i < res->cnt; i++) {
             if (res->elems[i].err) {
+                *cause = res->elems[i].err;
                 snprintf(err, errlen, "offset commit failed for %s [%d]: %s", res->elems[i].topic,
                          res->elems[i].partition, rd_kafka_err2str(res->elems[i].err));
-                rc = group_in_flux(res->elems[i].err) ? 1 : -1;
+                rc = -1;
                 break;
             }
         }
     }
     rd_kafka_event_destroy(ev);
-out:
-    rd_kafka_queue_destroy(q);
-    if (rc == 1 && !c->hold) {
+    return rc;
+}
+
+/* Commit `offsets` as this member. Returns like consumer_commit; a refusal
+ * because the group is between generations starts a hold. */
+static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *offsets, char *err,
+                       size_t errlen)
+{
+    rd_kafka_resp_err_t cause;
+    if (consumer_commit_offsets(c->rk, offsets, c->settings->commit_timeout_ms, &cause, err, errlen) == 0)
+        return 0;
+    if (!group_in_flux(cause)) return -1;
+    if (!c->hold) {
         c->hold = true;
         c->hold_since_ms = now_ms();
     }
-    return rc;
+    return 1;
 }
 
 int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err, size_t errlen)
@@ -435,8 +453,7 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *
         }
         c->hold_since_ms = now_ms();
     }
-    rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_copy(c->pending);
-    int rc = send_commit(c, offsets, err, errlen);
+    int rc = send_commit(c, c->pending, err, errlen);
     if (rc == 0) {
         /* Rebalance callbacks run only inside consumer_poll: pending is as
          * it was sent. */
@@ -444,7 +461,6 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *
         c->pending = rd_kafka_topic_partition_list_new(8);
         c->hold = false;
     }
-    rd_kafka_topic_partition_list_destroy(offsets);
     return rc;
 }
 
@@ -498,13 +514,7 @@ void consumer_close(consumer_t *c)
                 unclosable[i] = c->rk;
                 break;
             }
-        rd_kafka_topic_partition_list_destroy(c->owned);
-        rd_kafka_topic_partition_list_destroy(c->pending);
-        for (int k = 0; k < 2; k++) {
-            free(c->slot[k].messages);
-            free(c->slot[k].records);
-        }
-        free(c);
+        free_consumer(c);
         return;
     }
     /* Close before destroy: leaves the group so the broker rebalances at
@@ -512,11 +522,5 @@ void consumer_close(consumer_t *c)
     rd_kafka_resp_err_t e = rd_kafka_consumer_close(c->rk);
     if (e) LOG_WARN(c->def->name, "consumer close: %s", rd_kafka_err2str(e));
     rd_kafka_destroy(c->rk);
-    rd_kafka_topic_partition_list_destroy(c->owned);
-    rd_kafka_topic_partition_list_destroy(c->pending);
-    for (int k = 0; k < 2; k++) {
-        free(c->slot[k].messages);
-        free(c->slot[k].records);
-    }
-    free(c);
+    free_consumer(c);
 }

@@ -8,6 +8,7 @@
 #ifndef STORAGE_CONSUMER_H
 #define STORAGE_CONSUMER_H
 
+#include <librdkafka/rdkafka.h>
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -31,8 +32,7 @@ int consumer_check_properties(const settings_t *s, char *err, size_t errlen);
  * exactly as the service does. Returns a configuration the caller owns
  * (rd_kafka_conf_destroy it, or hand it to rd_kafka_new), or NULL with the
  * reason in `err`. */
-struct rd_kafka_conf_s *consumer_conf_new(const settings_t *s, pipeline_id_t id, char *err,
-                                          size_t errlen);
+rd_kafka_conf_t *consumer_conf_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen);
 
 /* Poll up to `max` records: wait up to `timeout_ms` for the first (0: take
  * only what is already fetched), then take only what is already fetched, so
@@ -63,6 +63,14 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *
 /* Commit the pending offsets (see consumer_commit), if any: 0 when nothing
  * is pending. For an idle pipeline, whose last commit was held or refused. */
 int consumer_flush(consumer_t *c, char *err, size_t errlen);
+
+/* Commit `offsets` on `rk` and wait for the answer at most `timeout_ms`
+ * (a synchronous commit can block for minutes with every broker down; a
+ * commit that never answers is a failure). Returns 0, or -1 with the reason
+ * in `err` and the error in *cause (the first partition's that failed;
+ * RD_KAFKA_RESP_ERR__TIMED_OUT when no answer came). */
+int consumer_commit_offsets(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *offsets,
+                            int timeout_ms, rd_kafka_resp_err_t *cause, char *err, size_t errlen);
 
 /* Lag of every owned partition (high watermark as last seen by the fetcher
  * minus the consumed position) into lag[p], -1 for partitions not owned.

@@ -234,43 +234,13 @@ out:
 
 /* ------------------------------------------------------------------------ */
 
-/* Commit `offsets` as this member, synchronously, waiting at most the commit
- * timeout (a commit can block for minutes with every broker down). Returns
- * 0, or -1 with the reason. */
+/* Commit `offsets` as this member, waiting at most the commit timeout.
+ * Returns 0, or -1 with the reason. */
 static int commit_offsets(const settings_t *s, rd_kafka_t *rk,
                           const rd_kafka_topic_partition_list_t *offsets, char *err, size_t errlen)
 {
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    int rc = -1;
-    rd_kafka_resp_err_t e = rd_kafka_commit_queue(rk, offsets, q, NULL, NULL);
-    if (e) {
-        snprintf(err, errlen, "offset commit failed: %s", rd_kafka_err2str(e));
-        goto out;
-    }
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, s->commit_timeout_ms);
-    if (!ev) {
-        snprintf(err, errlen, "offset commit did not complete within %d ms (STORAGE_COMMIT_TIMEOUT_MS)",
-                 s->commit_timeout_ms);
-        goto out;
-    }
-    if (rd_kafka_event_error(ev)) {
-        snprintf(err, errlen, "offset commit failed: %s", rd_kafka_event_error_string(ev));
-    } else {
-        const rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev);
-        rc = 0;
-        for (int i = 0; res && i < res->cnt; i++) {
-            if (res->elems[i].err) {
-                snprintf(err, errlen, "offset commit failed for %s [%d]: %s", res->elems[i].topic,
-                         res->elems[i].partition, rd_kafka_err2str(res->elems[i].err));
-                rc = -1;
-                break;
-            }
-        }
-    }
-    rd_kafka_event_destroy(ev);
-out:
-    rd_kafka_queue_destroy(q);
-    return rc;
+    rd_kafka_resp_err_t cause;
+    return consumer_commit_offsets(rk, offsets, s->commit_timeout_ms, &cause, err, errlen);
 }
 
 /* Holding every partition of the topic: read the current offsets, compute
