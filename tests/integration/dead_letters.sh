@@ -17,9 +17,6 @@ SUITE_CLEANUP=${SUITE_CLEANUP#; }
 # ---------------------------------------------------------------------------
 # Helpers of this suite.
 
-STARTED=""
-TEST_NAME=""
-
 begin_test() { # name
     STARTED=""
     TEST_NAME=$1
@@ -29,18 +26,8 @@ begin_test() { # name
 }
 
 end_test() {
-    local rc=$? name pid
-    for name in $STARTED; do
-        pid=$(service_pid "$name")
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -KILL "$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        fi
-        if [ "$rc" -ne 0 ]; then
-            echo "# --- last lines of service $name ---" >&2
-            tail -n 40 "$WORK/$name.log" 2>/dev/null | sed 's/^/# | /' >&2
-        fi
-    done
+    local rc=$?
+    end_services "$rc"
     if [ "$rc" -ne 0 ] && [ -f "$WORK/$TEST_NAME.out" ]; then
         echo "# --- last output of storage-consumer dead-letters ---" >&2
         sed 's/^/# | /' "$WORK/$TEST_NAME.out" "$WORK/$TEST_NAME.err" >&2
@@ -149,21 +136,13 @@ resolved_of() { # id: "t|note" or "f|"
 test_redrive_stores_a_message_once_its_app_is_registered() {
     begin_test registered
     fresh_topics registered
-    service_start "registered-svc" "STORAGE_DATABASE_URL=$DB" STORAGE_PIPELINES=reviews
-    STARTED="registered-svc"
+    start_service svc "STORAGE_DATABASE_URL=$DB" STORAGE_PIPELINES=reviews
     { review com.example.late gp:late 7 "2026-11-29T10:00:00Z"; echo; } | produce "$TOPIC_REVIEWS" -p 1
     wait_for_sql "SELECT error_type || ' ' || partition || ' ' || kafka_offset FROM dead_letter_events" \
         "unregistered_app 1 0" 60
     # The offset moved past the message: Kafka will never deliver it again.
-    local i committed=""
-    for i in $(seq 1 120); do
-        committed=$(broker_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 1)
-        [ "$committed" = 1 ] && break
-        sleep 0.25
-    done
-    assert_eq 1 "$committed" "offset committed past the dead letter"
-    service_stop registered-svc >"$WORK/registered-svc.stopped" || true
-    assert_eq 0 "$(cat "$WORK/registered-svc.stopped")" "service exit status"
+    wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 1 1 30
+    stop_clean svc
     assert_eq 0 "$(sql "SELECT count(*) FROM reviews")" "reviews before the app is registered"
 
     register_apps com.example.late

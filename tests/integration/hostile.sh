@@ -39,26 +39,9 @@ DEFAULT_TS=1764417600123
 # 5 MiB of message sets per partition: they must not push the interleaved
 # stream out of partition 0).
 BIG=1048576
-SANITIZER_REPORT='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (AddressSanitizer|UndefinedBehaviorSanitizer)|UndefinedBehaviorSanitizer'
 
 # ---------------------------------------------------------------------------
 # Helpers.
-
-# Services a test started are killed when the test ends, however it ends
-# (a failed assertion must not leave a service running into the next test).
-STARTED_SERVICES=""
-kill_started_services() {
-    local rc=$? s
-    for s in $STARTED_SERVICES; do
-        [ -f "$WORK/$s.rc" ] || service_kill "$s"
-    done
-    exit "$rc"
-}
-start_service() { # name [VAR=value...]
-    service_start "$@"
-    STARTED_SERVICES="$STARTED_SERVICES $1"
-    trap kill_started_services EXIT
-}
 
 usql() { PGTZ=UTC sql "$1"; }
 
@@ -227,12 +210,6 @@ assert_no_rows() { # sql message
     out=$(usql "$1") || fail "query failed: $1"
     [ -z "$out" ] || fail "$2 ($(printf '%s\n' "$out" | wc -l)):
 $(printf '%s\n' "$out" | head -n 40 | cut -c 1-400)"
-}
-
-no_sanitizer_report() { # log
-    if grep -qE "$SANITIZER_REPORT" "$1"; then
-        fail "sanitizer report in $1: $(grep -E -A 12 "$SANITIZER_REPORT" "$1" | head -n 30)"
-    fi
 }
 
 # ---------------------------------------------------------------------------
@@ -619,9 +596,4 @@ test_a_bad_record_with_the_largest_kafka_timestamp_is_dead_lettered_without_stop
     isolated ts_int64_max reviews reviews/r086-kafka-timestamp-int64-max.bin
 }
 
-if [ -n "${ONLY_TESTS:-}" ]; then
-    for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
-        [[ $t =~ $ONLY_TESTS ]] || unset -f "$t"
-    done
-fi
 run_tests

@@ -78,7 +78,7 @@ run_tests() {
     # (if, &&, ||), subshells included: the subshell must run as a plain
     # command or a failing command would not fail its test.
     set +e
-    for name in $(declare -F | awk '{print $3}' | grep '^test_' | grep -E "${TEST_ONLY:-.}"); do
+    for name in $(declare -F | awk '{print $3}' | grep '^test_' | grep -E "${ONLY_TESTS:-.}"); do
         n=$((n + 1))
         (set -e; "$name")
         rc=$?
@@ -195,6 +195,61 @@ service_stop() { # name [seconds]
 service_kill() { # name: kill -9, and wait until it is gone
     kill -KILL "$(service_pid "$1")" 2>/dev/null || true
     service_wait "$1" 10 >/dev/null
+}
+
+# A test's services: NAME is kept in $WORK as TEST_NAME-NAME (just NAME in
+# suites without TEST_NAME), so every log survives, and recorded in STARTED:
+# when the test ends, however it ends, end_test kills what is left running
+# (a failed assertion must not leave a service running into the next test).
+STARTED=""
+TEST_NAME=""
+
+svc() { echo "${TEST_NAME:+$TEST_NAME-}$1"; }
+
+start_service() { # name [VAR=value...]
+    local name=$1
+    shift
+    service_start "$(svc "$name")" "$@"
+    STARTED="$STARTED $name"
+    trap end_test EXIT
+}
+
+# SIGTERM NAME and require a clean stop (exit 0, logged).
+stop_clean() { # name
+    local rc name
+    name=$(svc "$1")
+    rc=$(service_stop "$name")
+    [ "$rc" = 0 ] || fail "service $name did not stop cleanly: exit [$rc]"
+    grep -q 'stopped exit=0' "$WORK/$name.log" || fail "service $name did not log 'stopped exit=0'"
+}
+
+# Kill the test's services still running; if the test failed (RC), show
+# their last log lines.
+end_services() { # rc
+    local name
+    for name in $STARTED; do
+        name=$(svc "$name")
+        [ -f "$WORK/$name.rc" ] || service_kill "$name"
+        if [ "$1" -ne 0 ]; then
+            echo "# --- last lines of service $name ---" >&2
+            tail -n 40 "$WORK/$name.log" 2>/dev/null | sed 's/^/# | /' >&2
+        fi
+    done
+}
+
+# The exit trap of a test; a suite may define its own, calling end_services.
+end_test() {
+    local rc=$?
+    end_services "$rc"
+    exit "$rc"
+}
+
+SANITIZER_REPORT='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (AddressSanitizer|UndefinedBehaviorSanitizer)|UndefinedBehaviorSanitizer'
+
+no_sanitizer_report() { # log
+    if grep -qE "$SANITIZER_REPORT" "$1"; then
+        fail "sanitizer report in $1: $(grep -E -A 12 "$SANITIZER_REPORT" "$1" | head -n 30)"
+    fi
 }
 
 # Poll SQL until it prints EXPECTED (at most SECONDS, default 60).

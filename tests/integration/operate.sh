@@ -30,9 +30,7 @@ MIGRATION_COUNT=${#MIGRATION_FILES[@]}
 # ---------------------------------------------------------------------------
 # Helpers of this suite.
 
-STARTED=""
 OPS=""
-TEST_NAME=""
 
 begin_test() { # name
     STARTED=""
@@ -44,19 +42,8 @@ begin_test() { # name
 }
 
 end_test() {
-    local rc=$? name pid
-    for name in $STARTED; do
-        name=$(svc "$name")
-        pid=$(service_pid "$name")
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -KILL "$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        fi
-        if [ "$rc" -ne 0 ]; then
-            echo "# --- last lines of service $name ---" >&2
-            tail -n 30 "$WORK/$name.log" 2>/dev/null | sed 's/^/# | /' >&2
-        fi
-    done
+    local rc=$? name
+    end_services "$rc"
     if [ "$rc" -ne 0 ]; then
         for name in $OPS; do
             echo "# --- $name (stdout, stderr) ---" >&2
@@ -64,24 +51,6 @@ end_test() {
         done
     fi
     exit "$rc"
-}
-
-svc() { echo "$TEST_NAME-$1"; }
-
-# service_start, recorded for end_test.
-start_service() { # name [VAR=value...]
-    local name=$1
-    shift
-    service_start "$(svc "$name")" "$@"
-    STARTED="$STARTED $name"
-}
-
-# SIGTERM NAME and require a clean stop (exit 0).
-stop_clean() { # name
-    local rc name
-    name=$(svc "$1")
-    rc=$(service_stop "$name")
-    [ "$rc" = 0 ] || fail "service $name did not stop cleanly: exit [$rc]"
 }
 
 log_file() { echo "$WORK/$(svc "$1").log"; }

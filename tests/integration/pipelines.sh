@@ -19,9 +19,6 @@ broker_start
 # ---------------------------------------------------------------------------
 # Helpers of this suite.
 
-STARTED=""
-TEST_NAME=""
-
 # Start a test: its database, topics and groups, and the exit trap that
 # reports and cleans up whatever the test started.
 begin_test() { # name
@@ -30,39 +27,6 @@ begin_test() { # name
     trap end_test EXIT
     fresh_schema "pl_$1"
     fresh_topics "$1"
-}
-
-end_test() {
-    local rc=$? name
-    for name in $STARTED; do
-        name=$(svc "$name")
-        [ -f "$WORK/$name.rc" ] || service_kill "$name"
-        if [ "$rc" -ne 0 ]; then
-            echo "# --- last lines of service $name ---" >&2
-            tail -n 40 "$WORK/$name.log" 2>/dev/null | sed 's/^/# | /' >&2
-        fi
-    done
-    exit "$rc"
-}
-
-# A service's name in $WORK: unique per test, so every log survives.
-svc() { echo "$TEST_NAME-$1"; }
-
-# service_start, recorded for end_test.
-start_service() { # name [VAR=value...]
-    local name=$1
-    shift
-    service_start "$(svc "$name")" "$@"
-    STARTED="$STARTED $name"
-}
-
-# SIGTERM NAME and require a clean stop (exit 0).
-stop_clean() { # name
-    local rc name
-    name=$(svc "$1")
-    rc=$(service_stop "$name")
-    [ "$rc" = 0 ] || fail "service $name did not stop cleanly: exit [$rc]"
-    grep -q 'stopped exit=0' "$WORK/$name.log" || fail "service $name did not log 'stopped exit=0'"
 }
 
 # NAME is still running (it did not fail and exit on its own).
@@ -96,7 +60,6 @@ batch_lines() { # name pipeline
 
 # SQL with timestamps shown in UTC, whatever the database's time zone.
 usql() { PGTZ=UTC sql "$1"; }
-
 
 # SPEC 6 log volume, batch by batch: the first 5 dead letters of a batch in
 # detail, then (only if there were more) one summary line with their total.
@@ -665,9 +628,4 @@ test_an_oversized_bad_payload_is_dead_lettered_truncated_to_64_KiB() {
     stop_clean svc
 }
 
-if [ -n "${ONLY_TESTS:-}" ]; then
-    for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
-        [[ $t =~ $ONLY_TESTS ]] || unset -f "$t"
-    done
-fi
 run_tests

@@ -15,30 +15,6 @@
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-SANITIZER_REPORT='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (AddressSanitizer|UndefinedBehaviorSanitizer)|UndefinedBehaviorSanitizer'
-
-# Services a test started are killed when the test ends, however it ends
-# (a failed assertion must not leave a service running into the next test).
-STARTED_SERVICES=""
-kill_started_services() {
-    local rc=$? s
-    for s in $STARTED_SERVICES; do
-        [ -f "$WORK/$s.rc" ] || service_kill "$s"
-    done
-    exit "$rc"
-}
-start_service() { # name [VAR=value...]
-    service_start "$@"
-    STARTED_SERVICES="$STARTED_SERVICES $1"
-    trap kill_started_services EXIT
-}
-
-no_sanitizer_report() { # log
-    if grep -qE "$SANITIZER_REPORT" "$1"; then
-        fail "sanitizer report in $1: $(grep -E -A 12 "$SANITIZER_REPORT" "$1" | head -n 30)"
-    fi
-}
-
 # ---------------------------------------------------------------------------
 # 1. A full demo run (two hourly crawls with bad messages, health, SIGTERM)
 # under LeakSanitizer: the demo's service and its `health` command are the
@@ -223,12 +199,6 @@ test_fds_and_sessions_do_not_grow_across_100_forced_reconnects() {
     assert_eq 0 "$(service_stop reconnect)" "exit code on SIGTERM"
     no_sanitizer_report "$WORK/reconnect.log"
 }
-
-if [ -n "${ONLY_TESTS:-}" ]; then
-    for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
-        [[ $t =~ $ONLY_TESTS ]] || unset -f "$t"
-    done
-fi
 
 pg_start
 broker_start
