@@ -77,12 +77,14 @@ fuzz: $(BUILD)/fuzz/fuzz_decode
 deps:
 	scripts/install-deps.sh
 
-# make test: installs what a fresh machine lacks, then runs every test (unit and
-# integration) against the sanitizer build (the resource suite measures the
-# release build's memory, so that is built too).
+# make test: installs what a fresh machine lacks, then runs every test: unit
+# and integration suites and the fuzz target against the sanitizer build (the
+# resource suite measures the release build's memory, so that is built too),
+# then the reliability suite against the release build.
 test: deps
 	$(MAKE) all sanitize
 	FUZZ_BIN=$(BUILD)/fuzz/fuzz_decode FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh $(SAN_BUILD)
+	tests/reliability/run.sh $(BUILD)
 
 # make reliability: the service against kill -9, PostgreSQL and broker faults,
 # rebalances and graceful stops, each scenario judged by a model of what was
