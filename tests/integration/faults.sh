@@ -10,8 +10,8 @@
 # One PostgreSQL and one broker for the suite; each test has its own database
 # (fresh_schema) and its own topics and groups (fresh_topics).
 #
-# For development: FAULTS_ONLY=REGEX runs only the tests whose name matches;
-# FAULTS_KEEP_LOGS=DIR keeps the services' logs there.
+# For development: ONLY_TESTS=REGEX runs only the tests whose name matches;
+# KEEP_WORK=1 keeps the work directory (the services' logs).
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -95,10 +95,6 @@ suite_cleanup_faults() {
         kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
     done
     "$BROKER" stop "$WORK/kafka" >/dev/null 2>&1 || true
-    if [ -n "${FAULTS_KEEP_LOGS:-}" ]; then
-        mkdir -p "$FAULTS_KEEP_LOGS"
-        cp "$WORK"/*.log "$FAULTS_KEEP_LOGS"/ 2>/dev/null || true
-    fi
 }
 
 # N review messages (≈230 bytes each) with review ids PREFIX-START..,
@@ -711,7 +707,4 @@ test_an_offset_commit_with_every_broker_down_fails_within_the_commit_timeout() {
     assert_eq "30 30" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
 }
 
-if [ -n "${FAULTS_ONLY:-}" ]; then
-    for t in $(declare -F | awk '{print $3}' | grep '^test_' | grep -vE "$FAULTS_ONLY"); do unset -f "$t"; done
-fi
 run_tests
