@@ -104,7 +104,7 @@ char *metrics_render(metrics_t *m)
     counter(&o, m, "batches_total", "Batches committed.", offsetof(pipeline_metrics_t, batches));
     counter(&o, m, "db_retries_total", "Batch retries after a transient database error.",
             offsetof(pipeline_metrics_t, db_retries));
-    counter(&o, m, "commit_failures_total", "Offset commits that failed (rows were already stored).",
+    counter(&o, m, "commit_failures_total", "Offset commits that failed, and rebalances that refused them (the rows were already stored).",
             offsetof(pipeline_metrics_t, commit_failures));
 
     out(&o, "# HELP storage_consumer_dead_letters_total Records written to dead_letter_events.\n"

@@ -196,10 +196,12 @@ static int valid_listen_addr(const char *a)
 long long settings_worst_case_batch_ms(const settings_t *s)
 {
     /* Every attempt may run to the statement timeout, and between attempts
-     * the back-off doubles: base * (2^attempts - 1) in all. */
+     * the back-off doubles: base * (2^attempts - 1) in all. Two commits: the
+     * batch's own, and the one a rebalance may make in the poll between
+     * batches (offsets of partitions given up). */
     long long backoff = (long long)s->db_retry_base_ms * ((1LL << s->db_retry_max_attempts) - 1);
     return (long long)(s->db_retry_max_attempts + 1) * s->db_statement_timeout_ms + backoff +
-           s->commit_timeout_ms;
+           2LL * s->commit_timeout_ms;
 }
 
 static int load(loader_t *l, settings_t *s)
@@ -266,8 +268,8 @@ static int load(loader_t *l, settings_t *s)
     if (worst > s->max_poll_interval_ms)
         return fail(l,
                     "STORAGE_DB_RETRY_MAX_ATTEMPTS=%d, STORAGE_DB_RETRY_BASE_MS=%d: the worst-case batch "
-                    "(%lld ms of back-off, statement timeouts of STORAGE_DB_STATEMENT_TIMEOUT_MS=%d and "
-                    "STORAGE_COMMIT_TIMEOUT_MS=%d) exceeds STORAGE_MAX_POLL_INTERVAL_MS=%d",
+                    "(%lld ms of back-off, statement timeouts of STORAGE_DB_STATEMENT_TIMEOUT_MS=%d and two "
+                    "commits of STORAGE_COMMIT_TIMEOUT_MS=%d) exceeds STORAGE_MAX_POLL_INTERVAL_MS=%d",
                     s->db_retry_max_attempts, s->db_retry_base_ms, worst,
                     s->db_statement_timeout_ms, s->commit_timeout_ms, s->max_poll_interval_ms);
 

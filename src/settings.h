@@ -63,8 +63,8 @@ void settings_free(settings_t *s);
 /* "prefix.pipeline": the consumer group of a pipeline. Writes into buf. */
 void settings_group_id(const settings_t *s, pipeline_id_t id, char *buf, size_t len);
 
-/* Worst-case time of one batch with every database retry, in ms: what must
- * fit inside the max poll interval. */
+/* Worst-case time of one batch with every database retry and its offset
+ * commits, in ms: what must fit inside the max poll interval. */
 long long settings_worst_case_batch_ms(const settings_t *s);
 
 #endif

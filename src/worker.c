@@ -225,14 +225,16 @@ static int commit_outcome(worker_t *w, commit_state_t *cs, int committed, const 
         cs->refused_since = 0;
         return 0;
     }
-    if (w->metrics) atomic_fetch_add_explicit(&w->metrics->commit_failures, 1, memory_order_relaxed);
     if (committed > 0) {
         /* A rebalance refuses commits until it completes; a busy member
          * makes many batches meanwhile. Not a livelock while it lasts less
          * than the max poll interval, the longest a legitimate rebalance
-         * waits for its members. Logged once per rebalance. */
+         * waits for its members. Logged and counted once per rebalance (the
+         * commits held meanwhile are never sent). */
         if (cs->refused_since == 0) {
             cs->refused_since = now_ms();
+            if (w->metrics)
+                atomic_fetch_add_explicit(&w->metrics->commit_failures, 1, memory_order_relaxed);
             LOG_WARN(w->def->name, "offset commit refused while the group rebalances (the rows are stored; commits are held until this member's next assignment, which covers them): %s",
                      err);
         }
@@ -242,6 +244,10 @@ static int commit_outcome(worker_t *w, commit_state_t *cs, int committed, const 
                         refused_for, s->max_poll_interval_ms, err);
         return 0;
     }
+    if (w->metrics) atomic_fetch_add_explicit(&w->metrics->commit_failures, 1, memory_order_relaxed);
+    /* A failure is not a refusal: a rebalance after it is timed from its own
+     * first refusal. */
+    cs->refused_since = 0;
     /* An idle pipeline tries again after a pause, not at every poll. */
     cs->next_flush = now_ms() + IDLE_FLUSH_PAUSE_MS;
     if (idle) {
@@ -363,18 +369,19 @@ int worker_run(worker_t *w)
         cur = next;
         next = NULL;
     }
+    /* Batches taken but not committed are redelivered to whoever owns their
+     * partitions next. Released first: the commit below may poll. */
+    for (int k = 0; k < 2; k++) {
+        if (slots[k].records) w->consumer.release(w->consumer.ctx, slots[k].records);
+        slots[k].records = NULL;
+        batch_free(&slots[k].batch);
+    }
     /* A stop while idle or in a back-off: offsets an earlier held or failed
      * commit left behind. */
     if (rc == 0 && !committed_at_stop && w->consumer.flush) {
         int committed = commit_at_stop(w, NULL, 0, err, sizeof err);
         if (committed != 0)
             LOG_WARN(w->def->name, "offsets of stored batches not committed at the stop (they are redelivered and skipped): %s", err);
-    }
-    /* Batches taken but not committed are redelivered to whoever owns their
-     * partitions next. */
-    for (int k = 0; k < 2; k++) {
-        if (slots[k].records) w->consumer.release(w->consumer.ctx, slots[k].records);
-        batch_free(&slots[k].batch);
     }
     return rc;
 }

@@ -93,7 +93,9 @@ static void commit_revoked(consumer_t *c, const rd_kafka_topic_partition_list_t 
 }
 
 /* Track the assignment: the rebalance callback runs on the worker thread
- * inside rd_kafka_consumer_poll, never while a batch is being written. */
+ * inside consumer_poll (also the poll that takes the next batch while one
+ * is written: that batch's offsets are not pending yet, so only stored rows
+ * are ever committed here). */
 static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {

@@ -133,8 +133,8 @@ static void worst_case_batch_of_defaults_fits_the_max_poll_interval(void **state
     load_ok(&s, NO_ENV);
     long long worst = settings_worst_case_batch_ms(&s);
     settings_free(&s);
-    /* 31 s of back-off + 6 statement timeouts of 30 s + a 10 s commit. */
-    assert_int_equal(worst, 221000);
+    /* 31 s of back-off + 6 statement timeouts of 30 s + two 10 s commits. */
+    assert_int_equal(worst, 231000);
     assert_true(worst <= 300000);
 }
 
@@ -449,24 +449,24 @@ static void retry_schedule_that_cannot_fit_max_poll_interval_is_rejected(void **
     /* Statement timeouts count too: 6 x 60 s. */
     expect_error(ENV("STORAGE_DB_STATEMENT_TIMEOUT_MS=60000"), "STORAGE_DB_STATEMENT_TIMEOUT_MS",
                  "STORAGE_MAX_POLL_INTERVAL_MS");
-    /* A shorter interval breaks the default schedule (221 s). */
-    expect_error(ENV("STORAGE_MAX_POLL_INTERVAL_MS=220999"), "STORAGE_DB_RETRY_MAX_ATTEMPTS",
-                 "STORAGE_MAX_POLL_INTERVAL_MS=220999");
+    /* A shorter interval breaks the default schedule (231 s). */
+    expect_error(ENV("STORAGE_MAX_POLL_INTERVAL_MS=230999"), "STORAGE_DB_RETRY_MAX_ATTEMPTS",
+                 "STORAGE_MAX_POLL_INTERVAL_MS=230999");
 }
 
 static void retry_schedule_exactly_filling_max_poll_interval_is_accepted(void **state)
 {
     (void)state;
     settings_t s;
-    load_ok(&s, ENV("STORAGE_MAX_POLL_INTERVAL_MS=221000"));
-    assert_int_equal(settings_worst_case_batch_ms(&s), 221000);
+    load_ok(&s, ENV("STORAGE_MAX_POLL_INTERVAL_MS=231000"));
+    assert_int_equal(settings_worst_case_batch_ms(&s), 231000);
     settings_free(&s);
-    /* 12 attempts: 4095 s back-off + 13 x 30 s + 10 s = 4495 s. */
-    load_ok(&s, ENV("STORAGE_DB_RETRY_MAX_ATTEMPTS=12", "STORAGE_MAX_POLL_INTERVAL_MS=4495000"));
+    /* 12 attempts: 4095 s back-off + 13 x 30 s + 2 x 10 s = 4505 s. */
+    load_ok(&s, ENV("STORAGE_DB_RETRY_MAX_ATTEMPTS=12", "STORAGE_MAX_POLL_INTERVAL_MS=4505000"));
     assert_int_equal(s.db_retry_max_attempts, 12);
-    assert_int_equal(settings_worst_case_batch_ms(&s), 4495000);
+    assert_int_equal(settings_worst_case_batch_ms(&s), 4505000);
     settings_free(&s);
-    expect_error(ENV("STORAGE_DB_RETRY_MAX_ATTEMPTS=12", "STORAGE_MAX_POLL_INTERVAL_MS=4494999"),
+    expect_error(ENV("STORAGE_DB_RETRY_MAX_ATTEMPTS=12", "STORAGE_MAX_POLL_INTERVAL_MS=4504999"),
                  "STORAGE_DB_RETRY_MAX_ATTEMPTS=12", NULL);
 }
 

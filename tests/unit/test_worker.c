@@ -33,6 +33,7 @@ typedef struct {
     int flush_rebalancing_times;   /* flushes answered "group rebalancing" */
     int flushes_done;              /* flushes that committed pending offsets */
     bool pending;                  /* a commit was refused: offsets wait for a flush */
+    int unreleased;                /* polls whose records were not released yet */
     /* observations */
     char calls[MAX_CALLS][16];
     int ncalls;
@@ -57,6 +58,8 @@ static int fake_poll(void *ctx, size_t max, int timeout_ms, record_t **records, 
     fake_t *f = ctx;
     (void)max, (void)timeout_ms, (void)err, (void)errlen;
     note(f, "poll");
+    /* The real consumer aborts the process on a third unreleased poll. */
+    if (f->unreleased >= 2) fail_msg("a poll while two polls are unreleased");
     if (f->polls_served >= f->batches) {
         if (f->idle_polls > 0) {
             f->idle_polls--;
@@ -66,6 +69,7 @@ static int fake_poll(void *ctx, size_t max, int timeout_ms, record_t **records, 
         atomic_store(f->stop, true);
         return 0;
     }
+    f->unreleased++;
     f->polls_served++;
     record_t *recs = f->records[f->polls_served % 2];
     for (int i = 0; i < 3; i++) {
@@ -78,7 +82,11 @@ static int fake_poll(void *ctx, size_t max, int timeout_ms, record_t **records, 
     return 3;
 }
 
-static void fake_release(void *ctx, record_t *records) { (void)ctx, (void)records; }
+static void fake_release(void *ctx, record_t *records)
+{
+    fake_t *f = ctx;
+    if (records) f->unreleased--;
+}
 
 static int fake_commit(void *ctx, const record_t *records, size_t count, char *err, size_t errlen)
 {
@@ -161,6 +169,7 @@ static int fake_finish(void *ctx, batch_t *b, batch_counts_t *counts, char *err,
     if (++f->finishes <= f->finish_fail_times) {
         snprintf(err, errlen, "injected: connection lost");
         *cls = ERROR_CLASS_TRANSIENT;
+        if (f->stop_during_write_failure) atomic_store(f->stop, true);
         return -1;
     }
     counts->inserted = 1;
@@ -360,6 +369,25 @@ static void a_stop_while_idle_waits_for_the_rebalance_to_commit_held_offsets(voi
     assert_int_equal(fx->fake.flushes_done, 1);
 }
 
+static void a_stop_in_a_back_off_releases_its_batches_before_committing_what_is_pending(void **state)
+{
+    fixture_t *fx = *state;
+    fx->worker.consumer.flush = fake_flush;
+    fx->worker.store.start = fake_start;
+    fx->worker.store.finish = fake_finish;
+    fx->fake.batches = 2; /* the second is taken while the first is written */
+    fx->fake.finish_fail_times = 1;
+    fx->fake.stop_during_write_failure = true;
+    fx->fake.pending = true; /* an earlier batch's commit was held */
+    fx->fake.flush_rebalancing_times = 1;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    /* Both batches go back uncommitted; the held offsets are committed,
+     * polling (with both batches released) while the rebalance ends. */
+    assert_string_equal(trace(&fx->fake), "poll resolve start poll finish disconnect flush poll flush");
+    assert_int_equal(fx->fake.flushes_done, 1);
+    assert_int_equal(fx->fake.unreleased, 0);
+}
+
 static void a_rebalance_that_never_ends_fails_the_pipeline(void **state)
 {
     fixture_t *fx = *state;
@@ -531,6 +559,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(commits_refused_during_a_rebalance_do_not_count_toward_the_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(an_idle_pipeline_commits_what_a_refused_commit_left_behind, setup, teardown),
         cmocka_unit_test_setup_teardown(a_stop_while_idle_waits_for_the_rebalance_to_commit_held_offsets, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_stop_in_a_back_off_releases_its_batches_before_committing_what_is_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(a_rebalance_that_never_ends_fails_the_pipeline, setup, teardown),
         cmocka_unit_test_setup_teardown(at_a_stop_a_commit_refused_by_a_rebalance_is_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(pipelined_batch_commits_its_offsets_only_after_its_write_finished, setup, teardown),
