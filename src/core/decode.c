@@ -452,9 +452,6 @@ int decode_record(const pipeline_def_t *def, const void *value, size_t len, even
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
 
-    /* JSON_REJECT_DUPLICATES: a key given twice is a classic way to smuggle a
-     * value past validation. JSON_ALLOW_NUL: let \u0000 through the parser so
-     * the field check below can name the field that holds it. */
     root = load_json(value, len, &jerr);
     if (!root) return reject_parse_error(&jerr, rej);
     if (!json_is_object(root)) {

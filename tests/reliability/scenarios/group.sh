@@ -143,6 +143,18 @@ expect_takeover() { # leaver t0_ms survivors...
     echo "noticed after $(ms "$first"), taken over after $(ms "$take")"
 }
 
+# Start NAME and wait until the group (MEMBERS, NAME among them) shares the
+# partitions: admitted within JOIN_LIMIT_MS, all alive. Sets JOIN_MS.
+join_under_load() { # name members...
+    local name=$1
+    shift
+    svc_start "$name"
+    JOIN_MS=$(wait_owners 60 reviews "$@") || fail_check "$name never got partitions within 60 s"
+    expect_below "$name's join under load (a new member admitted within $JOIN_LIMIT_MS ms)" "$JOIN_LIMIT_MS" "$JOIN_MS"
+    expect_all_alive "$@"
+    checkpoint "$name joined"
+}
+
 scenario_group_churn() {
     scenario_begin group_churn reviews
     gen_stream 41 30000 0 0
@@ -152,26 +164,17 @@ scenario_group_churn() {
     # produces the rest at once).
     producer_start 150 150
     local j_b j_c j_d rc t0 left_b left_c
-    svc_start B
-    j_b=$(wait_owners 60 reviews A B) || fail_check "B never got partitions within 60 s"
-    expect_below "B's join under load (a new member admitted within $JOIN_LIMIT_MS ms)" "$JOIN_LIMIT_MS" "$j_b"
-    expect_all_alive A B
-    checkpoint "B joined"
-    svc_start C
-    j_c=$(wait_owners 60 reviews A B C) || fail_check "C never got partitions within 60 s"
-    expect_below "C's join under load (a new member admitted within $JOIN_LIMIT_MS ms)" "$JOIN_LIMIT_MS" "$j_c"
-    expect_all_alive A B C
-    checkpoint "C joined"
+    join_under_load B A B
+    j_b=$JOIN_MS
+    join_under_load C A B C
+    j_c=$JOIN_MS
     wait_stable 20 A B C || trace "the group did not settle"
     stop_holding_a_batch B lenient
     left_b=$(expect_takeover B "$STOP_T0" A C | tail -n 1)
     expect_all_alive A C
     checkpoint "B left"
-    svc_start D
-    j_d=$(wait_owners 60 reviews A C D) || fail_check "D never got partitions within 60 s"
-    expect_below "D's join under load (a new member admitted within $JOIN_LIMIT_MS ms)" "$JOIN_LIMIT_MS" "$j_d"
-    expect_all_alive A C D
-    checkpoint "D joined"
+    join_under_load D A C D
+    j_d=$JOIN_MS
     wait_stable 20 A C D || trace "the group did not settle"
     t0=$(ts_ms)
     rc=$(svc_stop C 15)

@@ -25,18 +25,18 @@ expect_transient_retries() { # name regex
     echo "$n"
 }
 
-scenario_pg_restart_fast() {
-    pg_scenario_begin pg_restart_fast 21
+# Two restarts in MODE mid-ingest: one with a batch caught in the middle of
+# its INSERT, one wherever the ingest is.
+pg_restarts_mid_ingest() { # scenario seed mode what
+    pg_scenario_begin "$1" "$2"
     start_ingest s1
-    # One restart with a batch caught in the middle of its INSERT, one
-    # wherever the ingest is.
     hold_lock reviews
     wait_blocked sc-s1 15 || fail_check "no batch caught mid-write"
-    pg_ctl_ restart -m fast >/dev/null || fail_check "pg_ctl restart -m fast failed"
+    pg_ctl_ restart -m "$3" >/dev/null || fail_check "pg_ctl restart -m $3 failed"
     release_lock
     checkpoint "after restart 1"
     sleep 2
-    pg_ctl_ restart -m fast >/dev/null || fail_check "pg_ctl restart -m fast failed"
+    pg_ctl_ restart -m "$3" >/dev/null || fail_check "pg_ctl restart -m $3 failed"
     checkpoint "after restart 2"
     producer_wait
     assert_broker_kept_everything
@@ -45,29 +45,14 @@ scenario_pg_restart_fast() {
     local n
     n=$(expect_transient_retries s1 | tail -n 1)
     finish_running s1
-    note "2 fast restarts mid-ingest (one mid-INSERT): $n transient retries, process stayed up"
+    note "2 $4 mid-ingest (one mid-INSERT): $n transient retries, process stayed up"
 }
 
+scenario_pg_restart_fast() { pg_restarts_mid_ingest pg_restart_fast 21 fast "fast restarts"; }
+
+# immediate: no shutdown checkpoint, crash recovery at start.
 scenario_pg_restart_immediate() {
-    pg_scenario_begin pg_restart_immediate 22
-    start_ingest s1
-    hold_lock reviews
-    wait_blocked sc-s1 15 || fail_check "no batch caught mid-write"
-    # immediate: no shutdown checkpoint, crash recovery at start.
-    pg_ctl_ restart -m immediate >/dev/null || fail_check "pg_ctl restart -m immediate failed"
-    release_lock
-    checkpoint "after restart 1"
-    sleep 2
-    pg_ctl_ restart -m immediate >/dev/null || fail_check "pg_ctl restart -m immediate failed"
-    checkpoint "after restart 2"
-    producer_wait
-    assert_broker_kept_everything
-    settle s1
-    expect_alive s1
-    local n
-    n=$(expect_transient_retries s1 | tail -n 1)
-    finish_running s1
-    note "2 immediate restarts (crash recovery) mid-ingest: $n transient retries, process stayed up"
+    pg_restarts_mid_ingest pg_restart_immediate 22 immediate "immediate restarts (crash recovery)"
 }
 
 scenario_pg_terminate_backend() {
