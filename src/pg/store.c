@@ -1,11 +1,11 @@
 #include "pg/store.h"
 
-#include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/app_cache.h"
 #include "core/timestamp.h"
 #include "log.h"
 #include "pg/db.h"
@@ -42,12 +42,6 @@ static void buf_add(buf_t *b, const char *s, size_t n)
 
 static void buf_str(buf_t *b, const char *s) { buf_add(b, s, strlen(s)); }
 
-typedef struct {
-    char *name;
-    int64_t id;
-    int64_t fetched_ms;
-} app_entry_t;
-
 struct store {
     const settings_t *settings;
     const pipeline_def_t *def;
@@ -60,11 +54,7 @@ struct store {
     size_t in_flight_rows;
     batch_counts_t done;     /* counts of the batch being written */
     buf_t copy;       /* reused COPY data of one chunk */
-    /* The per-thread application cache (SPEC 7). hsearch_r tables cannot
-     * grow, so a full cache is rebuilt bigger. Absences are never cached. */
-    struct hsearch_data apps;
-    app_entry_t *entries;
-    size_t entry_count, entry_cap;
+    app_cache_t *apps; /* this pipeline's package_name -> application_id */
     /* Reused per batch. */
     size_t *pending;
     /* Set only during store_write_with: run before the end of the
@@ -79,47 +69,6 @@ static int64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void cache_clear(store_t *st, size_t cap)
-{
-    if (st->entry_cap) hdestroy_r(&st->apps);
-    for (size_t i = 0; i < st->entry_count; i++) free(st->entries[i].name);
-    free(st->entries);
-    st->entries = calloc(cap, sizeof *st->entries);
-    if (!st->entries) abort();
-    st->entry_count = 0;
-    st->entry_cap = cap;
-    memset(&st->apps, 0, sizeof st->apps);
-    if (!hcreate_r(cap * 2, &st->apps)) abort();
-}
-
-static app_entry_t *cache_find(store_t *st, const char *name)
-{
-    ENTRY item = {(char *)name, NULL}, *found;
-    if (!hsearch_r(item, FIND, &found, &st->apps)) return NULL;
-    return &st->entries[(size_t)found->data];
-}
-
-static void cache_put(store_t *st, const char *name, int64_t id)
-{
-    app_entry_t *e = cache_find(st, name);
-    if (!e) {
-        if (st->entry_count == st->entry_cap) cache_clear(st, st->entry_cap * 2);
-        e = &st->entries[st->entry_count];
-        e->name = strdup(name);
-        if (!e->name) abort();
-        ENTRY item = {e->name, (void *)st->entry_count}, *found;
-        if (!hsearch_r(item, ENTER, &found, &st->apps)) abort();
-        st->entry_count++;
-    }
-    e->id = id;
-    e->fetched_ms = now_ms();
-}
-
-static int cache_fresh(const store_t *st, const app_entry_t *e)
-{
-    return e && now_ms() - e->fetched_ms < (int64_t)st->settings->application_cache_ttl_seconds * 1000;
 }
 
 store_t *store_new(const settings_t *s, const pipeline_def_t *def)
@@ -145,7 +94,7 @@ store_t *store_new(const settings_t *s, const pipeline_def_t *def)
         abort();
     st->columns = cols.data;
     if (asprintf(&st->insert_commit_sql, "%s; COMMIT", st->insert_sql) < 0) abort();
-    cache_clear(st, 1024);
+    st->apps = app_cache_new((int64_t)s->application_cache_ttl_seconds * 1000);
     return st;
 }
 
@@ -159,9 +108,7 @@ void store_free(store_t *st)
 {
     if (!st) return;
     store_disconnect(st);
-    hdestroy_r(&st->apps);
-    for (size_t i = 0; i < st->entry_count; i++) free(st->entries[i].name);
-    free(st->entries);
+    app_cache_free(st->apps);
     free(st->columns);
     free(st->copy_sql);
     free(st->insert_sql);
@@ -211,28 +158,20 @@ static void append_array_literal(buf_t *b, const char **names, size_t n)
     buf_str(b, "}");
 }
 
-static int64_t lookup_app(void *ctx, const char *name)
-{
-    const app_entry_t *e = cache_find(ctx, name);
-    /* Present means fetched in this batch or still fresh. */
-    return cache_fresh(ctx, e) ? e->id : -1;
-}
-
 int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
-    const char **names = malloc((b->count ? b->count : 1) * sizeof *names);
+    const char **names = malloc((b->count ? b->count : 1) * 2 * sizeof *names);
     buf_t literal = {0};
-    size_t n, stale = 0;
     int rc = -1;
 
     if (!names) abort();
-    n = batch_package_names(b, names);
-    for (size_t i = 0; i < n; i++)
-        if (!cache_fresh(st, cache_find(st, names[i]))) names[stale++] = names[i];
+    const char **stale = names + (b->count ? b->count : 1);
+    size_t n = batch_package_names(b, names);
+    size_t k = app_cache_begin(st->apps, names, n, now_ms(), stale);
 
-    if (stale > 0) {
+    if (k > 0) {
         if (store_connect(st, err, errlen, cls)) goto out;
-        append_array_literal(&literal, names, stale);
+        append_array_literal(&literal, stale, k);
         const char *params[1] = {literal.data};
         /* No is_active filter: a soft-deleted app still gets its
          * already-produced data stored. */
@@ -246,11 +185,16 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
             PQclear(res);
             goto out;
         }
+        /* Stamped with the time of the answer: the TTL counts from when the
+         * registry said so, however long the query waited. */
+        int64_t answered = now_ms();
         for (int r = 0; r < PQntuples(res); r++)
-            cache_put(st, PQgetvalue(res, r, 0), strtoll(PQgetvalue(res, r, 1), NULL, 10));
+            app_cache_answer(st->apps, PQgetvalue(res, r, 0), strtoll(PQgetvalue(res, r, 1), NULL, 10),
+                             answered);
         PQclear(res);
     }
-    batch_bind(b, lookup_app, st);
+    /* What the registry did not answer is absent: unregistered_app. */
+    batch_bind(b, app_cache_lookup, st->apps);
     rc = 0;
 out:
     free(literal.data);

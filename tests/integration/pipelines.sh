@@ -423,6 +423,85 @@ test_an_app_registered_later_is_stored_at_once_and_inactive_apps_are_stored() {
 }
 
 # ---------------------------------------------------------------------------
+# 5a. The application registry at production shape: thousands of apps, TTLs
+# that expire mid-batch, a TTL of 0. A registered app is never dead-lettered.
+
+# COUNT apps com.shape.app1 .. com.shape.appCOUNT, registered in one statement.
+register_many_apps() { # count
+    sql "INSERT INTO apps_registry_application (package_name, name)
+         SELECT 'com.shape.app' || g, 'app ' || g FROM generate_series(1, $1) g" >/dev/null
+}
+
+# One app-stats message per app for apps 1..COUNT, crawled at CRAWLED_AT.
+app_stats_crawl() { # count crawled_at
+    awk -v n="$1" -v at="$2" 'BEGIN { for (i = 1; i <= n; i++)
+        printf "{\"package_name\":\"com.shape.app%d\",\"crawled_at\":\"%s\",\"score\":4.5,\"ratings_count\":%d}\n", i, at, i }'
+}
+
+test_thousands_of_registered_apps_are_all_stored_and_none_dead_lettered() {
+    begin_test thousands
+    # More names than the cache's first table holds, so it grows while
+    # batches are being resolved.
+    register_many_apps 1500
+    { app_stats_crawl 1500 "2026-11-29T10:00:00Z"; app_stats_crawl 1500 "2026-11-29T11:00:00Z"; } |
+        produce "$TOPIC_APP_STATS"
+    start_service svc STORAGE_PIPELINES=app-stats
+    wait_all_committed "$(group_of app-stats)" "$TOPIC_APP_STATS" 60
+    assert_broker_kept_everything "$TOPIC_APP_STATS"
+    assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters of registered apps"
+    assert_eq "3000" "$(sql "SELECT count(*) FROM app_stats")" "app_stats rows"
+    stop_clean svc
+}
+
+# A name that was fresh when its batch began stays resolved while the
+# registry query for the batch's other names waits (here on a lock), even
+# when its TTL passes meanwhile.
+test_a_name_whose_ttl_passes_while_the_registry_query_waits_is_still_bound() {
+    begin_test expiring
+    register_apps com.example.cached com.example.queried
+    start_service svc STORAGE_PIPELINES=reviews STORAGE_APPLICATION_CACHE_TTL_SECONDS=3
+    review com.example.cached c-1 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 1
+    # com.example.cached is now fresh for 3 s. The next batch holds it and a
+    # name the cache lacks; the query for that one waits 6 s on a lock.
+    sql "BEGIN; LOCK TABLE apps_registry_application IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(6); COMMIT" >/dev/null &
+    local locker=$!
+    wait_for_sql "SELECT count(*) FROM pg_locks WHERE relation = 'apps_registry_application'::regclass AND mode = 'AccessExclusiveLock' AND granted" 1 5
+    {
+        review com.example.cached c-2 1 "2026-11-29T10:00:00Z"
+        review com.example.queried q-1 1 "2026-11-29T10:00:00Z"
+    } | produce "$TOPIC_REVIEWS" -p 0
+    wait "$locker"
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 3
+    assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+    assert_eq "c-1 c-2 q-1" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "stored reviews"
+    stop_clean svc
+}
+
+# TTL 0: the registry is asked for every batch. Every registered app is
+# stored; a hard-deleted app is dead-lettered on the very next batch.
+test_a_cache_ttl_of_zero_asks_the_registry_for_every_batch() {
+    begin_test ttl0
+    register_apps com.example.kept com.example.removed
+    start_service svc STORAGE_PIPELINES=reviews STORAGE_APPLICATION_CACHE_TTL_SECONDS=0
+    {
+        review com.example.kept k-1 1 "2026-11-29T10:00:00Z"
+        review com.example.removed r-1 1 "2026-11-29T10:00:00Z"
+    } | produce "$TOPIC_REVIEWS" -p 0
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 2
+    sql "BEGIN; DELETE FROM reviews WHERE review_id = 'r-1';
+         DELETE FROM apps_registry_application WHERE package_name = 'com.example.removed'; COMMIT" >/dev/null
+    {
+        review com.example.kept k-2 1 "2026-11-29T10:00:00Z"
+        review com.example.removed r-2 1 "2026-11-29T10:00:00Z"
+    } | produce "$TOPIC_REVIEWS" -p 0
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 4
+    assert_eq "k-1 k-2" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "stored reviews"
+    assert_eq "3|unregistered_app" "$(sql "SELECT kafka_offset, error_type FROM dead_letter_events")" "the removed app's next message"
+    stop_clean svc
+}
+
+# ---------------------------------------------------------------------------
 # 6. A value that slips past decoding and fails in SQL is isolated and
 # dead-lettered with the database's message; the rest is stored.
 
