@@ -125,13 +125,50 @@ size_t batch_deduplicate(batch_t *b)
         superseded++;
         if (b->def->version_field >= 0 && e->event.version > b->entries[w].event.version) {
             b->entries[w].state = ENTRY_SUPERSEDED;
+            b->entries[w].winner = i;
             found->data = (void *)i;
         } else {
             e->state = ENTRY_SUPERSEDED;
+            e->winner = w;
         }
     }
     hdestroy_r(&winners);
     for (size_t i = 0; i < b->count; i++) free(keys[i]);
     free(keys);
     return superseded;
+}
+
+/* The entry a superseded one finally lost to: winners can themselves be
+ * superseded later in the batch. */
+static size_t root_of(const batch_t *b, size_t i)
+{
+    while (b->entries[i].state == ENTRY_SUPERSEDED) i = b->entries[i].winner;
+    return i;
+}
+
+bool batch_promote(batch_t *b, size_t rejected, size_t *promoted)
+{
+    size_t best = b->count;
+    for (size_t i = 0; i < b->count; i++) {
+        const entry_t *e = &b->entries[i];
+        if (e->state != ENTRY_SUPERSEDED || root_of(b, i) != rejected) continue;
+        /* The rule of batch_deduplicate: greatest version, else the first. */
+        if (best == b->count ||
+            (b->def->version_field >= 0 && e->event.version > b->entries[best].event.version))
+            best = i;
+    }
+    if (best == b->count) return false;
+    for (size_t i = 0; i < b->count; i++)
+        if (i != best && b->entries[i].state == ENTRY_SUPERSEDED && root_of(b, i) == rejected)
+            b->entries[i].winner = best;
+    b->entries[best].state = ENTRY_EVENT;
+    *promoted = best;
+    return true;
+}
+
+size_t batch_superseded(const batch_t *b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->count; i++) n += b->entries[i].state == ENTRY_SUPERSEDED;
+    return n;
 }

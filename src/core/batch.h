@@ -37,6 +37,7 @@ typedef struct {
     event_t event;
     rejection_t rejection;
     int64_t application_id;
+    size_t winner; /* ENTRY_SUPERSEDED: the entry that superseded this one */
 } entry_t;
 
 typedef struct {
@@ -74,6 +75,17 @@ void batch_bind(batch_t *b, int64_t (*lookup)(void *ctx, const char *package_nam
  * optimisation: PostgreSQL aborts an ON CONFLICT DO UPDATE that touches the
  * same row twice. Returns the number superseded. */
 size_t batch_deduplicate(batch_t *b);
+
+/* Entry `rejected`, the winner of its natural key, was refused by the
+ * database: the observations it superseded must not vanish with it. The one
+ * de-duplication would have chosen among them becomes the key's event (the
+ * others now superseded by it) and *promoted is set to it; returns false when
+ * it superseded nothing. Every record then ends in exactly one place: stored,
+ * merged into a stored observation, or dead-lettered with a reason. */
+bool batch_promote(batch_t *b, size_t rejected, size_t *promoted);
+
+/* How many entries are superseded now. */
+size_t batch_superseded(const batch_t *b);
 
 /* Mark entry i rejected with the database's reason (a data error isolated
  * by the store). */

@@ -341,6 +341,11 @@ static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, bat
         char detail[1200];
         snprintf(detail, sizeof detail, "the database refused the row: %s", why);
         batch_reject(b, pending[0], ERROR_DATABASE_REJECTED, detail);
+        /* The observations of its key it superseded take its place, one at
+         * a time, until one is stored or all are dead-lettered. */
+        size_t promoted;
+        if (batch_promote(b, pending[0], &promoted))
+            return isolate(st, b, &promoted, 1, counts, err, errlen, cls);
         return 0;
     }
     size_t half = n / 2;
@@ -553,7 +558,7 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
         }
     }
     if (rc == 0) {
-        st->done.superseded = counts->superseded;
+        st->done.superseded = batch_superseded(b);
         *counts = st->done;
     }
     return rc;
@@ -569,7 +574,7 @@ int store_write(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size
         if (prepare(st, b, err, errlen, cls)) return -1;
         rc = write_sync(st, b, &c, err, errlen, cls);
         if (rc == 0) {
-            c.superseded = counts->superseded;
+            c.superseded = batch_superseded(b);
             *counts = c;
         }
         return rc;

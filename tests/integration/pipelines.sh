@@ -529,6 +529,32 @@ test_a_row_the_database_refuses_is_dead_lettered_alone() {
     stop_clean svc
 }
 
+# Two observations of one review in a batch: the newer wins de-duplication.
+# When the database refuses the winner, the older one is not silently
+# dropped: it is written in its place (or dead-lettered with its own reason).
+test_the_older_observation_is_stored_when_the_database_refuses_the_newer_one() {
+    begin_test superseded
+    register_apps com.example.sup
+    sql "ALTER TABLE reviews ADD CONSTRAINT thumbs_below_1000 CHECK (thumbs_up_count < 1000)"
+    {
+        review com.example.sup kept 5 "2026-11-29T10:00:00Z"
+        review com.example.sup kept 5000 "2026-11-29T12:00:00Z"
+        review com.example.sup kept 7 "2026-11-29T11:00:00Z"
+        review com.example.sup gone 2000 "2026-11-29T10:00:00Z"
+        review com.example.sup gone 3000 "2026-11-29T11:00:00Z"
+    } | produce "$TOPIC_REVIEWS" -p 0
+    start_service svc STORAGE_PIPELINES=reviews
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 5
+    assert_eq "kept|7|2026-11-29 11:00:00+00" "$(usql "SELECT review_id, thumbs_up_count, last_synced_at FROM reviews")" \
+        "the newest observation the database accepts"
+    assert_eq "1|database_rejected
+3|database_rejected
+4|database_rejected" "$(sql "SELECT kafka_offset, error_type FROM dead_letter_events ORDER BY kafka_offset")" \
+        "every refused observation dead-lettered, none vanished"
+    assert_contains "$(log_of svc)" "[reviews] batch size=5 inserted=1 updated=0 skipped=1 dead_lettered=3" "batch line"
+    stop_clean svc
+}
+
 # ---------------------------------------------------------------------------
 # 7. Each pipeline's group commits only its own topic's offsets.
 

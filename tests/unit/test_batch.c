@@ -1,0 +1,86 @@
+/* Unit tests of core/batch's de-duplication: every record of a batch ends in
+ * exactly one place — stored, merged into a stored observation, or
+ * dead-lettered with a reason — even when the database refuses the
+ * observation that won its key. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/batch.h"
+
+#define REVIEW(thumbs, synced)                                                                     \
+    "{\"package_name\":\"com.example.a\",\"review_id\":\"r1\",\"score\":4,\"thumbs_up_count\":" #thumbs \
+    ",\"reviewed_at\":\"2026-11-01T00:00:00Z\",\"last_synced_at\":\"2026-11-29T" synced ":00:00Z\"}"
+
+static const char *observations[] = {REVIEW(1, "10"), REVIEW(3, "12"), REVIEW(2, "11"), REVIEW(0, "09")};
+
+static void decode_observations(batch_t *b, record_t *r)
+{
+    for (size_t i = 0; i < 4; i++)
+        r[i] = (record_t){.topic = "reviews", .offset = (int64_t)i, .value = observations[i],
+                          .value_len = strlen(observations[i])};
+    batch_init(b, pipeline_get(PIPELINE_REVIEWS));
+    batch_decode(b, r, 4);
+    for (size_t i = 0; i < 4; i++) b->entries[i].application_id = 1;
+}
+
+static void refused_winners_hand_their_key_to_the_next_newest_observation_in_turn(void **state)
+{
+    (void)state;
+    batch_t b;
+    record_t r[4];
+    size_t promoted;
+    decode_observations(&b, r);
+    assert_int_equal(3, batch_deduplicate(&b));
+    assert_int_equal(ENTRY_EVENT, b.entries[1].state); /* 12:00 wins */
+
+    /* The database refuses 12:00: 11:00 takes its place, then 10:00, then
+     * 09:00; then none is left. */
+    const size_t order[] = {1, 2, 0, 3};
+    for (size_t k = 0; k < 4; k++) {
+        batch_reject(&b, order[k], "database_rejected", "refused");
+        if (k == 3) {
+            assert_false(batch_promote(&b, order[k], &promoted));
+            break;
+        }
+        assert_true(batch_promote(&b, order[k], &promoted));
+        assert_int_equal(order[k + 1], promoted);
+        assert_int_equal(ENTRY_EVENT, b.entries[promoted].state);
+        assert_int_equal(2 - k, batch_superseded(&b));
+    }
+    for (size_t i = 0; i < 4; i++) assert_int_equal(ENTRY_REJECTED, b.entries[i].state);
+    batch_free(&b);
+}
+
+static void a_stored_winner_keeps_the_observations_it_superseded_merged(void **state)
+{
+    (void)state;
+    batch_t b;
+    record_t r[4];
+    size_t promoted;
+    decode_observations(&b, r);
+    batch_deduplicate(&b);
+    /* 12:00 refused: 11:00 takes its place, and 10:00 and 09:00 are merged
+     * into it now. */
+    batch_reject(&b, 1, "database_rejected", "refused");
+    assert_true(batch_promote(&b, 1, &promoted));
+    assert_int_equal(2, promoted);
+    assert_int_equal(2, b.entries[0].winner);
+    assert_int_equal(2, b.entries[3].winner);
+    assert_int_equal(2, batch_superseded(&b));
+    batch_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(refused_winners_hand_their_key_to_the_next_newest_observation_in_turn),
+        cmocka_unit_test(a_stored_winner_keeps_the_observations_it_superseded_merged),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
