@@ -193,15 +193,28 @@ static int valid_listen_addr(const char *a)
     return *end == '\0' && end != colon + 1 && port >= 1 && port <= 65535;
 }
 
+long long settings_db_attempt_ms(const settings_t *s)
+{
+    return (long long)s->db_statement_timeout_ms + SETTINGS_DB_DEADLINE_GRACE_MS;
+}
+
 long long settings_worst_case_batch_ms(const settings_t *s)
 {
-    /* Every attempt may run to the statement timeout, and between attempts
-     * the back-off doubles: base * (2^attempts - 1) in all. Two commits: the
+    /* Every attempt may run to its deadline, and between attempts the
+     * back-off doubles: base * (2^attempts - 1) in all. Two commits: the
      * batch's own, and the one a rebalance may make in the poll between
      * batches (offsets of partitions given up). */
     long long backoff = (long long)s->db_retry_base_ms * ((1LL << s->db_retry_max_attempts) - 1);
-    return (long long)(s->db_retry_max_attempts + 1) * s->db_statement_timeout_ms + backoff +
+    return (long long)(s->db_retry_max_attempts + 1) * settings_db_attempt_ms(s) + backoff +
            2LL * s->commit_timeout_ms;
+}
+
+long long settings_worst_case_stop_ms(const settings_t *s)
+{
+    /* A stop interrupts a back-off at once, so only the attempt in flight
+     * counts, not the retries. */
+    return (long long)s->poll_timeout_ms + settings_db_attempt_ms(s) + s->commit_timeout_ms +
+           SETTINGS_STOP_CLOSE_MS;
 }
 
 static int load(loader_t *l, settings_t *s)
@@ -245,7 +258,7 @@ static int load(loader_t *l, settings_t *s)
         get_int(l, "STORAGE_SESSION_TIMEOUT_MS", 45000, 1000, 3600000, &s->session_timeout_ms) ||
         get_int(l, "STORAGE_DB_RETRY_MAX_ATTEMPTS", 5, 0, 20, &s->db_retry_max_attempts) ||
         get_int(l, "STORAGE_DB_RETRY_BASE_MS", 1000, 1, 600000, &s->db_retry_base_ms) ||
-        get_int(l, "STORAGE_DB_STATEMENT_TIMEOUT_MS", 30000, 1, 3600000,
+        get_int(l, "STORAGE_DB_STATEMENT_TIMEOUT_MS", 15000, 1, 3600000,
                 &s->db_statement_timeout_ms) ||
         get_int(l, "STORAGE_COMMIT_TIMEOUT_MS", 10000, 100, 600000, &s->commit_timeout_ms) ||
         get_int(l, "STORAGE_APPLICATION_CACHE_TTL_SECONDS", 300, 0, 86400,
@@ -272,6 +285,21 @@ static int load(loader_t *l, settings_t *s)
                     "commits of STORAGE_COMMIT_TIMEOUT_MS=%d) exceeds STORAGE_MAX_POLL_INTERVAL_MS=%d",
                     s->db_retry_max_attempts, s->db_retry_base_ms, worst,
                     s->db_statement_timeout_ms, s->commit_timeout_ms, s->max_poll_interval_ms);
+
+    /* A clean stop finishes the batch in flight, commits its offsets and
+     * leaves the group; past the shutdown timeout the process exits 1 with
+     * the batch uncommitted. Settings under which that can happen even when
+     * every step keeps to its own deadline are refused now, not found out at
+     * a rolling restart. */
+    long long stop = settings_worst_case_stop_ms(s);
+    if (stop > s->shutdown_timeout_seconds * 1000LL)
+        return fail(l,
+                    "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=%d: a clean stop may take %lld ms (a poll of "
+                    "STORAGE_POLL_TIMEOUT_MS=%d, the database attempt in flight: "
+                    "STORAGE_DB_STATEMENT_TIMEOUT_MS=%d + %d ms, the offset commit: "
+                    "STORAGE_COMMIT_TIMEOUT_MS=%d, leaving the group: %d ms)",
+                    s->shutdown_timeout_seconds, stop, s->poll_timeout_ms, s->db_statement_timeout_ms,
+                    SETTINGS_DB_DEADLINE_GRACE_MS, s->commit_timeout_ms, SETTINGS_STOP_CLOSE_MS);
 
     get_string(l, "STORAGE_AUTO_OFFSET_RESET", "earliest", &s->auto_offset_reset);
     if (strcmp(s->auto_offset_reset, "earliest") != 0 && strcmp(s->auto_offset_reset, "latest") != 0)

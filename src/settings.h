@@ -63,8 +63,26 @@ void settings_free(settings_t *s);
 /* "prefix.pipeline": the consumer group of a pipeline. Writes into buf. */
 void settings_group_id(const settings_t *s, pipeline_id_t id, char *buf, size_t len);
 
+/* One database attempt (resolving a batch's apps and writing it, connecting
+ * first if needed) ends within the statement timeout plus this grace, by a
+ * deadline of the service's own: the server's statement_timeout normally
+ * answers first, but it does not end everything (a COMMIT waiting for a
+ * synchronous standby). */
+#define SETTINGS_DB_DEADLINE_GRACE_MS 1000
+long long settings_db_attempt_ms(const settings_t *s);
+
 /* Worst-case time of one batch with every database retry and its offset
  * commits, in ms: what must fit inside the max poll interval. */
 long long settings_worst_case_batch_ms(const settings_t *s);
+
+/* What leaving the group takes at a stop, beyond the offset commit: the
+ * LeaveGroup request and librdkafka's teardown. */
+#define SETTINGS_STOP_CLOSE_MS 2000
+
+/* Worst-case time of a clean stop, in ms: a poll already waiting, the
+ * database attempt in flight, the stop's offset commit (a refused one is
+ * retried within the same commit timeout) and leaving the group. What must
+ * fit inside the shutdown timeout, or a clean stop could exit 1. */
+long long settings_worst_case_stop_ms(const settings_t *s);
 
 #endif

@@ -69,11 +69,14 @@ static int poll_adapter(void *ctx, size_t max, int timeout_ms, record_t **record
 }
 static void release_adapter(void *ctx, record_t *records) { consumer_release(ctx, records); }
 static void lag_adapter(void *ctx, atomic_int_fast64_t *lag, int max) { consumer_lag(ctx, lag, max); }
-static int commit_adapter(void *ctx, const record_t *r, size_t n, char *err, size_t errlen)
+static int commit_adapter(void *ctx, const record_t *r, size_t n, int timeout_ms, char *err, size_t errlen)
 {
-    return consumer_commit(ctx, r, n, err, errlen);
+    return consumer_commit(ctx, r, n, timeout_ms, err, errlen);
 }
-static int flush_adapter(void *ctx, char *err, size_t errlen) { return consumer_flush(ctx, err, errlen); }
+static int flush_adapter(void *ctx, int timeout_ms, char *err, size_t errlen)
+{
+    return consumer_flush(ctx, timeout_ms, err, errlen);
+}
 static int resolve_adapter(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
     return store_resolve(ctx, b, err, errlen, cls);

@@ -195,7 +195,8 @@ static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, ba
         } else if (m < 0) {
             /* Finish this batch first: its rows are worth committing. */
             rc = w->store.finish(w->store.ctx, &sl->batch, counts, err, sizeof err, &cls);
-            if (rc == 0) w->consumer.commit(w->consumer.ctx, sl->records, sl->n, err, sizeof err);
+            if (rc == 0)
+                w->consumer.commit(w->consumer.ctx, sl->records, sl->n, s->commit_timeout_ms, err, sizeof err);
             return fail(w, "Kafka consumer error: %s", perr);
         }
     }
@@ -267,15 +268,19 @@ static int commit_outcome(worker_t *w, commit_state_t *cs, int committed, const 
 
 /* At a stop, the offsets of what was stored are to be committed: a commit
  * refused while the group rebalances is tried again as the rebalance
- * completes (polling serves it; what arrives is dropped uncommitted),
- * within half the shutdown timeout. `records` NULL: only what is pending. */
+ * completes (polling serves it; what arrives is dropped uncommitted). All of
+ * it within one commit timeout, the share of the shutdown timeout that
+ * settings_worst_case_stop_ms gives it. `records` NULL: only what is
+ * pending. */
 static int commit_at_stop(worker_t *w, const record_t *records, size_t n, char *err, size_t errlen)
 {
-    long long until = now_ms() + w->settings->shutdown_timeout_seconds * 500LL;
+    long long until = now_ms() + w->settings->commit_timeout_ms;
     int committed;
     for (;;) {
-        committed = records ? w->consumer.commit(w->consumer.ctx, records, n, err, errlen)
-                            : w->consumer.flush(w->consumer.ctx, err, errlen);
+        long long left = until - now_ms();
+        int timeout = left > 1 ? (int)left : 1;
+        committed = records ? w->consumer.commit(w->consumer.ctx, records, n, timeout, err, errlen)
+                            : w->consumer.flush(w->consumer.ctx, timeout, err, errlen);
         if (committed <= 0 || now_ms() >= until) return committed;
         record_t *dropped = NULL;
         if (w->consumer.poll(w->consumer.ctx, 1, 100, &dropped, err, errlen) > 0)
@@ -317,7 +322,7 @@ int worker_run(worker_t *w)
                  * committed now, or lag never returns to 0 (at a stop, after
                  * the loop). */
                 if (w->consumer.flush && !atomic_load(w->stop) && now_ms() >= cs.next_flush) {
-                    int committed = w->consumer.flush(w->consumer.ctx, err, sizeof err);
+                    int committed = w->consumer.flush(w->consumer.ctx, s->commit_timeout_ms, err, sizeof err);
                     commit_outcome(w, &cs, committed, err, true);
                 }
                 continue;
@@ -348,7 +353,8 @@ int worker_run(worker_t *w)
 
         /* Only now, with the rows durable, may the offsets move. */
         int committed = stopping ? commit_at_stop(w, cur->records, cur->n, err, sizeof err)
-                                 : w->consumer.commit(w->consumer.ctx, cur->records, cur->n, err, sizeof err);
+                                 : w->consumer.commit(w->consumer.ctx, cur->records, cur->n, s->commit_timeout_ms,
+                                                      err, sizeof err);
         committed_at_stop = stopping;
         rc = commit_outcome(w, &cs, committed, err, false);
         double duration = elapsed_ms(&cur->start);

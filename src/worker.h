@@ -26,13 +26,14 @@ typedef struct {
     void (*release)(void *ctx, record_t *records);
     /* Returns 0, 1 when the group is rebalancing (refused, retriable: a
      * later commit covers these offsets), or -1 (not fatal by itself: the
-     * data is already durable). */
-    int (*commit)(void *ctx, const record_t *records, size_t count, char *err, size_t errlen);
+     * data is already durable). Waits at most timeout_ms for the answer. */
+    int (*commit)(void *ctx, const record_t *records, size_t count, int timeout_ms, char *err,
+                  size_t errlen);
     /* Optional: fill lag[p] for every partition p < max (-1: not owned). */
     void (*lag)(void *ctx, atomic_int_fast64_t *lag, int max);
     /* Optional: commit offsets of earlier batches that a held, refused or
      * failed commit left behind; returns like commit (0: nothing pending). */
-    int (*flush)(void *ctx, char *err, size_t errlen);
+    int (*flush)(void *ctx, int timeout_ms, char *err, size_t errlen);
 } worker_consumer_t;
 
 typedef struct {

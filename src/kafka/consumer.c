@@ -57,8 +57,8 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *offsets, char *err,
-                       size_t errlen);
+static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *offsets, int timeout_ms,
+                       char *err, size_t errlen);
 
 static void drop_pending(consumer_t *c, const rd_kafka_topic_partition_list_t *parts)
 {
@@ -82,7 +82,7 @@ static void commit_revoked(consumer_t *c, const rd_kafka_topic_partition_list_t 
     }
     if (offsets->cnt > 0) {
         char err[512];
-        if (send_commit(c, offsets, err, sizeof err) == 0)
+        if (send_commit(c, offsets, c->settings->commit_timeout_ms, err, sizeof err) == 0)
             LOG_INFO(c->def->name, "offsets of %d revoked partition(s) committed before giving them up",
                      offsets->cnt);
         else
@@ -414,11 +414,11 @@ int consumer_commit_offsets(rd_kafka_t *rk, const rd_kafka_topic_partition_list_
 
 /* Commit `offsets` as this member. Returns like consumer_commit; a refusal
  * because the group is between generations starts a hold. */
-static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *offsets, char *err,
-                       size_t errlen)
+static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *offsets, int timeout_ms,
+                       char *err, size_t errlen)
 {
     rd_kafka_resp_err_t cause;
-    if (consumer_commit_offsets(c->rk, offsets, c->settings->commit_timeout_ms, &cause, err, errlen) == 0)
+    if (consumer_commit_offsets(c->rk, offsets, timeout_ms, &cause, err, errlen) == 0)
         return 0;
     if (!group_in_flux(cause)) return -1;
     if (!c->hold) {
@@ -428,7 +428,8 @@ static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *off
     return 1;
 }
 
-int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err, size_t errlen)
+int consumer_commit(consumer_t *c, const record_t *records, size_t count, int timeout_ms, char *err,
+                    size_t errlen)
 {
     for (size_t i = 0; i < count; i++) {
         const record_t *r = &records[i];
@@ -455,7 +456,7 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *
         }
         c->hold_since_ms = now_ms();
     }
-    int rc = send_commit(c, c->pending, err, errlen);
+    int rc = send_commit(c, c->pending, timeout_ms, err, errlen);
     if (rc == 0) {
         /* Rebalance callbacks run only inside consumer_poll: pending is as
          * it was sent. */
@@ -466,9 +467,9 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *
     return rc;
 }
 
-int consumer_flush(consumer_t *c, char *err, size_t errlen)
+int consumer_flush(consumer_t *c, int timeout_ms, char *err, size_t errlen)
 {
-    return consumer_commit(c, NULL, 0, err, errlen);
+    return consumer_commit(c, NULL, 0, timeout_ms, err, errlen);
 }
 
 void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, int max)

@@ -57,12 +57,12 @@ void consumer_release(consumer_t *c, record_t *records);
  * durable; the offsets stay pending: the caller counts the failure and goes
  * on). Offsets of a partition given up in a rebalance are dropped: its next
  * owner redelivers those records and they are skipped. */
-int consumer_commit(consumer_t *c, const record_t *records, size_t count, char *err,
+int consumer_commit(consumer_t *c, const record_t *records, size_t count, int timeout_ms, char *err,
                     size_t errlen);
 
 /* Commit the pending offsets (see consumer_commit), if any: 0 when nothing
  * is pending. For an idle pipeline, whose last commit was held or refused. */
-int consumer_flush(consumer_t *c, char *err, size_t errlen);
+int consumer_flush(consumer_t *c, int timeout_ms, char *err, size_t errlen);
 
 /* Commit `offsets` on `rk` and wait for the answer at most `timeout_ms`
  * (a synchronous commit can block for minutes with every broker down; a

@@ -166,7 +166,8 @@ static void fail_msg(const char *sub, const char *what, const char *detail)
 static PGconn *connect_checked(const settings_t *s, const char *sub)
 {
     char err[1024];
-    PGconn *conn = db_connect(s->database_url, s->db_statement_timeout_ms, err, sizeof err);
+    PGconn *conn = db_connect(s->database_url, s->db_statement_timeout_ms,
+                              db_now_ms() + settings_db_attempt_ms(s), err, sizeof err);
     if (!conn) {
         char *masked = db_mask_conninfo(s->database_url);
         fprintf(stderr, "storage-consumer: dead-letters %s: cannot connect to PostgreSQL (%s): %s\n", sub,

@@ -623,7 +623,9 @@ int ops_verify(const settings_t *s, int argc, char **argv)
     printf("verify pipelines=%s kafka=%s database=\"%s\"\n", names, s->bootstrap_servers, masked);
     fflush(stdout);
     free(masked);
-    v.conn = db_connect(s->database_url, VERIFY_STATEMENT_TIMEOUT_MS, v.db_error, sizeof v.db_error);
+    v.conn = db_connect(s->database_url, VERIFY_STATEMENT_TIMEOUT_MS,
+                        db_now_ms() + VERIFY_STATEMENT_TIMEOUT_MS + SETTINGS_DB_DEADLINE_GRACE_MS, v.db_error,
+                        sizeof v.db_error);
 
     check_schema(&v);
     check_topics(&v);

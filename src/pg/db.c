@@ -1,8 +1,13 @@
 #include "pg/db.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -33,11 +38,18 @@ int db_check_conninfo(const char *conninfo)
     return 0;
 }
 
-PGconn *db_connect(const char *conninfo, int statement_timeout_ms, char *err, size_t errlen)
+PGconn *db_connect(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms, char *err,
+                   size_t errlen)
 {
-    const char *keys[] = {"dbname", "fallback_application_name", NULL};
-    const char *vals[] = {conninfo, "storage-consumer", NULL};
-    char sql[160];
+    char connect_timeout[24] = "", sql[160];
+    /* libpq bounds connecting in whole seconds, at least 2. Keywords before
+     * dbname are defaults that the conninfo (expanded from dbname) overrides. */
+    if (deadline_ms) {
+        int64_t left = deadline_ms - db_now_ms();
+        snprintf(connect_timeout, sizeof connect_timeout, "%lld", left < 2000 ? 2LL : (long long)(left + 999) / 1000);
+    }
+    const char *keys[] = {"connect_timeout", "dbname", "fallback_application_name", NULL};
+    const char *vals[] = {connect_timeout, conninfo, "storage-consumer", NULL};
     PGconn *conn;
 
     if (db_check_conninfo(conninfo)) {
@@ -55,14 +67,221 @@ PGconn *db_connect(const char *conninfo, int statement_timeout_ms, char *err, si
         return NULL;
     }
     PQsetNoticeProcessor(conn, db_notice, NULL);
+    /* Sends never block: every wait happens in db_result/db_flush, under a
+     * deadline. (PQexec still works: it waits regardless.) */
+    PQsetnonblocking(conn, 1);
     snprintf(sql, sizeof sql,
              "SET synchronous_commit = on; SET statement_timeout = %d; SET client_encoding = 'UTF8'",
              statement_timeout_ms);
-    if (db_exec(conn, sql, err, errlen, NULL)) {
+    if (db_command(conn, sql, deadline_ms, err, errlen, NULL)) {
         PQfinish(conn);
         return NULL;
     }
     return conn;
+}
+
+int64_t db_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *cancel_thread(void *arg)
+{
+    char why[256];
+    if (!PQcancel(arg, why, sizeof why))
+        LOG_WARN("postgres", "cancelling a query past its deadline failed: %.*s", (int)strcspn(why, "\n"), why);
+    PQfreeCancel(arg);
+    return NULL;
+}
+
+/* The deadline passed: ask the server to cancel what this session runs and
+ * shut the connection down. PQcancel opens a connection of its own and can
+ * block as long as connecting does, so it runs on a short-lived detached
+ * thread of its own (nothing shared: it owns its PGcancel). */
+static void abandon(PGconn *conn, char *err, size_t errlen)
+{
+    PGcancel *cancel = PQgetCancel(conn);
+    int fd = PQsocket(conn);
+    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+    if (cancel) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, cancel_thread, cancel) != 0) PQfreeCancel(cancel);
+        pthread_attr_destroy(&attr);
+    }
+    snprintf(err, errlen, "PostgreSQL did not answer before the deadline: query cancelled, connection dropped");
+}
+
+/* Wait until the socket is readable (or writable too, with `write`). 1:
+ * ready, 0: the deadline passed (0: none), -1: error. */
+static int wait_socket(PGconn *conn, bool write, int64_t deadline_ms)
+{
+    struct pollfd p = {PQsocket(conn), (short)(POLLIN | (write ? POLLOUT : 0)), 0};
+    if (p.fd < 0) return -1;
+    for (;;) {
+        int timeout = -1;
+        if (deadline_ms) {
+            int64_t left = deadline_ms - db_now_ms();
+            if (left <= 0) return 0;
+            timeout = left > 60000 ? 60000 : (int)left;
+        }
+        int r = poll(&p, 1, timeout);
+        if (r > 0) return 1;
+        if (r < 0 && errno != EINTR) return -1;
+    }
+}
+
+/* Send what libpq has queued. 0, or -1 with err/cls (the deadline, or the
+ * connection failed). */
+static int flush_by(PGconn *conn, int64_t deadline_ms, char *err, size_t errlen, error_class_t *cls)
+{
+    int r;
+    while ((r = PQflush(conn)) == 1) {
+        int w = wait_socket(conn, true, deadline_ms);
+        if (w == 0) {
+            abandon(conn, err, errlen);
+            if (cls) *cls = ERROR_CLASS_TRANSIENT;
+            return -1;
+        }
+        /* The server may be sending meanwhile (a notice, an error). */
+        if (w < 0 || !PQconsumeInput(conn)) break;
+    }
+    if (r == 0) return 0;
+    db_describe(conn, NULL, err, errlen);
+    if (cls) *cls = db_classify(conn, NULL);
+    return -1;
+}
+
+PGresult *db_result(PGconn *conn, int64_t deadline_ms, bool *timed_out, char *err, size_t errlen)
+{
+    *timed_out = false;
+    while (PQisBusy(conn)) {
+        int w = wait_socket(conn, false, deadline_ms);
+        if (w == 0) {
+            abandon(conn, err, errlen);
+            *timed_out = true;
+            return NULL;
+        }
+        /* On failure PQgetResult reports the error. */
+        if (w < 0 || !PQconsumeInput(conn)) break;
+    }
+    return PQgetResult(conn);
+}
+
+int db_send(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,
+            error_class_t *cls)
+{
+    if (PQsendQuery(conn, sql) != 1) {
+        db_describe(conn, NULL, err, errlen);
+        if (cls) *cls = db_classify(conn, NULL);
+        return -1;
+    }
+    return flush_by(conn, deadline_ms, err, errlen, cls);
+}
+
+/* Collect every result of what was sent: the last one if all succeeded,
+ * else NULL with err/cls of the first failure. */
+static PGresult *collect(PGconn *conn, int64_t deadline_ms, char *err, size_t errlen, error_class_t *cls)
+{
+    PGresult *last = NULL, *res;
+    bool failed = false, timed_out;
+    while ((res = db_result(conn, deadline_ms, &timed_out, err, errlen))) {
+        ExecStatusType st = PQresultStatus(res);
+        if (!failed && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+            db_describe(conn, res, err, errlen);
+            if (cls) *cls = db_classify(conn, res);
+            failed = true;
+        }
+        PQclear(last);
+        last = res;
+    }
+    if (timed_out) {
+        if (cls) *cls = ERROR_CLASS_TRANSIENT;
+        failed = true;
+    } else if (!failed && !last) {
+        /* The connection broke before any result. */
+        db_describe(conn, NULL, err, errlen);
+        if (cls) *cls = db_classify(conn, NULL);
+        failed = true;
+    }
+    if (failed) {
+        PQclear(last);
+        return NULL;
+    }
+    return last;
+}
+
+PGresult *db_query(PGconn *conn, const char *sql, int nparams, const char *const *values,
+                   const int *lengths, const int *formats, int64_t deadline_ms, char *err,
+                   size_t errlen, error_class_t *cls)
+{
+    int sent = nparams ? PQsendQueryParams(conn, sql, nparams, NULL, values, lengths, formats, 0)
+                       : PQsendQuery(conn, sql);
+    if (sent != 1) {
+        db_describe(conn, NULL, err, errlen);
+        if (cls) *cls = db_classify(conn, NULL);
+        return NULL;
+    }
+    if (flush_by(conn, deadline_ms, err, errlen, cls)) return NULL;
+    return collect(conn, deadline_ms, err, errlen, cls);
+}
+
+int db_command(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,
+               error_class_t *cls)
+{
+    PGresult *res = db_query(conn, sql, 0, NULL, NULL, NULL, deadline_ms, err, errlen, cls);
+    if (!res) return -1;
+    PQclear(res);
+    return 0;
+}
+
+int db_copy_in(PGconn *conn, const char *sql, const char *data, size_t len, int64_t deadline_ms,
+               char *err, size_t errlen, error_class_t *cls)
+{
+    bool timed_out;
+    if (PQsendQuery(conn, sql) != 1) {
+        db_describe(conn, NULL, err, errlen);
+        if (cls) *cls = db_classify(conn, NULL);
+        return -1;
+    }
+    if (flush_by(conn, deadline_ms, err, errlen, cls)) return -1;
+    PGresult *res = db_result(conn, deadline_ms, &timed_out, err, errlen);
+    if (PQresultStatus(res) != PGRES_COPY_IN) {
+        if (timed_out) {
+            if (cls) *cls = ERROR_CLASS_TRANSIENT;
+        } else {
+            db_describe(conn, res, err, errlen);
+            if (cls) *cls = db_classify(conn, res);
+        }
+        PQclear(res);
+        if (!timed_out) {
+            char ignored[256];
+            PQclear(collect(conn, deadline_ms, ignored, sizeof ignored, NULL));
+        }
+        return -1;
+    }
+    PQclear(res);
+    /* Non-blocking: 0 means libpq's buffer is full; flush and offer again. */
+    int r;
+    while ((r = PQputCopyData(conn, data, (int)len)) == 0)
+        if (flush_by(conn, deadline_ms, err, errlen, cls)) return -1;
+    if (r == 1)
+        while ((r = PQputCopyEnd(conn, NULL)) == 0)
+            if (flush_by(conn, deadline_ms, err, errlen, cls)) return -1;
+    if (r != 1) {
+        db_describe(conn, NULL, err, errlen);
+        if (cls) *cls = db_classify(conn, NULL);
+        return -1;
+    }
+    if (flush_by(conn, deadline_ms, err, errlen, cls)) return -1;
+    res = collect(conn, deadline_ms, err, errlen, cls);
+    if (!res) return -1;
+    PQclear(res);
+    return 0;
 }
 
 error_class_t db_classify(PGconn *conn, const PGresult *res)

@@ -55,6 +55,9 @@ struct store {
     batch_counts_t done;     /* counts of the batch being written */
     buf_t copy;       /* reused COPY data of one chunk */
     app_cache_t *apps; /* this pipeline's package_name -> application_id */
+    /* The current attempt's deadline (db_now_ms; 0: none yet): resolving and
+     * writing one batch, connecting included, end by it. */
+    int64_t deadline;
     /* Reused per batch. */
     size_t *pending;
     /* Set only during store_write_with: run before the end of the
@@ -63,13 +66,6 @@ struct store {
     void *step_ctx;
     bool roll_back;
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 store_t *store_new(const settings_t *s, const pipeline_def_t *def)
 {
@@ -123,7 +119,8 @@ static int store_connect(store_t *st, char *err, size_t errlen, error_class_t *c
     char sql[2048];
     if (st->conn && PQstatus(st->conn) == CONNECTION_OK) return 0;
     store_disconnect(st);
-    st->conn = db_connect(st->settings->database_url, st->settings->db_statement_timeout_ms, err, errlen);
+    st->conn = db_connect(st->settings->database_url, st->settings->db_statement_timeout_ms, st->deadline,
+                          err, errlen);
     if (!st->conn) {
         /* libpq reports connect-time failures (too many connections, the
          * server starting up) without a SQLSTATE: all transient. */
@@ -135,11 +132,17 @@ static int store_connect(store_t *st, char *err, size_t errlen, error_class_t *c
     snprintf(sql, sizeof sql,
              "CREATE TEMP TABLE storage_stage ON COMMIT DELETE ROWS AS SELECT %s FROM %s WITH NO DATA",
              st->columns, st->def->table);
-    if (db_exec(st->conn, sql, err, errlen, cls)) {
+    if (db_command(st->conn, sql, st->deadline, err, errlen, cls)) {
         store_disconnect(st);
         return -1;
     }
     return 0;
+}
+
+/* A new attempt: resolving and writing a batch end by its deadline. */
+static void arm_deadline(store_t *st)
+{
+    st->deadline = db_now_ms() + settings_db_attempt_ms(st->settings);
 }
 
 /* {"a","b"}: a text[] literal; names hold no NUL (decode rejects it). */
@@ -167,7 +170,8 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
     if (!names) abort();
     const char **stale = names + (b->count ? b->count : 1);
     size_t n = batch_package_names(b, names);
-    size_t k = app_cache_begin(st->apps, names, n, now_ms(), stale);
+    arm_deadline(st);
+    size_t k = app_cache_begin(st->apps, names, n, db_now_ms(), stale);
 
     if (k > 0) {
         if (store_connect(st, err, errlen, cls)) goto out;
@@ -175,19 +179,14 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
         const char *params[1] = {literal.data};
         /* No is_active filter: a soft-deleted app still gets its
          * already-produced data stored. */
-        PGresult *res = PQexecParams(st->conn,
-                                     "SELECT package_name, id FROM apps_registry_application "
-                                     "WHERE package_name = ANY($1::text[])",
-                                     1, NULL, params, NULL, NULL, 0);
-        if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-            db_describe(st->conn, res, err, errlen);
-            *cls = db_classify(st->conn, res);
-            PQclear(res);
-            goto out;
-        }
+        PGresult *res = db_query(st->conn,
+                                 "SELECT package_name, id FROM apps_registry_application "
+                                 "WHERE package_name = ANY($1::text[])",
+                                 1, params, NULL, NULL, st->deadline, err, errlen, cls);
+        if (!res) goto out;
         /* Stamped with the time of the answer: the TTL counts from when the
          * registry said so, however long the query waited. */
-        int64_t answered = now_ms();
+        int64_t answered = db_now_ms();
         for (int r = 0; r < PQntuples(res); r++)
             app_cache_answer(st->apps, PQgetvalue(res, r, 0), strtoll(PQgetvalue(res, r, 1), NULL, 10),
                              answered);
@@ -197,6 +196,7 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
     batch_bind(b, app_cache_lookup, st->apps);
     rc = 0;
 out:
+    if (rc) st->deadline = 0;
     free(literal.data);
     free(names);
     return rc;
@@ -221,28 +221,12 @@ static void copy_escape(buf_t *b, const char *s)
     b->data[b->len] = '\0';
 }
 
-static int fail_result(store_t *st, PGresult *res, char *err, size_t errlen, error_class_t *cls)
-{
-    db_describe(st->conn, res, err, errlen);
-    *cls = db_classify(st->conn, res);
-    PQclear(res);
-    return -1;
-}
-
-/* Drain results after an error so the connection is ready again. */
-static void drain(PGconn *conn)
-{
-    PGresult *r;
-    while ((r = PQgetResult(conn))) PQclear(r);
-}
-
 /* COPY the entries pending[0..n) into the stage. Returns 0 or -1 with
  * err/cls. */
 static int copy_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n, char *err,
                       size_t errlen, error_class_t *cls)
 {
     char num[24];
-    PGresult *res;
 
     st->copy.len = 0;
     for (size_t k = 0; k < n; k++) {
@@ -258,25 +242,8 @@ static int copy_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n, 
         buf_add(&st->copy, "\n", 1);
     }
 
-    res = PQexec(st->conn, st->copy_sql);
-    if (PQresultStatus(res) != PGRES_COPY_IN) return fail_result(st, res, err, errlen, cls);
-    PQclear(res);
-    if (PQputCopyData(st->conn, st->copy.data, (int)st->copy.len) != 1 ||
-        PQputCopyEnd(st->conn, NULL) != 1) {
-        db_describe(st->conn, NULL, err, errlen);
-        *cls = db_classify(st->conn, NULL);
-        drain(st->conn);
-        return -1;
-    }
-    res = PQgetResult(st->conn);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        int rc = fail_result(st, res, err, errlen, cls);
-        drain(st->conn);
-        return rc;
-    }
-    PQclear(res);
-    drain(st->conn);
-    return 0;
+    return db_copy_in(st->conn, st->copy_sql, st->copy.data, st->copy.len, st->deadline, err, errlen,
+                      cls);
 }
 
 /* Count the upsert's RETURNING (xmax = 0) rows: inserted or updated; the
@@ -298,8 +265,8 @@ static int write_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n,
                        batch_counts_t *counts, char *err, size_t errlen, error_class_t *cls)
 {
     if (copy_chunk(st, b, pending, n, err, errlen, cls)) return -1;
-    PGresult *res = PQexec(st->conn, st->insert_sql);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) return fail_result(st, res, err, errlen, cls);
+    PGresult *res = db_query(st->conn, st->insert_sql, 0, NULL, NULL, NULL, st->deadline, err, errlen, cls);
+    if (!res) return -1;
     count_upsert(res, n, counts);
     PQclear(res);
     return 0;
@@ -307,7 +274,7 @@ static int write_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n,
 
 static int exec_simple(store_t *st, const char *sql, char *err, size_t errlen, error_class_t *cls)
 {
-    return db_exec(st->conn, sql, err, errlen, cls);
+    return db_command(st->conn, sql, st->deadline, err, errlen, cls);
 }
 
 /* Narrow a data error down: write halves under savepoints until the
@@ -418,11 +385,10 @@ static int write_dead_letters(store_t *st, batch_t *b, size_t *written, char *er
         if (k == 0) break;
         /* A record's coordinates are its identity: a replay adds nothing. */
         buf_str(&sql, " ON CONFLICT (topic, partition, kafka_offset) DO NOTHING");
-        PGresult *res = PQexecParams(st->conn, sql.data, (int)(k * DEAD_LETTER_PARAMS), NULL, values,
-                                     lengths, formats, 0);
-        if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-            char why[1024];
-            fail_result(st, res, why, sizeof why, cls);
+        char why[1024];
+        PGresult *res = db_query(st->conn, sql.data, (int)(k * DEAD_LETTER_PARAMS), values, lengths,
+                                 formats, st->deadline, why, sizeof why, cls);
+        if (!res) {
             snprintf(err, errlen, "writing dead letters: %s", why);
             /* A dead letter the database refuses is not a record to isolate:
              * the batch must not be committed without it. */
@@ -441,13 +407,21 @@ static int write_dead_letters(store_t *st, batch_t *b, size_t *written, char *er
     return rc;
 }
 
+/* After a failure: leave the transaction, if the connection can still be
+ * used before the deadline (else it is dropped before the retry anyway). */
+static void roll_back(store_t *st)
+{
+    char why[1024];
+    if (PQstatus(st->conn) == CONNECTION_OK && db_now_ms() < st->deadline)
+        db_command(st->conn, "ROLLBACK", st->deadline, why, sizeof why, NULL);
+}
+
 /* One attempt: BEGIN, events, dead letters, COMMIT. `isolating` writes the
  * events under savepoints to narrow down a data error. */
 static int write_once(store_t *st, batch_t *b, bool isolating, batch_counts_t *counts, char *err,
                       size_t errlen, error_class_t *cls)
 {
     size_t n = 0;
-    char why[1024];
 
     for (size_t i = 0; i < b->count; i++)
         if (b->entries[i].state == ENTRY_EVENT) st->pending[n++] = i;
@@ -461,8 +435,7 @@ static int write_once(store_t *st, batch_t *b, bool isolating, batch_counts_t *c
         if (rc != 0 && *cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
     }
     if (rc == 0) rc = exec_simple(st, st->roll_back ? "ROLLBACK" : "COMMIT", err, errlen, cls);
-    if (rc != 0 && PQstatus(st->conn) == CONNECTION_OK)
-        db_exec(st->conn, "ROLLBACK", why, sizeof why, NULL);
+    if (rc != 0) roll_back(st);
     return rc;
 }
 
@@ -486,15 +459,18 @@ static int prepare(store_t *st, batch_t *b, char *err, size_t errlen, error_clas
     if (!st->pending) abort();
     st->in_flight = false;
     memset(&st->done, 0, sizeof st->done);
+    if (!st->deadline) arm_deadline(st);
     return store_connect(st, err, errlen, cls);
 }
 
 int store_write_start(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
-    char why[1024];
     size_t n = 0;
 
-    if (prepare(st, b, err, errlen, cls)) return -1;
+    if (prepare(st, b, err, errlen, cls)) {
+        st->deadline = 0;
+        return -1;
+    }
     for (size_t i = 0; i < b->count; i++)
         if (b->entries[i].state == ENTRY_EVENT) st->pending[n++] = i;
 
@@ -504,34 +480,36 @@ int store_write_start(store_t *st, batch_t *b, char *err, size_t errlen, error_c
     if (rc == 0) {
         /* The upsert and the COMMIT go out together and run while the
          * worker takes and decodes its next batch. */
-        if (PQsendQuery(st->conn, n ? st->insert_commit_sql : "COMMIT") == 1) {
+        rc = db_send(st->conn, n ? st->insert_commit_sql : "COMMIT", st->deadline, err, errlen, cls);
+        if (rc == 0) {
             st->in_flight = true;
             st->in_flight_rows = n;
             return 0;
         }
-        db_describe(st->conn, NULL, err, errlen);
-        *cls = db_classify(st->conn, NULL);
-        rc = -1;
     }
-    if (PQstatus(st->conn) == CONNECTION_OK) db_exec(st->conn, "ROLLBACK", why, sizeof why, NULL);
-    if (*cls != ERROR_CLASS_DATA) return -1;
+    roll_back(st);
+    if (*cls != ERROR_CLASS_DATA) {
+        st->deadline = 0;
+        return -1;
+    }
     /* A staged value the database refuses: isolate now. */
     LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
     memset(&st->done, 0, sizeof st->done);
-    return write_once(st, b, true, &st->done, err, errlen, cls);
+    rc = write_once(st, b, true, &st->done, err, errlen, cls);
+    if (rc) st->deadline = 0;
+    return rc;
 }
 
 int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
                        error_class_t *cls)
 {
-    char why[1024];
     int rc = 0;
 
     if (st->in_flight) {
         PGresult *res;
-        bool failed = false;
+        bool failed = false, timed_out;
         st->in_flight = false;
-        while ((res = PQgetResult(st->conn))) {
+        while ((res = db_result(st->conn, st->deadline, &timed_out, err, errlen))) {
             ExecStatusType status = PQresultStatus(res);
             if (!failed && status == PGRES_TUPLES_OK) {
                 count_upsert(res, st->in_flight_rows, &st->done);
@@ -542,7 +520,11 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
             }
             PQclear(res);
         }
-        if (!failed && PQstatus(st->conn) != CONNECTION_OK) {
+        if (timed_out) {
+            /* Outcome unknown, as below. */
+            *cls = ERROR_CLASS_TRANSIENT;
+            failed = true;
+        } else if (!failed && PQstatus(st->conn) != CONNECTION_OK) {
             /* The connection broke before COMMIT answered: outcome unknown,
              * and the idempotent upsert makes the retry safe. */
             db_describe(st->conn, NULL, err, errlen);
@@ -550,8 +532,11 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
             failed = true;
         }
         if (failed) {
-            if (PQstatus(st->conn) == CONNECTION_OK) db_exec(st->conn, "ROLLBACK", why, sizeof why, NULL);
-            if (*cls != ERROR_CLASS_DATA) return -1;
+            roll_back(st);
+            if (*cls != ERROR_CLASS_DATA) {
+                st->deadline = 0;
+                return -1;
+            }
             LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
             memset(&st->done, 0, sizeof st->done);
             rc = write_once(st, b, true, &st->done, err, errlen, cls);
@@ -561,6 +546,7 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
         st->done.superseded = batch_superseded(b);
         *counts = st->done;
     }
+    st->deadline = 0; /* the attempt is over */
     return rc;
 }
 
@@ -571,12 +557,16 @@ int store_write(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size
     int rc;
     if (st->step) {
         /* A step runs between the rows and COMMIT: no pipelining. */
-        if (prepare(st, b, err, errlen, cls)) return -1;
+        if (prepare(st, b, err, errlen, cls)) {
+            st->deadline = 0;
+            return -1;
+        }
         rc = write_sync(st, b, &c, err, errlen, cls);
         if (rc == 0) {
             c.superseded = batch_superseded(b);
             *counts = c;
         }
+        st->deadline = 0;
         return rc;
     }
     if (store_write_start(st, b, err, errlen, cls)) return -1;

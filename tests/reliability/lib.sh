@@ -292,6 +292,11 @@ svc_env() { # name
     echo "STORAGE_POLL_TIMEOUT_MS=200"
     echo "STORAGE_DB_RETRY_BASE_MS=200"
     echo "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=10"
+    # A clean stop must fit those 10 s (start-up refuses settings where it
+    # could not): a 0.2 s poll, a 3.5 s database attempt, a 4 s commit and
+    # 2 s to leave the group.
+    echo "STORAGE_DB_STATEMENT_TIMEOUT_MS=2500"
+    echo "STORAGE_COMMIT_TIMEOUT_MS=4000"
     echo "STORAGE_HEARTBEAT_DIR=$SW/heartbeat-$1"
 }
 

@@ -133,8 +133,9 @@ static void worst_case_batch_of_defaults_fits_the_max_poll_interval(void **state
     load_ok(&s, NO_ENV);
     long long worst = settings_worst_case_batch_ms(&s);
     settings_free(&s);
-    /* 31 s of back-off + 6 statement timeouts of 30 s + two 10 s commits. */
-    assert_int_equal(worst, 231000);
+    /* 31 s of back-off + 6 attempts of 16 s (a 15 s statement timeout and the
+     * 1 s grace of the client's own deadline) + two 10 s commits. */
+    assert_int_equal(worst, 147000);
     assert_true(worst <= 300000);
 }
 
@@ -298,13 +299,13 @@ static void values_inside_their_ranges_are_accepted(void **state)
     (void)state;
     settings_t s;
     load_ok(&s, ENV("STORAGE_POLL_TIMEOUT_MS=250", "STORAGE_DB_RETRY_MAX_ATTEMPTS=0",
-                    "STORAGE_APPLICATION_CACHE_TTL_SECONDS=0", "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=5",
+                    "STORAGE_APPLICATION_CACHE_TTL_SECONDS=0", "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=11",
                     "STORAGE_COMMIT_FAILURE_LIMIT=1", "STORAGE_HEALTH_MAX_AGE_SECONDS=30",
                     "STORAGE_DB_STATEMENT_TIMEOUT_MS=5000", "STORAGE_COMMIT_TIMEOUT_MS=2000"));
     assert_int_equal(s.poll_timeout_ms, 250);
     assert_int_equal(s.db_retry_max_attempts, 0);
     assert_int_equal(s.application_cache_ttl_seconds, 0);
-    assert_int_equal(s.shutdown_timeout_seconds, 5);
+    assert_int_equal(s.shutdown_timeout_seconds, 11);
     assert_int_equal(s.commit_failure_limit, 1);
     assert_int_equal(s.health_max_age_seconds, 30);
     assert_int_equal(s.db_statement_timeout_ms, 5000);
@@ -449,25 +450,53 @@ static void retry_schedule_that_cannot_fit_max_poll_interval_is_rejected(void **
     /* Statement timeouts count too: 6 x 60 s. */
     expect_error(ENV("STORAGE_DB_STATEMENT_TIMEOUT_MS=60000"), "STORAGE_DB_STATEMENT_TIMEOUT_MS",
                  "STORAGE_MAX_POLL_INTERVAL_MS");
-    /* A shorter interval breaks the default schedule (231 s). */
-    expect_error(ENV("STORAGE_MAX_POLL_INTERVAL_MS=230999"), "STORAGE_DB_RETRY_MAX_ATTEMPTS",
-                 "STORAGE_MAX_POLL_INTERVAL_MS=230999");
+    /* A shorter interval breaks the default schedule (147 s). */
+    expect_error(ENV("STORAGE_MAX_POLL_INTERVAL_MS=146999"), "STORAGE_DB_RETRY_MAX_ATTEMPTS",
+                 "STORAGE_MAX_POLL_INTERVAL_MS=146999");
 }
 
 static void retry_schedule_exactly_filling_max_poll_interval_is_accepted(void **state)
 {
     (void)state;
     settings_t s;
-    load_ok(&s, ENV("STORAGE_MAX_POLL_INTERVAL_MS=231000"));
-    assert_int_equal(settings_worst_case_batch_ms(&s), 231000);
+    load_ok(&s, ENV("STORAGE_MAX_POLL_INTERVAL_MS=147000"));
+    assert_int_equal(settings_worst_case_batch_ms(&s), 147000);
     settings_free(&s);
-    /* 12 attempts: 4095 s back-off + 13 x 30 s + 2 x 10 s = 4505 s. */
-    load_ok(&s, ENV("STORAGE_DB_RETRY_MAX_ATTEMPTS=12", "STORAGE_MAX_POLL_INTERVAL_MS=4505000"));
+    /* 12 attempts: 4095 s back-off + 13 x 16 s + 2 x 10 s = 4323 s. */
+    load_ok(&s, ENV("STORAGE_DB_RETRY_MAX_ATTEMPTS=12", "STORAGE_MAX_POLL_INTERVAL_MS=4323000"));
     assert_int_equal(s.db_retry_max_attempts, 12);
-    assert_int_equal(settings_worst_case_batch_ms(&s), 4505000);
+    assert_int_equal(settings_worst_case_batch_ms(&s), 4323000);
     settings_free(&s);
-    expect_error(ENV("STORAGE_DB_RETRY_MAX_ATTEMPTS=12", "STORAGE_MAX_POLL_INTERVAL_MS=4504999"),
+    expect_error(ENV("STORAGE_DB_RETRY_MAX_ATTEMPTS=12", "STORAGE_MAX_POLL_INTERVAL_MS=4322999"),
                  "STORAGE_DB_RETRY_MAX_ATTEMPTS=12", NULL);
+}
+
+static void a_clean_stop_of_the_defaults_fits_the_shutdown_timeout(void **state)
+{
+    (void)state;
+    settings_t s;
+    load_ok(&s, NO_ENV);
+    /* A 1 s poll + a 16 s database attempt + a 10 s commit + 2 s to leave. */
+    assert_int_equal(settings_worst_case_stop_ms(&s), 29000);
+    assert_true(settings_worst_case_stop_ms(&s) <= s.shutdown_timeout_seconds * 1000LL);
+    settings_free(&s);
+}
+
+static void a_stop_path_longer_than_the_shutdown_timeout_is_rejected_naming_it(void **state)
+{
+    (void)state;
+    /* Accepted before: the in-flight statement alone outlasted the stop, so
+     * a clean stop could exit 1. */
+    expect_error(ENV("STORAGE_SHUTDOWN_TIMEOUT_SECONDS=2"), "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=2",
+                 "STORAGE_DB_STATEMENT_TIMEOUT_MS=15000");
+    expect_error(ENV("STORAGE_DB_STATEMENT_TIMEOUT_MS=30000"), "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=30",
+                 "STORAGE_DB_STATEMENT_TIMEOUT_MS=30000");
+    expect_error(ENV("STORAGE_COMMIT_TIMEOUT_MS=11001"), "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=30",
+                 "STORAGE_COMMIT_TIMEOUT_MS=11001");
+    settings_t s;
+    load_ok(&s, ENV("STORAGE_DB_STATEMENT_TIMEOUT_MS=30000", "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=44"));
+    assert_int_equal(settings_worst_case_stop_ms(&s), 44000);
+    settings_free(&s);
 }
 
 static void session_timeout_above_max_poll_interval_is_rejected(void **state)
@@ -565,7 +594,7 @@ static void every_documented_variable_is_known(void **state)
                     "STORAGE_MAX_POLL_INTERVAL_MS=300000", "STORAGE_SESSION_TIMEOUT_MS=30000",
                     "STORAGE_AUTO_OFFSET_RESET=earliest", "STORAGE_DB_RETRY_MAX_ATTEMPTS=5",
                     "STORAGE_DB_RETRY_BASE_MS=1000", "STORAGE_APPLICATION_CACHE_TTL_SECONDS=60",
-                    "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=20", "STORAGE_COMMIT_FAILURE_LIMIT=3",
+                    "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=29", "STORAGE_COMMIT_FAILURE_LIMIT=3",
                     "STORAGE_HEARTBEAT_DIR=/tmp/hb", "STORAGE_HEALTH_MAX_AGE_SECONDS=60",
                     "STORAGE_LOG_LEVEL=info", "STORAGE_LOG_FORMAT=json",
                     "STORAGE_METRICS_ADDR=127.0.0.1:9100"));
@@ -741,6 +770,8 @@ int main(void)
         cmocka_unit_test(two_enabled_pipelines_on_one_topic_are_rejected),
         cmocka_unit_test(retry_schedule_that_cannot_fit_max_poll_interval_is_rejected),
         cmocka_unit_test(retry_schedule_exactly_filling_max_poll_interval_is_accepted),
+        cmocka_unit_test(a_clean_stop_of_the_defaults_fits_the_shutdown_timeout),
+        cmocka_unit_test(a_stop_path_longer_than_the_shutdown_timeout_is_rejected_naming_it),
         cmocka_unit_test(session_timeout_above_max_poll_interval_is_rejected),
         cmocka_unit_test(poll_timeout_not_below_max_poll_interval_is_rejected),
         cmocka_unit_test(log_level_and_format_are_parsed),

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -33,6 +34,7 @@ typedef struct {
     int flush_rebalancing_times;   /* flushes answered "group rebalancing" */
     int flushes_done;              /* flushes that committed pending offsets */
     bool pending;                  /* a commit was refused: offsets wait for a flush */
+    int last_commit_timeout_ms;    /* the deadline the worker gave the last commit or flush */
     int unreleased;                /* polls whose records were not released yet */
     /* observations */
     char calls[MAX_CALLS][16];
@@ -88,9 +90,11 @@ static void fake_release(void *ctx, record_t *records)
     if (records) f->unreleased--;
 }
 
-static int fake_commit(void *ctx, const record_t *records, size_t count, char *err, size_t errlen)
+static int fake_commit(void *ctx, const record_t *records, size_t count, int timeout_ms, char *err,
+                       size_t errlen)
 {
     fake_t *f = ctx;
+    f->last_commit_timeout_ms = timeout_ms;
     note(f, "commit");
     f->commits++;
     if (f->commit_rebalancing_times < 0 || f->commits <= f->commit_rebalancing_times) {
@@ -108,9 +112,10 @@ static int fake_commit(void *ctx, const record_t *records, size_t count, char *e
     return 0;
 }
 
-static int fake_flush(void *ctx, char *err, size_t errlen)
+static int fake_flush(void *ctx, int timeout_ms, char *err, size_t errlen)
 {
     fake_t *f = ctx;
+    f->last_commit_timeout_ms = timeout_ms;
     note(f, "flush");
     if (!f->pending) return 0;
     if (f->flush_rebalancing_times-- > 0) {
@@ -342,6 +347,31 @@ static void at_a_stop_a_commit_refused_by_a_rebalance_is_retried(void **state)
     assert_int_equal(fx->fake.ncommitted, 1);
 }
 
+/* The stop's commit has one commit timeout in all, which is what the
+ * shutdown budget (settings_worst_case_stop_ms) gives it: refusals are
+ * retried within it, and each try is given only what is left of it. */
+static void a_stop_whose_commit_is_refused_for_good_ends_within_one_commit_timeout(void **state)
+{
+    fixture_t *fx = *state;
+    static char *env[] = {"STORAGE_COMMIT_TIMEOUT_MS=300", "STORAGE_LOG_LEVEL=error", NULL};
+    char err[512];
+    settings_free(&fx->settings);
+    assert_int_equal(settings_load(&fx->settings, env, err, sizeof err), 0);
+    fx->fake.batches = 1;
+    fx->fake.stop_during_poll = true;
+    fx->fake.commit_rebalancing_times = -1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(worker_run(&fx->worker), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long long ms = (t1.tv_sec - t0.tv_sec) * 1000LL + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    /* 300 ms, and the last 100 ms poll between tries. */
+    if (ms > 300 + 100 + 200) fail_msg("the stop's commit took %lld ms, its budget is 300 ms", ms);
+    assert_true(fx->fake.commits > 1);
+    assert_in_range(fx->fake.last_commit_timeout_ms, 1, 300);
+    assert_int_equal(fx->fake.ncommitted, 0);
+}
+
 static void an_idle_pipeline_commits_what_a_refused_commit_left_behind(void **state)
 {
     fixture_t *fx = *state;
@@ -391,7 +421,7 @@ static void a_stop_in_a_back_off_releases_its_batches_before_committing_what_is_
 static void a_rebalance_that_never_ends_fails_the_pipeline(void **state)
 {
     fixture_t *fx = *state;
-    static char *env[] = {"STORAGE_MAX_POLL_INTERVAL_MS=1000", "STORAGE_SESSION_TIMEOUT_MS=1000",
+    static char *env[] = {"STORAGE_MAX_POLL_INTERVAL_MS=1500", "STORAGE_SESSION_TIMEOUT_MS=1000",
                           "STORAGE_POLL_TIMEOUT_MS=10", "STORAGE_DB_RETRY_MAX_ATTEMPTS=0",
                           "STORAGE_DB_STATEMENT_TIMEOUT_MS=100", "STORAGE_COMMIT_TIMEOUT_MS=100", NULL};
     char err[512];
@@ -559,6 +589,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(commits_refused_during_a_rebalance_do_not_count_toward_the_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(an_idle_pipeline_commits_what_a_refused_commit_left_behind, setup, teardown),
         cmocka_unit_test_setup_teardown(a_stop_while_idle_waits_for_the_rebalance_to_commit_held_offsets, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_stop_whose_commit_is_refused_for_good_ends_within_one_commit_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(a_stop_in_a_back_off_releases_its_batches_before_committing_what_is_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(a_rebalance_that_never_ends_fails_the_pipeline, setup, teardown),
         cmocka_unit_test_setup_teardown(at_a_stop_a_commit_refused_by_a_rebalance_is_retried, setup, teardown),

@@ -210,7 +210,7 @@ scenario_commit_errors() {
     # D: commits refused by a rebalance that outlasts the max poll interval
     # (10 s here; the retry settings must fit in it) are a livelock too.
     svc_start s2 STORAGE_MAX_POLL_INTERVAL_MS=10000 STORAGE_DB_RETRY_MAX_ATTEMPTS=2 \
-        STORAGE_DB_RETRY_BASE_MS=100 STORAGE_DB_STATEMENT_TIMEOUT_MS=2000 STORAGE_COMMIT_TIMEOUT_MS=1000
+        STORAGE_DB_RETRY_BASE_MS=100 STORAGE_DB_STATEMENT_TIMEOUT_MS=1500 STORAGE_COMMIT_TIMEOUT_MS=1000
     wait_log s2 '\[reviews\] partitions assigned' 1 20 || fail_check "s2 was not assigned"
     local errs=""
     for _ in $(seq 1 60); do errs="$errs REBALANCE_IN_PROGRESS"; done
