@@ -529,10 +529,6 @@ typedef struct {
     batch_t batch;
     record_t *records;     /* the batch's records; bytes borrowed from `rows` */
     int64_t *ids;          /* dead letter id of each record */
-    /* Per record, set by mark_dead_letters: a superseded record whose
-     * winner the database refused (its index, else -1). Its message is not
-     * in the table, so its dead letter stays unresolved. */
-    ptrdiff_t *held_by;
     size_t capacity;
     redrive_counts_t counts;
     /* Set by mark_dead_letters for the current batch. */
@@ -585,34 +581,6 @@ static int exec_update(PGconn *conn, const char *sql, int nparams, const char *c
     return 0;
 }
 
-/* Same natural key (the pipeline's key field, and the app when the key
- * includes it), as batch_deduplicate compares them. */
-static bool same_key(const pipeline_def_t *def, const entry_t *a, const entry_t *b)
-{
-    if (def->key_includes_app && a->application_id != b->application_id) return false;
-    return strcmp(event_column(&a->event, (size_t)def->key_field),
-                  event_column(&b->event, (size_t)def->key_field)) == 0;
-}
-
-/* A superseded record stands for its winner: if the database refused the
- * winner (database_rejected, isolated by the store), the superseded message
- * is stored nowhere and must not be resolved. Fills rd->held_by. */
-static void find_held(redrive_t *rd, const batch_t *b)
-{
-    for (size_t i = 0; i < b->count; i++) {
-        rd->held_by[i] = -1;
-        if (b->entries[i].state != ENTRY_SUPERSEDED) continue;
-        for (size_t w = 0; w < b->count; w++) {
-            const entry_t *e = &b->entries[w];
-            if (e->state == ENTRY_REJECTED && strcmp(e->rejection.error_type, ERROR_DATABASE_REJECTED) == 0 &&
-                same_key(rd->def, &b->entries[i], e)) {
-                rd->held_by[i] = (ptrdiff_t)w;
-                break;
-            }
-        }
-    }
-}
-
 /* store_step_fn: inside the batch's transaction, after its rows. Stored and
  * superseded entries resolve their dead letters; rejected ones refresh the
  * reason, only where it changed, so a second run touches nothing. A reason
@@ -634,11 +602,10 @@ static int mark_dead_letters(void *ctx, PGconn *conn, const batch_t *b, char *er
     int rc = -1;
     if (!stored || !superseded || !failing || !types || !details) abort();
 
-    find_held(rd, b);
     for (size_t i = 0; i < b->count; i++) {
         const entry_t *e = &b->entries[i];
         if (e->state == ENTRY_EVENT) stored[ns++] = rd->ids[i];
-        else if (e->state == ENTRY_SUPERSEDED && rd->held_by[i] < 0) superseded[nx++] = rd->ids[i];
+        else if (e->state == ENTRY_SUPERSEDED) superseded[nx++] = rd->ids[i];
         else if (e->state == ENTRY_REJECTED) {
             failing[nf] = rd->ids[i];
             types[nf] = e->rejection.error_type;
@@ -742,8 +709,7 @@ static int redrive_batch(redrive_t *rd, const PGresult *rows, char *err, size_t 
     if (n > rd->capacity) {
         rd->records = realloc(rd->records, n * sizeof *rd->records);
         rd->ids = realloc(rd->ids, n * sizeof *rd->ids);
-        rd->held_by = realloc(rd->held_by, n * sizeof *rd->held_by);
-        if (!rd->records || !rd->ids || !rd->held_by) abort();
+        if (!rd->records || !rd->ids) abort();
         rd->capacity = n;
     }
     for (size_t r = 0; r < n; r++) {
@@ -791,14 +757,9 @@ static int redrive_batch(redrive_t *rd, const PGresult *rows, char *err, size_t 
     rd->counts.reasons_refreshed += rd->batch_refreshed;
     for (size_t i = 0; i < m; i++) {
         const entry_t *e = &rd->batch.entries[i];
-        if (e->state == ENTRY_SUPERSEDED && rd->held_by[i] >= 0) {
-            /* Left as it is: its reason is still its own. */
-            rd->counts.still_failing++;
-            if (rd->printed_failing++ < DL_DETAIL_LINES)
-                printf("still_failing id=%" PRId64 " pipeline=%s error_type=(unchanged) detail=\"same %s as "
-                       "dead letter id=%" PRId64 ", which the database refused; left as it is\"\n",
-                       rd->ids[i], name, rd->def->fields[rd->def->key_field].name, rd->ids[rd->held_by[i]]);
-        } else if (e->state == ENTRY_REJECTED) {
+        /* A superseded record's winner is stored: when the database refused
+         * a winner, the store put the next observation in its place. */
+        if (e->state == ENTRY_REJECTED) {
             rd->counts.still_failing++;
             if (rd->printed_failing++ < DL_DETAIL_LINES) {
                 printf("still_failing id=%" PRId64 " pipeline=%s error_type=%s detail=", rd->ids[i], name,
@@ -869,7 +830,6 @@ static int redrive_pipeline(const settings_t *s, PGconn *conn, const pipeline_de
     store_free(rd.store);
     free(rd.records);
     free(rd.ids);
-    free(rd.held_by);
     return rc;
 }
 

@@ -271,7 +271,7 @@ test_a_failed_redrive_batch_stores_nothing_and_exits_1() {
     assert_eq 1 "$(sql "SELECT count(*) FROM reviews")" "reviews after the retry"
 }
 
-test_a_dead_letter_superseded_by_a_refused_one_stays_unresolved() {
+test_a_dead_letter_superseded_by_a_refused_one_is_stored_in_its_place() {
     begin_test heldback
     register_apps com.example.a
     sql "ALTER TABLE reviews ADD CONSTRAINT no_forbidden CHECK (content <> 'forbidden')"
@@ -282,13 +282,14 @@ test_a_dead_letter_superseded_by_a_refused_one_stays_unresolved() {
         "$(review com.example.a r1 2 2026-11-29T10:00:00Z fine)")
     out=$(dl_ok redrive)
     # The older message lost to the newer one, which the database refused:
-    # its effect is nowhere, so it must not be marked resolved.
-    assert_contains "$out" "redrive pipeline=reviews examined=2 stored=0 still_failing=2"
-    assert_contains "$out" "still_failing id=$older pipeline=reviews error_type=(unchanged) detail=\"same review_id as dead letter id=$newer"
-    assert_eq "f|database_rejected|f|unregistered_app" \
+    # the older one takes its place and is stored; the newer stays failing.
+    assert_contains "$out" "redrive pipeline=reviews examined=2 stored=1 still_failing=1"
+    assert_contains "$out" "still_failing id=$newer pipeline=reviews error_type=database_rejected"
+    assert_eq "f|database_rejected|t|unregistered_app" \
         "$(sql "SELECT string_agg((resolved_at IS NOT NULL)::text::char(1) || '|' || error_type, '|' ORDER BY id) FROM dead_letter_events")" \
-        "both dead letters unresolved"
-    assert_eq 0 "$(sql "SELECT count(*) FROM reviews")" "reviews"
+        "the refused dead letter unresolved, the stored one resolved"
+    assert_eq "r1|2" "$(sql "SELECT review_id, thumbs_up_count FROM reviews")" "the older observation stored"
+    assert_eq "$older" "$(sql "SELECT id FROM dead_letter_events WHERE resolved_at IS NOT NULL")" "resolved"
 }
 
 test_truncated_payload_is_reported_not_redrivable() {
