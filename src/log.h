@@ -1,5 +1,12 @@
 /* log — one line per event on stderr, text (key=value) or JSON.
  *
+ * Messages quote strings from producers (package names, dead-letter
+ * details), so the formatter escapes what would break a line or reach the
+ * operator's terminal as a control: control characters, DEL, C1 controls,
+ * the Unicode line separators, backslashes and invalid UTF-8 (as \n, \x1b,
+ * \u009b in text; as JSON escapes and U+FFFD in JSON). Whatever a message
+ * holds, one event is one line.
+ *
  * The level is checked before any formatting work (LOG_* macros), so a debug
  * line in the hot path costs one comparison when debug is off. Each line is
  * written with a single write(2), so lines from different pipeline threads
