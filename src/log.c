@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -133,6 +134,91 @@ static void line_put_escaped(line_t *l, log_format_t format, const char *s)
     }
 }
 
+#define LOG_REDACTED "[redacted]"
+/* Shorter values and words are not searched for (see log_add_secret). */
+#define LOG_SECRET_MIN 4
+
+typedef struct {
+    const char *text;
+    size_t len;
+} secret_t;
+
+/* The registered secrets, longest first, so that a whole value is replaced
+ * before its words. Written only before threads start. */
+static secret_t *secrets;
+static size_t secret_count;
+
+static void add_secret(const char *s, size_t n)
+{
+    if (n < LOG_SECRET_MIN) return;
+    for (size_t i = 0; i < secret_count; i++)
+        if (secrets[i].len == n && memcmp(secrets[i].text, s, n) == 0) return;
+    secret_t *grown = realloc(secrets, (secret_count + 1) * sizeof *grown);
+    char *copy = strndup(s, n);
+    if (!grown || !copy) abort();
+    secrets = grown;
+    size_t at = secret_count++;
+    while (at > 0 && secrets[at - 1].len < n) {
+        secrets[at] = secrets[at - 1];
+        at--;
+    }
+    secrets[at] = (secret_t){copy, n};
+}
+
+void log_add_secret(const char *value)
+{
+    static const char spaces[] = " \t\r\n";
+    add_secret(value, strlen(value));
+    if (!strpbrk(value, spaces)) return;
+    for (const char *p = value + strspn(value, spaces); *p;) {
+        size_t n = strcspn(p, spaces);
+        add_secret(p, n);
+        p += n;
+        p += strspn(p, spaces);
+    }
+}
+
+/* Rewrite `text` with every occurrence of any of the `n` secrets (longest
+ * first) replaced by LOG_REDACTED, in one pass over the original: a
+ * replacement is never searched again. */
+static void redact(char *text, size_t cap, const secret_t *find, size_t n)
+{
+    char out[LOG_LINE_MAX];
+    size_t len = 0, tlen = strlen(text);
+    const size_t rlen = strlen(LOG_REDACTED);
+    bool found = false;
+    for (size_t k = 0; k < n && !found; k++) found = find[k].len && strstr(text, find[k].text);
+    if (!found || cap == 0) return;
+    for (size_t i = 0; i < tlen && len + 1 < sizeof out;) {
+        size_t k = 0;
+        while (k < n && (find[k].len == 0 || find[k].len > tlen - i ||
+                         memcmp(text + i, find[k].text, find[k].len) != 0))
+            k++;
+        if (k == n) {
+            out[len++] = text[i++];
+        } else {
+            if (len + rlen >= sizeof out) break;
+            memcpy(out + len, LOG_REDACTED, rlen);
+            len += rlen;
+            i += find[k].len;
+        }
+    }
+    if (len >= cap) len = cap - 1;
+    memcpy(text, out, len);
+    text[len] = '\0';
+}
+
+void log_redact(char *text, size_t cap)
+{
+    if (secret_count) redact(text, cap, secrets, secret_count);
+}
+
+void log_redact_value(char *text, size_t cap, const char *value)
+{
+    secret_t one = {value, strlen(value)};
+    redact(text, cap, &one, 1);
+}
+
 void log_emit(log_level_t level, const char *component, const char *fmt, ...)
 {
     char msg[4096];
@@ -146,6 +232,7 @@ void log_emit(log_level_t level, const char *component, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    log_redact(msg, sizeof msg);
 
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);

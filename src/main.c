@@ -176,6 +176,12 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     log_configure(settings.log_level, settings.log_format);
+    /* librdkafka's own messages (its log, its errors) may quote a secret
+     * property's value: the log, and the commands' error messages, redact
+     * those values wherever they turn up. */
+    for (size_t k = 0; k < settings.kafka_property_count; k++)
+        if (settings_kafka_property_is_secret(settings.kafka_properties[k].name))
+            log_add_secret(settings.kafka_properties[k].value);
     if (db_check_conninfo(settings.database_url)) {
         /* libpq's own message would quote the URI, password included. */
         fprintf(stderr, "storage-consumer: invalid setting: STORAGE_DATABASE_URL: not a valid libpq conninfo or URI\n");

@@ -2,7 +2,8 @@
  * strings reach log lines: package names, dead-letter details), one event is
  * one line, and no control character, terminal escape sequence or invalid
  * UTF-8 reaches the operator's terminal raw, in the text and the JSON
- * format. The lines are read back from stderr, as the service writes them. */
+ * format; and a registered secret never reaches a line. The lines are read
+ * back from stderr, as the service writes them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -245,6 +246,55 @@ static void a_json_message_too_long_to_escape_is_cut_and_stays_one_object(void *
     for (size_t i = 0; i < len; i++) assert_int_equal(got[i], '\x01');
 }
 
+/* ------------------------------------------------------------------------ */
+/* Secrets                                                                  */
+/* (Registered secrets stay for the process: these tests come last.)        */
+
+static void a_registered_secret_is_never_logged_in_either_format(void **state)
+{
+    (void)state;
+    log_add_secret("Pa55-w0rd\"x");
+    captured_t c = emit(LOG_FORMAT_TEXT, "rdkafka", "fopen(/keys/Pa55-w0rd\"x.p12): no such file; Pa55-w0rd\"x");
+    assert_text_body(&c, "fopen(/keys/[redacted].p12): no such file; [redacted]");
+    c = emit(LOG_FORMAT_JSON, "reviews", "value Pa55-w0rd\"x");
+    size_t len;
+    assert_string_equal(json_msg(&c, &len), "value [redacted]");
+}
+
+/* librdkafka quotes the rest of sasl.oauthbearer.config from the word it
+ * cannot parse: each word of a value with spaces is redacted on its own. */
+static void each_word_of_a_secret_with_spaces_is_redacted(void **state)
+{
+    (void)state;
+    log_add_secret("principal=admin  secret=S3cr3tW0rd");
+    captured_t c = emit(LOG_FORMAT_TEXT, "rdkafka",
+                        "Unrecognized sasl.oauthbearer.config beginning at: secret=S3cr3tW0rd; whole: principal=admin  secret=S3cr3tW0rd");
+    assert_text_body(&c, "Unrecognized sasl.oauthbearer.config beginning at: [redacted]; whole: [redacted]");
+}
+
+static void secrets_shorter_than_four_bytes_are_not_searched_for(void **state)
+{
+    (void)state;
+    log_add_secret("abc");
+    log_add_secret("");
+    captured_t c = emit(LOG_FORMAT_TEXT, "main", "abc stays readable");
+    assert_text_body(&c, "abc stays readable");
+}
+
+static void a_value_is_redacted_from_a_message_printed_outside_the_log(void **state)
+{
+    (void)state;
+    char text[64] = "Invalid value \"xy\" for \"xy.z\"";
+    log_redact_value(text, sizeof text, "xy");
+    assert_string_equal(text, "Invalid value \"[redacted]\" for \"[redacted].z\"");
+    char small[16] = "a Pa55-w0rd\"x b";
+    log_redact(small, sizeof small);
+    assert_string_equal(small, "a [redacted] b");
+    char tiny[8] = "Pa55-w0";
+    log_redact_value(tiny, sizeof tiny, "55");
+    assert_string_equal(tiny, "Pa[reda");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +308,10 @@ int main(void)
         cmocka_unit_test(a_package_name_with_control_characters_is_one_json_object_with_the_characters_escaped),
         cmocka_unit_test(invalid_utf8_becomes_the_replacement_character_in_json_logs),
         cmocka_unit_test(a_json_message_too_long_to_escape_is_cut_and_stays_one_object),
+        cmocka_unit_test(a_registered_secret_is_never_logged_in_either_format),
+        cmocka_unit_test(each_word_of_a_secret_with_spaces_is_redacted),
+        cmocka_unit_test(secrets_shorter_than_four_bytes_are_not_searched_for),
+        cmocka_unit_test(a_value_is_redacted_from_a_message_printed_outside_the_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
