@@ -167,9 +167,11 @@ static void add_secret(const char *s, size_t n)
 
 void log_add_secret(const char *value)
 {
-    static const char spaces[] = " \t\r\n";
+    static const char spaces[] = " \t";
     add_secret(value, strlen(value));
-    if (!strpbrk(value, spaces)) return;
+    /* Multi-line values (a PEM key) are blobs, not lists of words: their
+     * armour words ("PRIVATE") would be redacted from unrelated lines. */
+    if (!strpbrk(value, spaces) || strpbrk(value, "\r\n")) return;
     for (const char *p = value + strspn(value, spaces); *p;) {
         size_t n = strcspn(p, spaces);
         add_secret(p, n);

@@ -37,9 +37,9 @@ int log_level_parse(const char *name, log_level_t *out);
 int log_format_parse(const char *name, log_format_t *out);
 
 /* Never log `value`: from now on every occurrence of it in a message, and
- * of each of its space-separated words when it has several (librdkafka
- * quotes the rest of a configuration string from the word it cannot
- * parse), is written as [redacted]. For the values of secret settings,
+ * of each of its space-separated words when it is one line of several
+ * (librdkafka quotes the rest of a configuration string from the word it
+ * cannot parse), is written as [redacted]. For the values of secret settings,
  * which a library's own message may quote. Values and words shorter than
  * 4 bytes are not searched for: they cannot be told from ordinary text.
  * Call before any thread starts; the log keeps its own copy for the life of

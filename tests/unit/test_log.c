@@ -272,6 +272,18 @@ static void each_word_of_a_secret_with_spaces_is_redacted(void **state)
     assert_text_body(&c, "Unrecognized sasl.oauthbearer.config beginning at: [redacted]; whole: [redacted]");
 }
 
+/* A PEM key is one secret, not a list of words: "PRIVATE" stays readable
+ * in other lines. */
+static void the_words_of_a_multi_line_secret_are_not_redacted_alone(void **state)
+{
+    (void)state;
+    log_add_secret("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQ\n-----END PRIVATE KEY-----\n");
+    captured_t c = emit(LOG_FORMAT_TEXT, "rdkafka", "Expecting: ANY PRIVATE KEY-----");
+    assert_text_body(&c, "Expecting: ANY PRIVATE KEY-----");
+    c = emit(LOG_FORMAT_TEXT, "rdkafka", "key: -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQ\n-----END PRIVATE KEY-----\n!");
+    assert_text_body(&c, "key: [redacted]!");
+}
+
 static void secrets_shorter_than_four_bytes_are_not_searched_for(void **state)
 {
     (void)state;
@@ -310,6 +322,7 @@ int main(void)
         cmocka_unit_test(a_json_message_too_long_to_escape_is_cut_and_stays_one_object),
         cmocka_unit_test(a_registered_secret_is_never_logged_in_either_format),
         cmocka_unit_test(each_word_of_a_secret_with_spaces_is_redacted),
+        cmocka_unit_test(the_words_of_a_multi_line_secret_are_not_redacted_alone),
         cmocka_unit_test(secrets_shorter_than_four_bytes_are_not_searched_for),
         cmocka_unit_test(a_value_is_redacted_from_a_message_printed_outside_the_log),
     };
