@@ -1,6 +1,9 @@
 #include "log.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -38,59 +41,227 @@ int log_format_parse(const char *name, log_format_t *out)
     return 0;
 }
 
-/* Append `s` to buf as the body of a JSON string (without quotes). */
-static size_t json_escape(char *buf, size_t cap, size_t len, const char *s)
+/* A line holds the longest message escaped (most characters take 4 bytes
+ * escaped, "\x1b"); a message that outgrows it is cut on a whole character. */
+#define LOG_LINE_MAX 16384
+/* Room kept for what ends a line: "\"}\n" at most. */
+#define LOG_LINE_END_ROOM 4
+
+typedef struct {
+    char *buf;
+    size_t cap; /* bytes that may be used */
+    size_t len;
+} line_t;
+
+/* Append n bytes, all or nothing: 0 if they do not fit. */
+static int line_put(line_t *l, const char *s, size_t n)
 {
-    for (; *s && len + 7 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            buf[len++] = '\\';
-            buf[len++] = (char)c;
-        } else if (c < 0x20) {
-            len += (size_t)snprintf(buf + len, cap - len, "\\u%04x", c);
+    if (l->len + n > l->cap) return 0;
+    memcpy(l->buf + l->len, s, n);
+    l->len += n;
+    return 1;
+}
+
+/* The length of the well-formed UTF-8 sequence at s (NUL-terminated) and
+ * its code point in *cp; 0 if the bytes at s are not one: a stray
+ * continuation byte, an overlong form, a surrogate, a code point beyond
+ * U+10FFFF, or a sequence cut short. */
+static size_t utf8_decode(const unsigned char *s, uint32_t *cp)
+{
+    size_t n;
+    uint32_t v, min;
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    if ((s[0] & 0xe0) == 0xc0) n = 2, v = s[0] & 0x1fu, min = 0x80;
+    else if ((s[0] & 0xf0) == 0xe0) n = 3, v = s[0] & 0x0fu, min = 0x800;
+    else if ((s[0] & 0xf8) == 0xf0) n = 4, v = s[0] & 0x07u, min = 0x10000;
+    else return 0;
+    /* The terminating NUL is not a continuation byte: no read past it. */
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        v = v << 6 | (s[i] & 0x3fu);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+    *cp = v;
+    return n;
+}
+
+/* Append `s` escaped for `format`. Producer strings reach log lines (a
+ * package name in a dead letter's detail), so nothing in `s` may end the
+ * line, forge another, or reach the operator's terminal as a control:
+ * C0 controls (newline, CR, TAB, ESC, ...), DEL, C1 controls (U+0080 to
+ * U+009F, which some terminals obey like ESC sequences) and the Unicode line
+ * and paragraph separators are escaped, and so is the backslash, so that an
+ * escape always means what it shows. Bytes that are not UTF-8 are shown as
+ * \xNN in text; JSON text must be UTF-8, so there they become U+FFFD.
+ * Printable ASCII and well-formed UTF-8 pass unchanged. Stops before the
+ * first character whose escape does not fit whole. */
+static void line_put_escaped(line_t *l, log_format_t format, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    const bool json = format == LOG_FORMAT_JSON;
+    while (*p) {
+        char esc[8];
+        const char *out = esc;
+        size_t n;
+        uint32_t cp;
+        size_t used = utf8_decode(p, &cp);
+        if (used == 0) {
+            used = 1;
+            if (json) out = "\\ufffd", n = 6;
+            else n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", *p);
+        } else if (cp == '\\') {
+            out = "\\\\", n = 2;
+        } else if (cp == '"' && json) {
+            out = "\\\"", n = 2;
+        } else if (cp == '\n') {
+            out = "\\n", n = 2;
+        } else if (cp == '\r') {
+            out = "\\r", n = 2;
+        } else if (cp == '\t') {
+            out = "\\t", n = 2;
+        } else if (cp < 0x20 || cp == 0x7f) {
+            n = (size_t)snprintf(esc, sizeof esc, json ? "\\u%04x" : "\\x%02x", (unsigned)cp);
+        } else if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029) {
+            n = (size_t)snprintf(esc, sizeof esc, "\\u%04x", (unsigned)cp);
         } else {
-            buf[len++] = (char)c;
+            out = (const char *)p, n = used;
+        }
+        if (!line_put(l, out, n)) return;
+        p += used;
+    }
+}
+
+#define LOG_REDACTED "[redacted]"
+/* Shorter values and words are not searched for (see log_add_secret). */
+#define LOG_SECRET_MIN 4
+
+typedef struct {
+    const char *text;
+    size_t len;
+} secret_t;
+
+/* The registered secrets, longest first, so that a whole value is replaced
+ * before its words. Written only before threads start. */
+static secret_t *secrets;
+static size_t secret_count;
+
+static void add_secret(const char *s, size_t n)
+{
+    if (n < LOG_SECRET_MIN) return;
+    for (size_t i = 0; i < secret_count; i++)
+        if (secrets[i].len == n && memcmp(secrets[i].text, s, n) == 0) return;
+    secret_t *grown = realloc(secrets, (secret_count + 1) * sizeof *grown);
+    char *copy = strndup(s, n);
+    if (!grown || !copy) abort();
+    secrets = grown;
+    size_t at = secret_count++;
+    while (at > 0 && secrets[at - 1].len < n) {
+        secrets[at] = secrets[at - 1];
+        at--;
+    }
+    secrets[at] = (secret_t){copy, n};
+}
+
+void log_add_secret(const char *value)
+{
+    static const char spaces[] = " \t";
+    add_secret(value, strlen(value));
+    /* Multi-line values (a PEM key) are blobs, not lists of words: their
+     * armour words ("PRIVATE") would be redacted from unrelated lines. */
+    if (!strpbrk(value, spaces) || strpbrk(value, "\r\n")) return;
+    for (const char *p = value + strspn(value, spaces); *p;) {
+        size_t n = strcspn(p, spaces);
+        add_secret(p, n);
+        p += n;
+        p += strspn(p, spaces);
+    }
+}
+
+/* Rewrite `text` with every occurrence of any of the `n` secrets (longest
+ * first) replaced by LOG_REDACTED, in one pass over the original: a
+ * replacement is never searched again. */
+static void redact(char *text, size_t cap, const secret_t *find, size_t n)
+{
+    char out[LOG_LINE_MAX];
+    size_t len = 0, tlen = strlen(text);
+    const size_t rlen = strlen(LOG_REDACTED);
+    bool found = false;
+    for (size_t k = 0; k < n && !found; k++) found = find[k].len && strstr(text, find[k].text);
+    if (!found || cap == 0) return;
+    for (size_t i = 0; i < tlen && len + 1 < sizeof out;) {
+        size_t k = 0;
+        while (k < n && (find[k].len == 0 || find[k].len > tlen - i ||
+                         memcmp(text + i, find[k].text, find[k].len) != 0))
+            k++;
+        if (k == n) {
+            out[len++] = text[i++];
+        } else {
+            if (len + rlen >= sizeof out) break;
+            memcpy(out + len, LOG_REDACTED, rlen);
+            len += rlen;
+            i += find[k].len;
         }
     }
-    return len;
+    if (len >= cap) len = cap - 1;
+    memcpy(text, out, len);
+    text[len] = '\0';
+}
+
+void log_redact(char *text, size_t cap)
+{
+    if (secret_count) redact(text, cap, secrets, secret_count);
+}
+
+void log_redact_value(char *text, size_t cap, const char *value)
+{
+    secret_t one = {value, strlen(value)};
+    redact(text, cap, &one, 1);
 }
 
 void log_emit(log_level_t level, const char *component, const char *fmt, ...)
 {
     char msg[4096];
-    char line[8192];
+    char buf[LOG_LINE_MAX];
     va_list ap;
     struct timespec ts;
     struct tm tm;
     char when[32];
-    size_t len;
+    line_t line = {buf, sizeof buf - LOG_LINE_END_ROOM, 0};
 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    log_redact(msg, sizeof msg);
 
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
 
+    /* Every part of the line that is not ours goes through
+     * line_put_escaped: whatever the message holds, it is one line. */
     if (current_format == LOG_FORMAT_JSON) {
-        len = (size_t)snprintf(line, sizeof line,
-                               "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"component\":\"",
-                               when, ts.tv_nsec / 1000000, level_names[level]);
-        len = json_escape(line, sizeof line, len, component);
-        len += (size_t)snprintf(line + len, sizeof line - len, "\",\"msg\":\"");
-        len = json_escape(line, sizeof line, len, msg);
-        len += (size_t)snprintf(line + len, sizeof line - len, "\"}\n");
+        line.len = (size_t)snprintf(buf, sizeof buf,
+                                    "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"component\":\"", when,
+                                    ts.tv_nsec / 1000000, level_names[level]);
+        line_put_escaped(&line, current_format, component);
+        line_put(&line, "\",\"msg\":\"", 9);
+        line_put_escaped(&line, current_format, msg);
+        line.cap = sizeof buf;
+        line_put(&line, "\"}\n", 3);
     } else {
-        len = (size_t)snprintf(line, sizeof line, "%s.%03ldZ %-5s [%s] %s\n", when,
-                               ts.tv_nsec / 1000000, level_names[level], component, msg);
-    }
-    if (len >= sizeof line) {
-        len = sizeof line - 1;
-        line[len - 1] = '\n';
+        line.len = (size_t)snprintf(buf, sizeof buf, "%s.%03ldZ %-5s [", when, ts.tv_nsec / 1000000,
+                                    level_names[level]);
+        line_put_escaped(&line, current_format, component);
+        line_put(&line, "] ", 2);
+        line_put_escaped(&line, current_format, msg);
+        line.cap = sizeof buf;
+        line_put(&line, "\n", 1);
     }
     /* One write per line: lines of concurrent threads never interleave. */
-    if (write(STDERR_FILENO, line, len) < 0) {
+    if (write(STDERR_FILENO, buf, line.len) < 0) {
         /* Nothing sensible left to do when stderr is gone. */
     }
 }

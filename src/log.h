@@ -1,5 +1,12 @@
 /* log — one line per event on stderr, text (key=value) or JSON.
  *
+ * Messages quote strings from producers (package names, dead-letter
+ * details), so the formatter escapes what would break a line or reach the
+ * operator's terminal as a control: control characters, DEL, C1 controls,
+ * the Unicode line separators, backslashes and invalid UTF-8 (as \n, \x1b,
+ * \u009b in text; as JSON escapes and U+FFFD in JSON). Whatever a message
+ * holds, one event is one line.
+ *
  * The level is checked before any formatting work (LOG_* macros), so a debug
  * line in the hot path costs one comparison when debug is off. Each line is
  * written with a single write(2), so lines from different pipeline threads
@@ -8,6 +15,7 @@
 #define STORAGE_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 typedef enum {
     LOG_LEVEL_DEBUG = 0,
@@ -27,6 +35,25 @@ log_level_t log_current_level(void);
  * Returns 0 on success, -1 if the name is unknown. */
 int log_level_parse(const char *name, log_level_t *out);
 int log_format_parse(const char *name, log_format_t *out);
+
+/* Never log `value`: from now on every occurrence of it in a message, and
+ * of each of its space-separated words when it is one line of several
+ * (librdkafka quotes the rest of a configuration string from the word it
+ * cannot parse), is written as [redacted]. For the values of secret settings,
+ * which a library's own message may quote. Values and words shorter than
+ * 4 bytes are not searched for: they cannot be told from ordinary text.
+ * Call before any thread starts; the log keeps its own copy for the life of
+ * the process. */
+void log_add_secret(const char *value);
+
+/* Apply the redaction of log_add_secret to `text` (NUL-terminated, in a
+ * buffer of `cap` bytes; the result is cut to fit), for a message printed
+ * outside the log. */
+void log_redact(char *text, size_t cap);
+
+/* Replace every occurrence of `value` (any length but 0) in `text` by
+ * [redacted], as log_redact does. */
+void log_redact_value(char *text, size_t cap, const char *value);
 
 /* Format and emit one line. `component` is a short tag such as a pipeline
  * name ("reviews") or "main". Use the LOG_* macros instead. */

@@ -36,7 +36,8 @@ static void usage(FILE *out)
           "  run         (the default) apply migrations, then consume until SIGTERM/SIGINT;\n"
           "              exits 1 if any pipeline fails, so the orchestrator restarts it\n"
           "  migrate     apply the schema migrations and exit\n"
-          "  health      exit 0 if every enabled pipeline's heartbeat is fresh, else 1\n"
+          "  health      exit 0 if every enabled pipeline runs with a fresh heartbeat,\n"
+          "              else 1 (a stopped pipeline at once, a killed one once stale)\n"
           "  verify [--max-lag N]\n"
           "              check the deployment stage by stage (schema, topics, messages,\n"
           "              rows, dead letters, lag); exit 1 names the first broken stage\n"
@@ -176,6 +177,12 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     log_configure(settings.log_level, settings.log_format);
+    /* librdkafka's own messages (its log, its errors) may quote a secret
+     * property's value: the log, and the commands' error messages, redact
+     * those values wherever they turn up. */
+    for (size_t k = 0; k < settings.kafka_property_count; k++)
+        if (settings_kafka_property_is_secret(settings.kafka_properties[k].name))
+            log_add_secret(settings.kafka_properties[k].value);
     if (db_check_conninfo(settings.database_url)) {
         /* libpq's own message would quote the URI, password included. */
         fprintf(stderr, "storage-consumer: invalid setting: STORAGE_DATABASE_URL: not a valid libpq conninfo or URI\n");

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct {
     char *const *envp;
@@ -108,6 +109,20 @@ static int load_pipelines(loader_t *l, settings_t *s)
     return 0;
 }
 
+bool settings_kafka_property_is_secret(const char *name)
+{
+    static const char *const secret_words[] = {"password", "secret", "key", "token", "jaas",
+                                               "credential"};
+    /* librdkafka's own sensitive properties that no word above names. */
+    static const char *const sensitive[] = {"sasl.username", "sasl.oauthbearer.config",
+                                            "ssl.ca.pem"};
+    for (size_t i = 0; i < sizeof secret_words / sizeof secret_words[0]; i++)
+        if (strcasestr(name, secret_words[i])) return true;
+    for (size_t i = 0; i < sizeof sensitive / sizeof sensitive[0]; i++)
+        if (strcasecmp(name, sensitive[i]) == 0) return true;
+    return false;
+}
+
 /* STORAGE_RDKAFKA_SSL_CA_LOCATION -> ssl.ca.location */
 static int load_kafka_properties(loader_t *l, settings_t *s)
 {
@@ -120,7 +135,8 @@ static int load_kafka_properties(loader_t *l, settings_t *s)
         const char *eq = strchr(*e, '=');
         if (strncmp(*e, SETTINGS_RDKAFKA_PREFIX, plen) != 0 || !eq) continue;
         size_t nlen = (size_t)(eq - *e) - plen;
-        if (nlen == 0) return fail(l, "%s: a librdkafka property needs a name", *e);
+        /* Only the variable's name: its value may be a secret. */
+        if (nlen == 0) return fail(l, "%.*s: a librdkafka property needs a name", (int)plen, *e);
         char *name = malloc(nlen + 1);
         if (!name) abort();
         for (size_t i = 0; i < nlen; i++) {

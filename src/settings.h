@@ -2,7 +2,7 @@
  * structure (SPEC 10, 13).
  *
  * Every invalid value stops start-up with a message that names the variable
- * and the value, never hours later mid-batch. After settings_load returns,
+ * and the value (never the value of a secret), never hours later mid-batch. After settings_load returns,
  * the structure is only read, so pipeline threads share it without locks. */
 #ifndef STORAGE_SETTINGS_H
 #define STORAGE_SETTINGS_H
@@ -22,6 +22,13 @@ typedef struct {
     char *name;  /* librdkafka property, e.g. "security.protocol" */
     char *value;
 } kafka_property_t;
+
+/* Whether the value of librdkafka property `name` is a secret, never to be
+ * printed or logged: its name holds password, secret, key (ssl.key.pem,
+ * ssl.keystore.password), token, jaas or credential, or librdkafka itself
+ * counts it sensitive (sasl.username, sasl.oauthbearer.config, ssl.ca.pem).
+ * Case-insensitive. */
+bool settings_kafka_property_is_secret(const char *name);
 
 typedef struct {
     char *database_url; /* libpq conninfo or URI; "" means libpq's PG* variables */

@@ -20,6 +20,7 @@
 
 /* A heartbeat is at most this often: not a system call per poll. */
 #define HEARTBEAT_INTERVAL_S 1
+#define HEARTBEAT_PATH_MAX 4096
 
 typedef struct {
     worker_t worker;
@@ -29,11 +30,19 @@ typedef struct {
     bool started;
     atomic_bool done;
     int result;
-    char heartbeat_path[4096];
+    char heartbeat_path[HEARTBEAT_PATH_MAX];
     time_t last_heartbeat;
     bool heartbeat_warned;
+    bool marked_stopped; /* its heartbeat file says it stopped */
     long fault_countdown; /* test-only: kill -9 after this many batches; 0 = off */
 } pipeline_run_t;
+
+/* The heartbeat file of a running pipeline is empty and touched every
+ * loop; a pipeline that stops writes "stopped <UTC time> <result>" into it
+ * (heartbeat_mark_stopped), because a stopped process is not healthy although
+ * its file stays fresh for up to the health max age. A process killed
+ * outright writes nothing: its file just goes stale. */
+#define HEARTBEAT_STOPPED "stopped"
 
 static void heartbeat(void *ctx)
 {
@@ -41,7 +50,9 @@ static void heartbeat(void *ctx)
     time_t now = time(NULL);
     if (now - p->last_heartbeat < HEARTBEAT_INTERVAL_S) return;
     p->last_heartbeat = now;
-    int fd = open(p->heartbeat_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    /* O_TRUNC: the first heartbeat of a restarted process clears the stop
+     * mark of the previous one. */
+    int fd = open(p->heartbeat_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || futimens(fd, NULL) != 0) {
         /* A full /tmp is a monitoring problem, not an ingestion outage. */
         if (!p->heartbeat_warned)
@@ -50,6 +61,35 @@ static void heartbeat(void *ctx)
         p->heartbeat_warned = true;
     }
     if (fd >= 0) close(fd);
+}
+
+/* Write the stop mark into the heartbeat file at `path`: written whole
+ * under another name and renamed over the file, so `health` never reads
+ * half of it. Warns, unless *warned, if it cannot. */
+static void heartbeat_mark_stopped(const char *path, const char *pipeline, bool failed, bool *warned)
+{
+    char tmp[HEARTBEAT_PATH_MAX + 16];
+    char text[96], when[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    bool ok;
+
+    gmtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int n = snprintf(text, sizeof text, HEARTBEAT_STOPPED " %s %s\n", when, failed ? "failed" : "clean");
+    snprintf(tmp, sizeof tmp, "%s.stopping", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ok = fd >= 0 && write(fd, text, (size_t)n) == n;
+    if (fd >= 0 && close(fd) != 0) ok = false;
+    if (ok && rename(tmp, path) != 0) ok = false;
+    if (!ok) {
+        int e = errno;
+        if (fd >= 0) unlink(tmp);
+        if (!*warned)
+            LOG_WARN(pipeline, "cannot mark heartbeat file %s stopped: %s (health checks will report this pipeline stale once it is older than STORAGE_HEALTH_MAX_AGE_SECONDS)",
+                     path, strerror(e));
+        *warned = true;
+    }
 }
 
 /* Test-only fault point (SC_TEST_KILL_AFTER_DB_COMMIT=N): die like kill -9
@@ -109,6 +149,8 @@ static void *pipeline_thread(void *arg)
     p->consumer = NULL;
     store_free(p->store);
     p->store = NULL;
+    heartbeat_mark_stopped(p->heartbeat_path, p->worker.def->name, p->result != 0, &p->heartbeat_warned);
+    p->marked_stopped = true;
     LOG_INFO(p->worker.def->name, "pipeline stopped result=%s", p->result == 0 ? "clean" : "failed");
     atomic_store(&p->done, true);
     return NULL;
@@ -119,6 +161,19 @@ static double seconds_since(const struct timespec *t)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+/* Mark the enabled pipelines that never ran (the start-up failed) stopped,
+ * with result=failed. Only once no pipeline thread runs. */
+static void mark_unstarted_stopped(const settings_t *s, pipeline_run_t *runs)
+{
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        pipeline_run_t *p = &runs[i];
+        if (!s->pipeline_enabled[i] || p->marked_stopped) continue;
+        heartbeat_mark_stopped(p->heartbeat_path, pipeline_get((pipeline_id_t)i)->name, true,
+                               &p->heartbeat_warned);
+        p->marked_stopped = true;
+    }
 }
 
 int supervisor_run(const settings_t *s)
@@ -138,22 +193,29 @@ int supervisor_run(const settings_t *s)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-    metrics_t *metrics = metrics_new(s);
-    if (s->metrics_addr) {
-        if (metrics_http_start(metrics, s->metrics_addr, err, sizeof err)) {
-            LOG_ERROR("supervisor", "%s", err);
-            metrics_free(metrics);
-            return 1;
-        }
-        LOG_INFO("supervisor", "metrics at http://%s/metrics", s->metrics_addr);
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        pipeline_run_t *p = &runs[i];
+        memset(p, 0, sizeof *p);
+        snprintf(p->heartbeat_path, sizeof p->heartbeat_path, "%s/%s", s->heartbeat_dir,
+                 pipeline_get((pipeline_id_t)i)->name);
     }
 
     if (mkdir(s->heartbeat_dir, 0755) != 0 && errno != EEXIST)
         LOG_WARN("supervisor", "cannot create STORAGE_HEARTBEAT_DIR=%s: %s", s->heartbeat_dir, strerror(errno));
 
+    metrics_t *metrics = metrics_new(s);
+    if (s->metrics_addr) {
+        if (metrics_http_start(metrics, s->metrics_addr, err, sizeof err)) {
+            LOG_ERROR("supervisor", "%s", err);
+            metrics_free(metrics);
+            mark_unstarted_stopped(s, runs);
+            return 1;
+        }
+        LOG_INFO("supervisor", "metrics at http://%s/metrics", s->metrics_addr);
+    }
+
     for (int i = 0; i < PIPELINE_COUNT; i++) {
         pipeline_run_t *p = &runs[i];
-        memset(p, 0, sizeof *p);
         if (!s->pipeline_enabled[i]) continue;
         p->consumer = consumer_new(s, (pipeline_id_t)i, err, sizeof err);
         if (!p->consumer) {
@@ -162,8 +224,6 @@ int supervisor_run(const settings_t *s)
             break;
         }
         p->store = store_new(s, pipeline_get((pipeline_id_t)i));
-        snprintf(p->heartbeat_path, sizeof p->heartbeat_path, "%s/%s", s->heartbeat_dir,
-                 pipeline_get((pipeline_id_t)i)->name);
         p->fault_countdown = fault ? strtol(fault, NULL, 10) : 0;
         p->worker = (worker_t){
             .settings = s,
@@ -220,6 +280,14 @@ int supervisor_run(const settings_t *s)
         if (stopping && seconds_since(&stop_time) > s->shutdown_timeout_seconds) {
             LOG_ERROR("supervisor", "pipelines did not stop within STORAGE_SHUTDOWN_TIMEOUT_SECONDS=%d: exiting",
                       s->shutdown_timeout_seconds);
+            /* The stuck pipelines never mark their heartbeat files: the
+             * process does, as it goes (their threads still run: nothing of
+             * theirs is written here). */
+            for (int i = 0; i < PIPELINE_COUNT; i++) {
+                bool warned = false;
+                if (runs[i].started && !atomic_load(&runs[i].done))
+                    heartbeat_mark_stopped(runs[i].heartbeat_path, runs[i].worker.def->name, true, &warned);
+            }
             /* Threads still hold librdkafka and libpq state: no orderly
              * teardown is possible, and uncommitted batches are redelivered. */
             _exit(1);
@@ -232,10 +300,25 @@ int supervisor_run(const settings_t *s)
         if (p->consumer) consumer_close(p->consumer);
         if (p->store) store_free(p->store);
     }
+    /* Pipelines that never started (the start-up failed) are stopped too. */
+    mark_unstarted_stopped(s, runs);
     metrics_http_stop(metrics);
     metrics_free(metrics);
     LOG_INFO("supervisor", "stopped exit=%d", failed ? 1 : 0);
     return failed ? 1 : 0;
+}
+
+/* Whether the heartbeat file at `path` holds a stop mark; if so, its time
+ * into when[32] and its result into result[16]. */
+static bool read_stop_mark(const char *path, char *when, char *result)
+{
+    char text[96];
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return sscanf(text, HEARTBEAT_STOPPED " %31s %15s", when, result) == 2;
 }
 
 int supervisor_health(const settings_t *s)
@@ -245,7 +328,7 @@ int supervisor_health(const settings_t *s)
     for (int i = 0; i < PIPELINE_COUNT; i++) {
         if (!s->pipeline_enabled[i]) continue;
         const char *name = pipeline_get((pipeline_id_t)i)->name;
-        char path[4096];
+        char path[HEARTBEAT_PATH_MAX];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", s->heartbeat_dir, name);
         if (stat(path, &st) != 0) {
@@ -253,9 +336,16 @@ int supervisor_health(const settings_t *s)
             healthy = 0;
             continue;
         }
+        char when[32], result[16];
+        if (read_stop_mark(path, when, result)) {
+            printf("%s: unhealthy (stopped at %s, result=%s)\n", name, when, result);
+            healthy = 0;
+            continue;
+        }
         long age = (long)(now - st.st_mtime);
         if (age > s->health_max_age_seconds) {
-            printf("%s: unhealthy (last heartbeat %lds ago, limit %ds)\n", name, age, s->health_max_age_seconds);
+            printf("%s: unhealthy (heartbeat stale: last %lds ago, limit %ds)\n", name, age,
+                   s->health_max_age_seconds);
             healthy = 0;
         } else {
             printf("%s: healthy (last heartbeat %lds ago)\n", name, age);

@@ -5,7 +5,9 @@
  * and the process exits 1 so the orchestrator restarts it. On SIGTERM or
  * SIGINT each pipeline finishes and commits its in-flight batch, closes its
  * consumer (leaving the group, so the broker rebalances at once) and the
- * process exits 0 — or 1 if that takes longer than the shutdown timeout. */
+ * process exits 0 — or 1 if that takes longer than the shutdown timeout.
+ * Every pipeline that stops (or never started) marks its heartbeat file
+ * stopped, so `health` reports a stopped process at once. */
 #ifndef STORAGE_SUPERVISOR_H
 #define STORAGE_SUPERVISOR_H
 
@@ -16,7 +18,8 @@
 int supervisor_run(const settings_t *s);
 
 /* `storage-consumer health`: 0 if every enabled pipeline's heartbeat file is
- * younger than the health max age, else 1. Prints one line per pipeline. */
+ * younger than the health max age and does not say the pipeline stopped,
+ * else 1. Prints one line per pipeline. */
 int supervisor_health(const settings_t *s);
 
 #endif

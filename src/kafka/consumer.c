@@ -43,11 +43,19 @@ static int set_conf(rd_kafka_conf_t *conf, const char *name, const char *value,
                     const char *variable, char *err, size_t errlen)
 {
     char why[512];
-    if (rd_kafka_conf_set(conf, name, value, why, sizeof why) != RD_KAFKA_CONF_OK) {
+    rd_kafka_conf_res_t res = rd_kafka_conf_set(conf, name, value, why, sizeof why);
+    if (res == RD_KAFKA_CONF_OK) return 0;
+    /* A secret's value is never shown, nor that of a property librdkafka
+     * does not know (a misspelt secret's name does not say it is one), and
+     * librdkafka's message may quote the value too. */
+    if (res == RD_KAFKA_CONF_UNKNOWN || settings_kafka_property_is_secret(name)) {
+        log_redact_value(why, sizeof why, value);
+        log_redact(why, sizeof why);
+        snprintf(err, errlen, "%s: librdkafka property %s (value not shown): %s", variable, name, why);
+    } else {
         snprintf(err, errlen, "%s: librdkafka property %s=%s: %s", variable, name, value, why);
-        return -1;
     }
-    return 0;
+    return -1;
 }
 
 static int64_t now_ms(void)
@@ -251,6 +259,7 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_
     c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
     if (!c->rk) {
         rd_kafka_conf_destroy(conf);
+        log_redact(why, sizeof why); /* may quote a secret property's value */
         snprintf(err, errlen, "cannot create the Kafka consumer: %s", why);
         goto error;
     }

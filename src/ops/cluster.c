@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kafka/consumer.h"
+#include "log.h"
 
 rd_kafka_t *cluster_client_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
 {
@@ -15,6 +16,7 @@ rd_kafka_t *cluster_client_new(const settings_t *s, pipeline_id_t id, char *err,
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
     if (!rk) {
         rd_kafka_conf_destroy(conf);
+        log_redact(why, sizeof why); /* may quote a secret property's value */
         snprintf(err, errlen, "cannot create a Kafka client: %s", why);
         return NULL;
     }

@@ -353,6 +353,7 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
     if (!rk) {
         rd_kafka_conf_destroy(conf);
+        log_redact(why, sizeof why); /* may quote a secret property's value */
         fprintf(stderr, "storage-consumer: replay: cannot create the Kafka consumer: %s\n", why);
         return REPLAY_EXIT_FAILED;
     }

@@ -13,7 +13,7 @@ health() { # name [VAR=value...]: run `health` with the service's settings, prin
     echo "$rc: $out"
 }
 
-test_health_is_ok_while_every_pipeline_runs_and_stale_after_stop() {
+test_health_is_ok_while_every_pipeline_runs_and_unhealthy_after_stop() {
     fresh_schema health_ok
     fresh_topics health1
     service_start hb
@@ -74,6 +74,95 @@ test_an_unwritable_heartbeat_dir_warns_once_and_ingestion_goes_on() {
     sleep 2.5 # several more loops, each of which would have written a heartbeat
     assert_eq 0 "$(service_stop nohb)" "exit code"
     assert_eq 1 "$(grep -c 'cannot write heartbeat file .*/reviews' "$WORK/nohb.log")" "warnings for reviews"
+}
+
+
+# Wait until `health` of NAME's settings (extra VAR=value) exits 0; print
+# its last output.
+wait_healthy() { # name [VAR=value...]
+    local i out
+    for i in $(seq 1 100); do
+        out=$(health "$@")
+        [ "${out%%:*}" = 0 ] && break
+        sleep 0.2
+    done
+    echo "$out"
+}
+
+# A stopped process is not healthy, though its heartbeat files are seconds
+# old: `health` says so at once, with the default max age (90 s).
+test_health_reports_a_cleanly_stopped_process_unhealthy_at_once() {
+    fresh_schema health_stopped
+    fresh_topics health5
+    service_start stopped
+    local out vars rc=0 p
+    out=$(wait_healthy stopped)
+    assert_eq 0 "${out%%:*}" "health while running: $out"
+    assert_eq 0 "$(service_stop stopped)" "exit code"
+    out=$(health stopped)
+    assert_eq 1 "${out%%:*}" "health exit code right after a clean stop: $out"
+    for p in app-stats reviews network-metrics; do
+        assert_contains "$out" "$p: unhealthy (stopped at "
+    done
+    assert_contains "$out" "result=clean"
+    mapfile -t vars < <(service_env stopped)
+    env "${vars[@]}" HEALTHCHECK_BIN="$BIN" "$TOP/scripts/healthcheck.sh" >/dev/null || rc=$?
+    assert_eq 1 "$rc" "healthcheck.sh right after a clean stop"
+}
+
+# A failed pipeline stops the process (exit 1): unhealthy at once, the
+# failed pipeline named as such.
+test_health_reports_a_process_that_exited_on_a_pipeline_failure_unhealthy_at_once() {
+    fresh_schema health_failed
+    fresh_topics health6
+    register_apps com.health
+    service_start failed
+    local out
+    out=$(wait_healthy failed)
+    assert_eq 0 "${out%%:*}" "health while running: $out"
+    sql "DROP TABLE network_metrics"
+    echo '{"package_name":"com.health","analysis_id":"00000000-0000-4000-a000-000000000001","analyzed_at":"2026-11-29T10:00:00Z","duration_seconds":1.5,"total_packets":1,"total_bytes":1,"protocols":{"tcp":1}}' |
+        produce "$TOPIC_NETWORK_METRICS"
+    assert_eq 1 "$(service_wait failed 60)" "exit code after the pipeline failure"
+    out=$(health failed)
+    assert_eq 1 "${out%%:*}" "health exit code right after the failure: $out"
+    assert_contains "$out" "network-metrics: unhealthy (stopped at "
+    assert_contains "$out" "result=failed"
+    assert_contains "$out" "reviews: unhealthy (stopped at "
+}
+
+# The next process's first heartbeats make it healthy again.
+test_a_restarted_process_is_healthy_again_after_a_stop() {
+    fresh_schema health_restart
+    fresh_topics health7
+    service_start first
+    local out
+    out=$(wait_healthy first)
+    assert_eq 0 "${out%%:*}" "health of the first process: $out"
+    assert_eq 0 "$(service_stop first)" "exit code"
+    # The second process shares the first one's heartbeat directory.
+    service_start second STORAGE_HEARTBEAT_DIR="$WORK/heartbeat-first"
+    out=$(wait_healthy first)
+    assert_eq 0 "${out%%:*}" "health of the restarted process: $out"
+    assert_contains "$out" "reviews: healthy"
+    assert_eq 0 "$(service_stop second)" "exit code"
+}
+
+# kill -9 leaves no word behind: the heartbeat goes stale, and `health`
+# says so once it is older than the max age.
+test_health_reports_a_killed_process_stale_after_the_max_age() {
+    fresh_schema health_killed
+    fresh_topics health8
+    service_start killed
+    local out
+    out=$(wait_healthy killed)
+    assert_eq 0 "${out%%:*}" "health while running: $out"
+    service_kill killed
+    sleep 2.2
+    out=$(health killed STORAGE_HEALTH_MAX_AGE_SECONDS=1)
+    assert_eq 1 "${out%%:*}" "health exit code after kill -9: $out"
+    assert_contains "$out" "reviews: unhealthy (heartbeat stale: last "
+    case "$out" in *"stopped at"*) fail "a killed process reported as stopped: $out" ;; esac
 }
 
 run_tests

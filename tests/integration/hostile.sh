@@ -596,4 +596,78 @@ test_a_bad_record_with_the_largest_kafka_timestamp_is_dead_lettered_without_stop
     isolated ts_int64_max reviews reviews/r086-kafka-timestamp-int64-max.bin
 }
 
+
+# ---------------------------------------------------------------------------
+# 6. Producer strings reach the service's log (an unregistered package name
+# is quoted in its dead letter's detail): one event stays one line, and no
+# control character or terminal escape sequence reaches the log raw.
+
+# The package name: a newline followed by a whole forged log line, ESC
+# sequences that clear the screen and set the terminal's title, a CR, DEL and
+# the C1 control CSI (U+009B).
+FORGED_NAME='com.forge\n2026-11-29T12:00:00.000Z error [reviews] pipeline failed: FORGED LINE\u001b[2J\u001b]0;owned\u0007\r\u007f\u009b'
+
+# Produce a review of the unregistered $FORGED_NAME between two good ones,
+# run the service (extra VAR=value arguments) until all three are taken, and
+# stop it. Its log is $WORK/NAME.log.
+run_forged_name() { # name [VAR=value...]
+    local name=$1
+    shift
+    fresh_schema "$(echo "$name" | tr - _)"
+    register_hostile_apps
+    fresh_topics "$name"
+    {
+        cat "$(good_record reviews 800)"
+        echo
+        printf '{"package_name":"%s","review_id":"forged-1","score":1,"thumbs_up_count":0,"reviewed_at":"2026-11-29T12:00:00Z","last_synced_at":"2026-11-29T12:00:00Z"}\n' "$FORGED_NAME"
+        cat "$(good_record reviews 801)"
+        echo
+    } | produce "$TOPIC_REVIEWS" -p 0
+    start_service "$name" "$@"
+    wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 3 60
+    assert_eq 0 "$(service_stop "$name")" "exit code on SIGTERM"
+    no_sanitizer_report "$WORK/$name.log"
+    assert_eq "2" "$(sql "SELECT count(*) FROM reviews")" "the good reviews around it"
+    assert_eq "unregistered_app" "$(sql "SELECT error_type FROM dead_letter_events")" "its dead letter"
+}
+
+# No raw control byte but the newline ending each line (TAB included: the
+# formatter writes none of its own).
+assert_no_raw_control_bytes() { # log
+    if LC_ALL=C grep -n $'[\x01-\x09\x0b-\x1f\x7f]' "$1" >/dev/null; then
+        fail "raw control bytes in $1: $(LC_ALL=C grep -n $'[\x01-\x09\x0b-\x1f\x7f]' "$1" | head -n 3 | cat -v)"
+    fi
+    if LC_ALL=C grep -n $'\xc2[\x80-\x9f]' "$1" >/dev/null; then
+        fail "a raw C1 control character in $1: $(LC_ALL=C grep -n $'\xc2[\x80-\x9f]' "$1" | head -n 3 | cat -v)"
+    fi
+}
+
+test_a_package_name_with_a_newline_and_escape_sequences_cannot_forge_a_text_log_line() {
+    local log=$WORK/forge-text.log
+    run_forged_name forge-text STORAGE_LOG_FORMAT=text
+    if grep -n 'FORGED LINE' "$log" | grep -v 'dead_letter' >/dev/null || grep -q '^2026-11-29T12:00:00.000Z' "$log"; then
+        fail "the package name forged a log line: $(grep -n 'FORGED LINE' "$log" | cat -v)"
+    fi
+    assert_no_raw_control_bytes "$log"
+    # The name is shown escaped, inside its dead letter's line.
+    grep -qF 'detail="package_name: com.forge\n2026-11-29T12:00:00.000Z error [reviews] pipeline failed: FORGED LINE\x1b[2J\x1b]0;owned\x07\r\x7f\u009b is not registered' "$log" ||
+        fail "no dead_letter line with the escaped name: $(grep -n 'dead_letter' "$log" | head -n 3 | cat -v)"
+}
+
+test_a_package_name_with_a_newline_and_escape_sequences_stays_inside_one_json_log_line() {
+    local log=$WORK/forge-json.log
+    run_forged_name forge-json STORAGE_LOG_FORMAT=json
+    assert_no_raw_control_bytes "$log"
+    # Every line is one JSON object (the sanitizer's own report aside, of
+    # which there is none).
+    local bad
+    bad=$(jq -R 'fromjson? // "NOT JSON: \(.)" | strings' "$log" | head -n 3)
+    assert_eq "" "$bad" "lines that are not JSON objects"
+    # The name comes back exactly, decoded from its one line.
+    local expected
+    expected=$(printf '%s' "\"$FORGED_NAME\"" | jq -r .)
+    jq -r --arg name "$expected" 'select(.msg | contains("detail=\"package_name: " + $name + " is not registered")) | .component' "$log" |
+        grep -qx reviews || fail "no dead_letter line holding the exact name: $(grep -n 'dead_letter' "$log" | head -n 3 | cat -v)"
+}
+
 run_tests

@@ -671,6 +671,36 @@ static void rdkafka_variable_without_a_property_name_is_rejected(void **state)
     expect_error(ENV("STORAGE_RDKAFKA_=x"), "STORAGE_RDKAFKA_", NULL);
 }
 
+/* Its value may be a secret: the message names only the variable. */
+static void rdkafka_variable_without_a_property_name_is_rejected_without_its_value(void **state)
+{
+    (void)state;
+    settings_t s;
+    char err[1024] = "";
+    assert_int_equal(settings_load(&s, ENV("STORAGE_RDKAFKA_=s3cret-value"), err, sizeof err), -1);
+    if (strstr(err, "s3cret")) fail_msg("the value is shown: %s", err);
+    assert_non_null(strstr(err, "STORAGE_RDKAFKA_"));
+}
+
+static void secret_librdkafka_properties_are_told_by_their_name(void **state)
+{
+    (void)state;
+    static const char *const secret[] = {
+        "sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.key.pem",
+        "ssl.key.location", "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config",
+        "sasl.username", "ssl.ca.pem", "sasl.jaas.config", "sasl.kerberos.keytab",
+        "ssl.truststore.password", "some.access.token", "aws.credentials", "SASL.PASSWORD",
+    };
+    static const char *const plain[] = {
+        "security.protocol", "sasl.mechanisms", "ssl.ca.location", "ssl.certificate.location",
+        "client.rack", "fetch.max.bytes", "debug",
+    };
+    for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++)
+        if (!settings_kafka_property_is_secret(secret[i])) fail_msg("%s is not taken for a secret", secret[i]);
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+        if (settings_kafka_property_is_secret(plain[i])) fail_msg("%s is taken for a secret", plain[i]);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Metrics address                                                          */
 
@@ -785,6 +815,8 @@ int main(void)
         cmocka_unit_test(enable_auto_commit_cannot_be_set),
         cmocka_unit_test(properties_the_service_sets_itself_cannot_be_overridden),
         cmocka_unit_test(rdkafka_variable_without_a_property_name_is_rejected),
+        cmocka_unit_test(rdkafka_variable_without_a_property_name_is_rejected_without_its_value),
+        cmocka_unit_test(secret_librdkafka_properties_are_told_by_their_name),
         cmocka_unit_test(metrics_address_with_host_and_port_is_accepted),
         cmocka_unit_test(metrics_address_without_port_is_rejected),
         cmocka_unit_test(failed_load_leaves_nothing_to_free),

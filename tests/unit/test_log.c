@@ -1,0 +1,330 @@
+/* Unit tests of the log line formatter: whatever a message holds (producer
+ * strings reach log lines: package names, dead-letter details), one event is
+ * one line, and no control character, terminal escape sequence or invalid
+ * UTF-8 reaches the operator's terminal raw, in the text and the JSON
+ * format; and a registered secret never reaches a line. The lines are read
+ * back from stderr, as the service writes them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "log.h"
+
+typedef struct {
+    char *data;
+    size_t len;
+} captured_t;
+
+/* Static, so that a failed assertion (which leaves the test at once) leaks
+ * nothing. */
+static char captured[65536];
+static char decoded[65536];
+
+/* Emit `msg` at warn level in `format` and return what reached stderr
+ * (valid until the next call). */
+static captured_t emit(log_format_t format, const char *component, const char *msg)
+{
+    captured_t c = {captured, 0};
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_true(dup2(fileno(tmp), STDERR_FILENO) >= 0);
+    log_configure(LOG_LEVEL_DEBUG, format);
+    LOG_WARN(component, "%s", msg);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    off_t n = lseek(fileno(tmp), 0, SEEK_END);
+    assert_true(n >= 0);
+    assert_true((size_t)n < sizeof captured);
+    c.len = (size_t)n;
+    c.data[c.len] = '\0';
+    assert_int_equal(pread(fileno(tmp), c.data, c.len, 0), (ssize_t)c.len);
+    fclose(tmp);
+    return c;
+}
+
+/* Length of the well-formed UTF-8 sequence at s (overlong forms,
+ * surrogates and code points above U+10FFFF are not), or 0. */
+static size_t utf8_sequence(const unsigned char *s, size_t left, unsigned *cp)
+{
+    size_t n;
+    unsigned v, min;
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    if ((s[0] & 0xe0) == 0xc0) n = 2, v = s[0] & 0x1fu, min = 0x80;
+    else if ((s[0] & 0xf0) == 0xe0) n = 3, v = s[0] & 0x0fu, min = 0x800;
+    else if ((s[0] & 0xf8) == 0xf0) n = 4, v = s[0] & 0x07u, min = 0x10000;
+    else return 0;
+    if (left < n) return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        v = v << 6 | (s[i] & 0x3fu);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+    *cp = v;
+    return n;
+}
+
+/* Exactly one line, ending in its only newline; every other byte is a
+ * printable character of well-formed UTF-8: no C0 control, no DEL, no C1
+ * control, no Unicode line or paragraph separator. */
+static void assert_one_safe_line(const captured_t *c)
+{
+    if (c->len == 0 || c->data[c->len - 1] != '\n') fail_msg("not one line ending in a newline: [%s]", c->data);
+    const unsigned char *s = (const unsigned char *)c->data;
+    for (size_t i = 0; i + 1 < c->len;) {
+        unsigned cp;
+        size_t n = utf8_sequence(s + i, c->len - 1 - i, &cp);
+        if (n == 0) fail_msg("invalid UTF-8 at byte %zu of [%s]", i, c->data);
+        if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029)
+            fail_msg("raw control character U+%04X at byte %zu of [%s]", cp, i, c->data);
+        i += n;
+    }
+}
+
+/* The message part of a text line ("<time> <level> [<component>] <msg>\n"). */
+static const char *text_body(const captured_t *c)
+{
+    const char *p = strstr(c->data, "] ");
+    if (!p) fail_msg("no component in [%s]", c->data);
+    return p + 2;
+}
+
+static void assert_text_body(const captured_t *c, const char *expected)
+{
+    char want[8192];
+    snprintf(want, sizeof want, "%s\n", expected);
+    if (strcmp(text_body(c), want) != 0) fail_msg("logged [%s], expected [%s]", text_body(c), expected);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Text format                                                              */
+
+static void a_package_name_with_a_newline_stays_on_one_text_log_line(void **state)
+{
+    (void)state;
+    captured_t c = emit(LOG_FORMAT_TEXT, "reviews",
+                        "dead_letter error_type=unregistered_app detail=\"package_name: com.x\n"
+                        "2026-11-29T12:00:00.000Z error [reviews] pipeline failed: forged is not registered\"");
+    assert_one_safe_line(&c);
+    assert_text_body(&c, "dead_letter error_type=unregistered_app detail=\"package_name: com.x\\n"
+                         "2026-11-29T12:00:00.000Z error [reviews] pipeline failed: forged is not registered\"");
+}
+
+static void terminal_escape_sequences_and_control_characters_are_escaped_in_text_logs(void **state)
+{
+    (void)state;
+    /* ESC [ 31m colours, a bare CR rewrites the line, BEL, DEL, and the
+     * C1 control CSI (U+009B, which some terminals take as ESC [). */
+    captured_t c = emit(LOG_FORMAT_TEXT, "reviews", "a\x1b[31mred\x1b[0m\rover\ttab\a\x7f|\xc2\x9b" "2J|\xc2\x85|end");
+    assert_one_safe_line(&c);
+    assert_text_body(&c, "a\\x1b[31mred\\x1b[0m\\rover\\ttab\\x07\\x7f|\\u009b2J|\\u0085|end");
+}
+
+static void invalid_utf8_is_escaped_byte_by_byte_in_text_logs(void **state)
+{
+    (void)state;
+    /* Stray bytes, an overlong '/', a surrogate, a truncated sequence, a
+     * code point above U+10FFFF. */
+    captured_t c = emit(LOG_FORMAT_TEXT, "reviews", "\xff\xfe|\xc0\xaf|\xed\xa0\x80|\xe2\x82|\xf4\x90\x80\x80|ok");
+    assert_one_safe_line(&c);
+    assert_text_body(&c, "\\xff\\xfe|\\xc0\\xaf|\\xed\\xa0\\x80|\\xe2\\x82|\\xf4\\x90\\x80\\x80|ok");
+}
+
+static void unicode_line_separators_are_escaped_in_text_logs(void **state)
+{
+    (void)state;
+    captured_t c = emit(LOG_FORMAT_TEXT, "reviews", "a\xe2\x80\xa8" "b\xe2\x80\xa9" "c");
+    assert_one_safe_line(&c);
+    assert_text_body(&c, "a\\u2028b\\u2029c");
+}
+
+static void printable_text_and_multibyte_characters_are_logged_unchanged(void **state)
+{
+    (void)state;
+    captured_t c = emit(LOG_FORMAT_TEXT, "reviews", "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x93\xb1 \xc2\xa0 key=\"v\" ~");
+    assert_one_safe_line(&c);
+    assert_text_body(&c, "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x93\xb1 \xc2\xa0 key=\"v\" ~");
+}
+
+/* A backslash is escaped too: a producer's literal "\n" must not read as
+ * an escaped newline. */
+static void a_backslash_is_doubled_in_text_logs(void **state)
+{
+    (void)state;
+    captured_t c = emit(LOG_FORMAT_TEXT, "reviews", "literal \\n and \\x1b");
+    assert_one_safe_line(&c);
+    assert_text_body(&c, "literal \\\\n and \\\\x1b");
+}
+
+/* A message that outgrows the line when escaped is cut on a whole escape,
+ * and still ends its line. */
+static void a_message_of_control_characters_too_long_to_escape_is_cut_on_a_whole_escape(void **state)
+{
+    (void)state;
+    char msg[4096];
+    memset(msg, '\x1b', sizeof msg - 1);
+    msg[sizeof msg - 1] = '\0';
+    captured_t c = emit(LOG_FORMAT_TEXT, "reviews", msg);
+    assert_one_safe_line(&c);
+    const char *body = text_body(&c);
+    size_t n = strlen(body) - 1;
+    assert_true(n >= 4);
+    for (size_t i = 0; i < n; i += 4)
+        if (strncmp(body + i, "\\x1b", 4) != 0) fail_msg("not whole escapes at %zu: [%.12s]", i, body + i);
+}
+
+/* ------------------------------------------------------------------------ */
+/* JSON format                                                              */
+
+/* The line is one JSON object; returns its "msg" (valid until the next
+ * call). */
+static char *json_msg(const captured_t *c, size_t *len)
+{
+    json_error_t jerr;
+    json_t *o = json_loads(c->data, JSON_REJECT_DUPLICATES, &jerr);
+    if (!o) fail_msg("not a JSON object (%s): [%s]", jerr.text, c->data);
+    json_t *m = json_object_get(o, "msg");
+    assert_true(json_is_string(m));
+    *len = json_string_length(m);
+    assert_true(*len < sizeof decoded);
+    memcpy(decoded, json_string_value(m), *len + 1);
+    bool component_ok = json_is_string(json_object_get(o, "component")) &&
+                        strcmp(json_string_value(json_object_get(o, "component")), "reviews") == 0;
+    json_decref(o);
+    if (!component_ok) fail_msg("component is not \"reviews\": [%s]", c->data);
+    return decoded;
+}
+
+static void a_package_name_with_control_characters_is_one_json_object_with_the_characters_escaped(void **state)
+{
+    (void)state;
+    const char *msg = "detail=\"com.x\n{\"ts\":\"x\",\"level\":\"error\"} \x1b[31m\r\t\x7f\xc2\x9b \\ caf\xc3\xa9 \xe2\x80\xa8\"";
+    captured_t c = emit(LOG_FORMAT_JSON, "reviews", msg);
+    assert_one_safe_line(&c);
+    size_t len;
+    char *got = json_msg(&c, &len);
+    assert_int_equal(len, strlen(msg));
+    assert_memory_equal(got, msg, len);
+}
+
+/* JSON text is UTF-8: an invalid byte becomes U+FFFD, the replacement
+ * character, and the line stays readable by any JSON parser. */
+static void invalid_utf8_becomes_the_replacement_character_in_json_logs(void **state)
+{
+    (void)state;
+    captured_t c = emit(LOG_FORMAT_JSON, "reviews", "a\xff" "b\xc0\xaf" "c\xe2\x82");
+    assert_one_safe_line(&c);
+    size_t len;
+    char *got = json_msg(&c, &len);
+    assert_string_equal(got, "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd");
+}
+
+static void a_json_message_too_long_to_escape_is_cut_and_stays_one_object(void **state)
+{
+    (void)state;
+    char msg[4096];
+    memset(msg, '\x01', sizeof msg - 1);
+    msg[sizeof msg - 1] = '\0';
+    captured_t c = emit(LOG_FORMAT_JSON, "reviews", msg);
+    assert_one_safe_line(&c);
+    size_t len;
+    char *got = json_msg(&c, &len);
+    assert_true(len > 0 && len <= strlen(msg));
+    for (size_t i = 0; i < len; i++) assert_int_equal(got[i], '\x01');
+}
+
+/* ------------------------------------------------------------------------ */
+/* Secrets                                                                  */
+/* (Registered secrets stay for the process: these tests come last.)        */
+
+static void a_registered_secret_is_never_logged_in_either_format(void **state)
+{
+    (void)state;
+    log_add_secret("Pa55-w0rd\"x");
+    captured_t c = emit(LOG_FORMAT_TEXT, "rdkafka", "fopen(/keys/Pa55-w0rd\"x.p12): no such file; Pa55-w0rd\"x");
+    assert_text_body(&c, "fopen(/keys/[redacted].p12): no such file; [redacted]");
+    c = emit(LOG_FORMAT_JSON, "reviews", "value Pa55-w0rd\"x");
+    size_t len;
+    assert_string_equal(json_msg(&c, &len), "value [redacted]");
+}
+
+/* librdkafka quotes the rest of sasl.oauthbearer.config from the word it
+ * cannot parse: each word of a value with spaces is redacted on its own. */
+static void each_word_of_a_secret_with_spaces_is_redacted(void **state)
+{
+    (void)state;
+    log_add_secret("principal=admin  secret=S3cr3tW0rd");
+    captured_t c = emit(LOG_FORMAT_TEXT, "rdkafka",
+                        "Unrecognized sasl.oauthbearer.config beginning at: secret=S3cr3tW0rd; whole: principal=admin  secret=S3cr3tW0rd");
+    assert_text_body(&c, "Unrecognized sasl.oauthbearer.config beginning at: [redacted]; whole: [redacted]");
+}
+
+/* A PEM key is one secret, not a list of words: "PRIVATE" stays readable
+ * in other lines. */
+static void the_words_of_a_multi_line_secret_are_not_redacted_alone(void **state)
+{
+    (void)state;
+    log_add_secret("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQ\n-----END PRIVATE KEY-----\n");
+    captured_t c = emit(LOG_FORMAT_TEXT, "rdkafka", "Expecting: ANY PRIVATE KEY-----");
+    assert_text_body(&c, "Expecting: ANY PRIVATE KEY-----");
+    c = emit(LOG_FORMAT_TEXT, "rdkafka", "key: -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQ\n-----END PRIVATE KEY-----\n!");
+    assert_text_body(&c, "key: [redacted]!");
+}
+
+static void secrets_shorter_than_four_bytes_are_not_searched_for(void **state)
+{
+    (void)state;
+    log_add_secret("abc");
+    log_add_secret("");
+    captured_t c = emit(LOG_FORMAT_TEXT, "main", "abc stays readable");
+    assert_text_body(&c, "abc stays readable");
+}
+
+static void a_value_is_redacted_from_a_message_printed_outside_the_log(void **state)
+{
+    (void)state;
+    char text[64] = "Invalid value \"xy\" for \"xy.z\"";
+    log_redact_value(text, sizeof text, "xy");
+    assert_string_equal(text, "Invalid value \"[redacted]\" for \"[redacted].z\"");
+    char small[16] = "a Pa55-w0rd\"x b";
+    log_redact(small, sizeof small);
+    assert_string_equal(small, "a [redacted] b");
+    char tiny[8] = "Pa55-w0";
+    log_redact_value(tiny, sizeof tiny, "55");
+    assert_string_equal(tiny, "Pa[reda");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_package_name_with_a_newline_stays_on_one_text_log_line),
+        cmocka_unit_test(terminal_escape_sequences_and_control_characters_are_escaped_in_text_logs),
+        cmocka_unit_test(invalid_utf8_is_escaped_byte_by_byte_in_text_logs),
+        cmocka_unit_test(unicode_line_separators_are_escaped_in_text_logs),
+        cmocka_unit_test(printable_text_and_multibyte_characters_are_logged_unchanged),
+        cmocka_unit_test(a_backslash_is_doubled_in_text_logs),
+        cmocka_unit_test(a_message_of_control_characters_too_long_to_escape_is_cut_on_a_whole_escape),
+        cmocka_unit_test(a_package_name_with_control_characters_is_one_json_object_with_the_characters_escaped),
+        cmocka_unit_test(invalid_utf8_becomes_the_replacement_character_in_json_logs),
+        cmocka_unit_test(a_json_message_too_long_to_escape_is_cut_and_stays_one_object),
+        cmocka_unit_test(a_registered_secret_is_never_logged_in_either_format),
+        cmocka_unit_test(each_word_of_a_secret_with_spaces_is_redacted),
+        cmocka_unit_test(the_words_of_a_multi_line_secret_are_not_redacted_alone),
+        cmocka_unit_test(secrets_shorter_than_four_bytes_are_not_searched_for),
+        cmocka_unit_test(a_value_is_redacted_from_a_message_printed_outside_the_log),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
