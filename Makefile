@@ -22,7 +22,7 @@ BUILD   ?= build
 
 # The core knows neither Kafka nor PostgreSQL: unit tests link only these.
 CORE_SRC := src/log.c src/settings.c src/core/timestamp.c src/core/decode.c \
-            src/core/pipeline.c src/core/retry.c src/core/batch.c src/core/app_cache.c src/worker.c src/metrics.c
+            src/core/pipeline.c src/core/retry.c src/core/batch.c src/core/app_cache.c src/core/utf8.c src/worker.c src/metrics.c
 APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/store.c src/kafka/consumer.c \
             src/supervisor.c src/metrics_http.c src/ops/dead_letters.c \
             src/ops/cluster.c src/ops/verify.c src/ops/replay.c $(BUILD)/migrations.c
@@ -64,7 +64,7 @@ sanitize: $(SAN_BUILD)/storage-consumer $(addprefix $(SAN_BUILD)/unit/,$(UNIT_TE
           $(BUILD)/fuzz/fuzz_decode
 
 # Coverage-guided fuzzing of the decoders (libFuzzer, clang), under ASan+UBSan.
-FUZZ_SRC := src/core/decode.c src/core/timestamp.c src/core/pipeline.c
+FUZZ_SRC := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/utf8.c
 $(BUILD)/fuzz/fuzz_decode: tests/fuzz/fuzz_decode.c $(FUZZ_SRC) $(wildcard src/core/*.h)
 	@mkdir -p $(@D)
 	clang $(CSTD) $(WARN) -g -O1 -Isrc -fsanitize=fuzzer,address,undefined \

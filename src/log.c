@@ -1,5 +1,7 @@
 #include "log.h"
 
+#include "core/utf8.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,32 +64,6 @@ static int line_put(line_t *l, const char *s, size_t n)
     return 1;
 }
 
-/* The length of the well-formed UTF-8 sequence at s (NUL-terminated) and
- * its code point in *cp; 0 if the bytes at s are not one: a stray
- * continuation byte, an overlong form, a surrogate, a code point beyond
- * U+10FFFF, or a sequence cut short. */
-static size_t utf8_decode(const unsigned char *s, uint32_t *cp)
-{
-    size_t n;
-    uint32_t v, min;
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    if ((s[0] & 0xe0) == 0xc0) n = 2, v = s[0] & 0x1fu, min = 0x80;
-    else if ((s[0] & 0xf0) == 0xe0) n = 3, v = s[0] & 0x0fu, min = 0x800;
-    else if ((s[0] & 0xf8) == 0xf0) n = 4, v = s[0] & 0x07u, min = 0x10000;
-    else return 0;
-    /* The terminating NUL is not a continuation byte: no read past it. */
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        v = v << 6 | (s[i] & 0x3fu);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
-    *cp = v;
-    return n;
-}
-
 /* Append `s` escaped for `format`. Producer strings reach log lines (a
  * package name in a dead letter's detail), so nothing in `s` may end the
  * line, forge another, or reach the operator's terminal as a control:
@@ -101,13 +77,14 @@ static size_t utf8_decode(const unsigned char *s, uint32_t *cp)
 static void line_put_escaped(line_t *l, log_format_t format, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
+    const unsigned char *end = p + strlen(s);
     const bool json = format == LOG_FORMAT_JSON;
     while (*p) {
         char esc[8];
         const char *out = esc;
         size_t n;
         uint32_t cp;
-        size_t used = utf8_decode(p, &cp);
+        size_t used = utf8_sequence(p, (size_t)(end - p), &cp);
         if (used == 0) {
             used = 1;
             if (json) out = "\\ufffd", n = 6;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/timestamp.h"
+#include "core/utf8.h"
 
 /* Largest magnitude at which every integer is exactly a double. */
 #define EXACT_DOUBLE_INT 9007199254740992.0
@@ -49,35 +50,19 @@ static size_t event_append(event_t *ev, const char *s, size_t n)
 static int reject(rejection_t *rej, const char *type, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 if it is not one:
- * no overlong forms, no surrogates, nothing beyond U+10FFFF. */
-static int utf8_sequence(const unsigned char *p)
-{
-    if (p[0] < 0x80) return 1;
-    if (p[0] >= 0xC2 && p[0] <= 0xDF) return (p[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (p[0] >= 0xE0 && p[0] <= 0xEF) {
-        if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
-        if (p[0] == 0xE0 && p[1] < 0xA0) return 0; /* overlong */
-        if (p[0] == 0xED && p[1] >= 0xA0) return 0; /* surrogate */
-        return 3;
-    }
-    if (p[0] >= 0xF0 && p[0] <= 0xF4) {
-        if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
-        if (p[0] == 0xF0 && p[1] < 0x90) return 0; /* overlong */
-        if (p[0] == 0xF4 && p[1] >= 0x90) return 0; /* beyond U+10FFFF */
-        return 4;
-    }
-    return 0;
-}
-
 void decode_repair_utf8(char *s)
 {
     unsigned char *p = (unsigned char *)s;
-    while (*p) {
-        /* The NUL terminator stops every check above at the string's end. */
-        int n = utf8_sequence(p);
-        if (n == 0) *p++ = '?';
-        else p += n;
+    size_t left = strlen(s);
+    uint32_t cp;
+    while (left > 0) {
+        size_t n = utf8_sequence(p, left, &cp);
+        if (n == 0) {
+            *p = '?';
+            n = 1;
+        }
+        p += n;
+        left -= n;
     }
 }
 

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "core/batch.h"
+#include "core/utf8.h"
 #include "ops/ops.h"
 #include "pg/db.h"
 #include "pg/store.h"
@@ -52,46 +53,6 @@ enum { DL_OK = 0, DL_RUNTIME = 1, DL_USAGE = 2 };
 
 /* ------------------------------------------------------------------------ */
 /* Terminal-safe text. */
-
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 if s does not start
- * one: overlong forms, surrogates and code points past U+10FFFF are invalid,
- * as PostgreSQL and the decoder hold them. */
-static size_t utf8_sequence(const unsigned char *s, size_t len, uint32_t *cp)
-{
-    unsigned char c = s[0];
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    if (c >= 0xC2 && c <= 0xDF) n = 2, *cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) n = 3, *cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) n = 4, *cp = c & 0x07;
-    else return 0;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-    if (len < n) return 0;
-    for (size_t i = 1; i < n; i++) {
-        unsigned char b = s[i];
-        if (i == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return 0;
-        *cp = (*cp << 6) | (b & 0x3F);
-    }
-    return n;
-}
-
-static bool utf8_valid(const unsigned char *s, size_t len)
-{
-    uint32_t cp;
-    for (size_t i = 0; i < len;) {
-        size_t n = utf8_sequence(s + i, len - i, &cp);
-        if (n == 0) return false;
-        i += n;
-    }
-    return true;
-}
 
 /* Code points that would steer a terminal or reorder what the reader sees:
  * C0, DEL, C1, the line/paragraph separators and the bidi controls. */
@@ -382,7 +343,7 @@ static void show_bytes(const char *name, const PGresult *res, int col)
     }
     const char *v = PQgetvalue(res, 0, col);
     size_t len = (size_t)PQgetlength(res, 0, col);
-    bool utf8 = utf8_valid((const unsigned char *)v, len);
+    bool utf8 = utf8_valid(v, len);
     printf("%s_bytes: %zu\n%s_utf8: %s\n%s: ", name, len, name, utf8 ? "yes" : "no", name);
     print_escaped(stdout, v, len, 0);
     putchar('\n');

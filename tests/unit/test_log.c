@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "core/utf8.h"
 #include "log.h"
 
 typedef struct {
@@ -53,30 +54,6 @@ static captured_t emit(log_format_t format, const char *component, const char *m
     return c;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (overlong forms,
- * surrogates and code points above U+10FFFF are not), or 0. */
-static size_t utf8_sequence(const unsigned char *s, size_t left, unsigned *cp)
-{
-    size_t n;
-    unsigned v, min;
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    if ((s[0] & 0xe0) == 0xc0) n = 2, v = s[0] & 0x1fu, min = 0x80;
-    else if ((s[0] & 0xf0) == 0xe0) n = 3, v = s[0] & 0x0fu, min = 0x800;
-    else if ((s[0] & 0xf8) == 0xf0) n = 4, v = s[0] & 0x07u, min = 0x10000;
-    else return 0;
-    if (left < n) return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        v = v << 6 | (s[i] & 0x3fu);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
-    *cp = v;
-    return n;
-}
-
 /* Exactly one line, ending in its only newline; every other byte is a
  * printable character of well-formed UTF-8: no C0 control, no DEL, no C1
  * control, no Unicode line or paragraph separator. */
@@ -85,7 +62,7 @@ static void assert_one_safe_line(const captured_t *c)
     if (c->len == 0 || c->data[c->len - 1] != '\n') fail_msg("not one line ending in a newline: [%s]", c->data);
     const unsigned char *s = (const unsigned char *)c->data;
     for (size_t i = 0; i + 1 < c->len;) {
-        unsigned cp;
+        uint32_t cp;
         size_t n = utf8_sequence(s + i, c->len - 1 - i, &cp);
         if (n == 0) fail_msg("invalid UTF-8 at byte %zu of [%s]", i, c->data);
         if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029)
