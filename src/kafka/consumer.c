@@ -100,9 +100,22 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     consumer_t *c = opaque;
-    int cooperative = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    const char *protocol = rd_kafka_rebalance_protocol(rk);
     rd_kafka_error_t *error = NULL;
 
+    if (!protocol) {
+        /* librdkafka 2.0.2 may still run a callback queued before the close
+         * once the close has ended the group logic (which then reports no
+         * protocol, and has already given up every partition): nothing is
+         * left to assign or unassign, or to commit. */
+        for (int i = 0; i < parts->cnt; i++)
+            rd_kafka_topic_partition_list_del(c->owned, parts->elems[i].topic,
+                                              parts->elems[i].partition);
+        drop_pending(c, parts);
+        LOG_DEBUG(c->def->name, "rebalance callback after the close: %d partition(s)", parts->cnt);
+        return;
+    }
+    int cooperative = strcmp(protocol, "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         for (int i = 0; i < parts->cnt; i++) {
             if (!rd_kafka_topic_partition_list_find(c->owned, parts->elems[i].topic,

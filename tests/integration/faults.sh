@@ -166,31 +166,6 @@ assert_alive() { # name
     kill -0 "$(service_pid "$1")" 2>/dev/null || fail "$1 is not running: $(tail -n 5 "$WORK/$1.log")"
 }
 
-# Hold an EXCLUSIVE lock on TABLE in a separate session (application_name
-# faults-locker) until release_lock: the service's next INSERT into it blocks
-# mid-batch, so a fault can be timed inside a batch deterministically.
-hold_lock() { # table
-    PGAPPNAME=faults-locker psql "$DB" -X -q -v ON_ERROR_STOP=1 \
-        -c "BEGIN" -c "LOCK TABLE $1 IN EXCLUSIVE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
-    LOCKER_PID=$!
-    wait_for_sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-                   WHERE a.application_name = 'faults-locker' AND l.granted AND l.mode = 'ExclusiveLock'
-                     AND l.relation = '$1'::regclass" 1 10
-}
-
-# Wait until a storage-consumer session waits for a lock (its batch is stuck
-# in the middle, behind hold_lock).
-wait_for_blocked_batch() {
-    wait_for_sql "SELECT count(*) FROM pg_stat_activity
-                   WHERE application_name = 'storage-consumer' AND wait_event_type = 'Lock'" 1 30
-}
-
-release_lock() {
-    sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'faults-locker'" >/dev/null
-    wait "$LOCKER_PID" 2>/dev/null || true
-    LOCKER_PID=
-}
-
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # ---------------------------------------------------------------------------
