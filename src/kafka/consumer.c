@@ -9,9 +9,23 @@
 
 #include "log.h"
 
+/* A subscribed topic the cluster does not know fails its pipeline only when
+ * it is still unknown this long after it was first reported: deployments
+ * create topics moments after starting the services, and a broker that has
+ * just created one may not know it yet. Long enough for that, short enough
+ * that a pipeline pointed at a misspelt topic fails visibly within a
+ * minute. Meanwhile the cluster is asked again every
+ * CONSUMER_MISSING_TOPIC_RECHECK_MS: librdkafka reports a missing topic
+ * once, not again while it stays missing, and not when it appears. */
+#define CONSUMER_MISSING_TOPIC_GRACE_MS 30000
+#define CONSUMER_MISSING_TOPIC_RECHECK_MS 2000
+#define CONSUMER_METADATA_TIMEOUT_MS 5000
+
 struct consumer {
     const settings_t *settings;
     const pipeline_def_t *def;
+    const char *topic;
+    char group[512];
     rd_kafka_t *rk;
     rd_kafka_topic_partition_list_t *owned; /* current assignment */
     bool ever_assigned; /* a first assignment (even an empty one) arrived */
@@ -29,6 +43,13 @@ struct consumer {
     bool hold;
     bool rejoin_follows;
     int64_t hold_since_ms;
+    /* The cluster said the topic does not exist at this time (0: it exists
+     * as far as we know); asked again at topic_check_ms. */
+    int64_t topic_missing_since_ms, topic_check_ms;
+    /* The pipeline failed because its topic cannot be read (missing, or not
+     * authorized): librdkafka sends no JoinGroup while the subscription
+     * matches no topic, which consumer_close relies on. */
+    bool topic_unusable;
     /* Two polls may be alive at once: the batch being written and the next
      * one, taken and decoded meanwhile. */
     struct {
@@ -108,9 +129,22 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     consumer_t *c = opaque;
-    int cooperative = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    const char *protocol = rd_kafka_rebalance_protocol(rk);
     rd_kafka_error_t *error = NULL;
 
+    if (!protocol) {
+        /* librdkafka 2.0.2 may still run a callback queued before the close
+         * once the close has ended the group logic (which then reports no
+         * protocol, and has already given up every partition): nothing is
+         * left to assign or unassign, or to commit. */
+        for (int i = 0; i < parts->cnt; i++)
+            rd_kafka_topic_partition_list_del(c->owned, parts->elems[i].topic,
+                                              parts->elems[i].partition);
+        drop_pending(c, parts);
+        LOG_DEBUG(c->def->name, "rebalance callback after the close: %d partition(s)", parts->cnt);
+        return;
+    }
+    int cooperative = strcmp(protocol, "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         for (int i = 0; i < parts->cnt; i++) {
             if (!rd_kafka_topic_partition_list_find(c->owned, parts->elems[i].topic,
@@ -119,6 +153,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                                   parts->elems[i].partition);
         }
         c->ever_assigned = true;
+        c->topic_missing_since_ms = 0; /* it exists: the group assigns it */
         /* The rebalance is over for this member, unless this assignment
          * follows a cooperative revocation: librdkafka rejoins right after
          * it to hand the revoked partitions over. */
@@ -248,6 +283,8 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_
     if (!c) abort();
     c->settings = s;
     c->def = pipeline_get(id);
+    c->topic = s->topic[id];
+    settings_group_id(s, id, c->group, sizeof c->group);
     c->owned = rd_kafka_topic_partition_list_new(8);
     c->pending = rd_kafka_topic_partition_list_new(8);
     conf = build_conf(s, id, err, errlen);
@@ -290,20 +327,108 @@ static void slot_grow(consumer_t *c, int k, size_t max)
     c->slot[k].capacity = max;
 }
 
+int consumer_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms, int *partitions,
+                          int *leaderless, char *err, size_t errlen)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    /* all_topics = 1: see the contract. */
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
+    if (partitions) *partitions = 0;
+    if (leaderless) *leaderless = 0;
+    if (e) {
+        snprintf(err, errlen, "the Kafka cluster did not answer a metadata request within %d ms: %s",
+                 timeout_ms, rd_kafka_err2str(e));
+        return -1;
+    }
+    int found = 0;
+    for (int i = 0; i < md->topic_cnt; i++) {
+        const rd_kafka_metadata_topic_t *t = &md->topics[i];
+        if (strcmp(t->topic, topic) != 0) continue;
+        if (t->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) break;
+        found = 1;
+        if (partitions) *partitions = t->partition_cnt;
+        for (int p = 0; leaderless && p < t->partition_cnt; p++)
+            if (t->partitions[p].err || t->partitions[p].leader < 0) (*leaderless)++;
+        break;
+    }
+    rd_kafka_metadata_destroy(md);
+    return found;
+}
+
+/* The subscribed topic was reported missing: ask the cluster again now and
+ * then, and fail once it is still missing after the grace. Returns 0, or -1
+ * with the reason in `err`. An unanswered question proves nothing (a
+ * cluster that does not answer is an outage, not a missing topic): asked
+ * again later. */
+static int check_missing_topic(consumer_t *c, char *err, size_t errlen)
+{
+    int64_t now = now_ms();
+    if (!c->topic_missing_since_ms || now < c->topic_check_ms) return 0;
+    char why[512];
+    int found = consumer_topic_lookup(c->rk, c->topic, CONSUMER_METADATA_TIMEOUT_MS, NULL, NULL, why,
+                                      sizeof why);
+    now = now_ms();
+    c->topic_check_ms = now + CONSUMER_MISSING_TOPIC_RECHECK_MS;
+    if (found < 0) {
+        LOG_DEBUG(c->def->name, "cannot check whether topic %s exists: %s", c->topic, why);
+        return 0;
+    }
+    if (found) {
+        LOG_INFO(c->def->name, "topic %s exists now (%lld ms after it was reported missing)", c->topic,
+                 (long long)(now - c->topic_missing_since_ms));
+        c->topic_missing_since_ms = 0;
+        return 0;
+    }
+    if (now - c->topic_missing_since_ms < CONSUMER_MISSING_TOPIC_GRACE_MS) return 0;
+    snprintf(err, errlen, "topic %s does not exist (consumer group %s; still unknown to the Kafka cluster "
+                          "%d s after it was first reported missing): check the pipeline's topic setting, "
+                          "or create the topic",
+             c->topic, c->group, CONSUMER_MISSING_TOPIC_GRACE_MS / 1000);
+    c->topic_unusable = true;
+    return -1;
+}
+
 /* Returns 1 if the message was kept in slot k, 0 if it was an event we
  * consumed, -1 on a fatal error. */
 static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t errlen)
 {
     if (m->err) {
         rd_kafka_resp_err_t e = m->err;
+        const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : c->topic;
+        int fatal = 0;
         if (e == RD_KAFKA_RESP_ERR__FATAL) {
             char why[512];
             rd_kafka_fatal_error(c->rk, why, sizeof why);
             snprintf(err, errlen, "fatal Kafka error: %s", why);
-            rd_kafka_message_destroy(m);
-            return -1;
-        }
-        if (e == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET || e == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
+            fatal = 1;
+        } else if (e == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED) {
+            /* Reported by the coordinator lookup, the join or the offset
+             * fetch: the group is unusable until an ACL changes, which no
+             * retry of ours can bring about. */
+            snprintf(err, errlen, "not authorized to use consumer group %s (topic %s): %s", c->group,
+                     c->topic, rd_kafka_message_errstr(m));
+            fatal = 1;
+        } else if (e == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+            snprintf(err, errlen, "not authorized to read topic %s (consumer group %s): %s", topic,
+                     c->group, rd_kafka_message_errstr(m));
+            c->topic_unusable = !c->ever_assigned;
+            fatal = 1;
+        } else if (e == RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION) {
+            snprintf(err, errlen, "topic %s is not a valid topic name (consumer group %s): %s", topic,
+                     c->group, rd_kafka_message_errstr(m));
+            c->topic_unusable = !c->ever_assigned;
+            fatal = 1;
+        } else if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) {
+            /* The subscribed topic (the only one) is missing from the
+             * cluster's metadata: librdkafka says so once, then waits. */
+            if (!c->topic_missing_since_ms) {
+                c->topic_missing_since_ms = now_ms();
+                c->topic_check_ms = c->topic_missing_since_ms + CONSUMER_MISSING_TOPIC_RECHECK_MS;
+                LOG_WARN(c->def->name, "topic %s does not exist (consumer group %s): the pipeline fails unless it appears within %d s: %s",
+                         topic, c->group, CONSUMER_MISSING_TOPIC_GRACE_MS / 1000,
+                         rd_kafka_message_errstr(m));
+            }
+        } else if (e == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET || e == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
             /* The broker no longer has the offset we were at: retention
              * dropped messages nobody stored. Say so loudly. */
             LOG_ERROR(c->def->name, "offset reset on %s [%d]: %s — messages may have been deleted by retention before they were stored",
@@ -312,7 +437,7 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
         else
             LOG_WARN(c->def->name, "consumer: %s", rd_kafka_message_errstr(m));
         rd_kafka_message_destroy(m);
-        return 0;
+        return fatal ? -1 : 0;
     }
     record_t *r = &c->slot[k].records[c->slot[k].count];
     r->topic = rd_kafka_topic_name(m->rkt);
@@ -341,9 +466,12 @@ int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records,
          * already fetched and go. */
         int wait = 0;
         if (c->slot[k].count == 0) {
+            if (check_missing_topic(c, err, errlen)) return -1;
             int64_t left = deadline - now_ms();
             if (left < 0) break;
             wait = (int)left;
+            if (c->topic_missing_since_ms && wait > CONSUMER_MISSING_TOPIC_RECHECK_MS)
+                wait = CONSUMER_MISSING_TOPIC_RECHECK_MS;
         }
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
         if (!m) {
@@ -511,13 +639,23 @@ void consumer_close(consumer_t *c)
     /* librdkafka before 2.3.0 asserts (aborts the process) when a
      * cooperative-sticky consumer is destroyed before its first assignment
      * arrived (upstream issue 4312). Wait for it, within half the shutdown
-     * timeout; what it delivers meanwhile is dropped uncommitted. */
+     * timeout; what it delivers meanwhile is dropped uncommitted.
+     * Not for a pipeline that failed because its topic cannot be read: its
+     * subscription matches no topic, so librdkafka never sent a JoinGroup
+     * and no assignment is coming. The abort needs an answered JoinGroup
+     * (the assignor is chosen there, its state only comes with an
+     * assignment); librdkafka reports the protocol "NONE" until then, and
+     * ignores a JoinGroup answer once the close has begun. */
     int64_t deadline = now_ms() + c->settings->shutdown_timeout_seconds * 500LL;
-    while (!c->ever_assigned && now_ms() < deadline) {
+    if (!c->ever_assigned && c->topic_unusable) {
+        const char *protocol = rd_kafka_rebalance_protocol(c->rk);
+        if (protocol && strcmp(protocol, "NONE") == 0) deadline = 0;
+    }
+    while (!c->ever_assigned && deadline && now_ms() < deadline) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 100);
         if (m) rd_kafka_message_destroy(m);
     }
-    if (!c->ever_assigned) {
+    if (!c->ever_assigned && deadline) {
         /* Still none: leave the handle to the process exit, which is near
          * (a consumer closes only when its pipeline stops). */
         LOG_WARN(c->def->name, "consumer closed before the group assigned it anything: not destroyed (a librdkafka 2.0.2 bug would abort the process)");

@@ -40,7 +40,13 @@ rd_kafka_conf_t *consumer_conf_new(const settings_t *s, pipeline_id_t id, char *
  * number of records (0 on timeout), stored in *records (owned by the
  * consumer, valid until consumer_release of that pointer), or -1 on a fatal
  * consumer error described in `err`. At most two polls may be unreleased at
- * once: the batch being written and the next one. */
+ * once: the batch being written and the next one.
+ *
+ * Fatal, besides librdkafka's own fatal errors: what means this pipeline can
+ * never consume. Not authorized to read the topic, or to use the group: at
+ * once. The topic does not exist: after CONSUMER_MISSING_TOPIC_GRACE_MS of
+ * asking the cluster again, since a topic may be created moments after the
+ * service starts. Other consumer errors are transient: logged, not fatal. */
 int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records, char *err,
                   size_t errlen);
 
@@ -71,6 +77,16 @@ int consumer_flush(consumer_t *c, int timeout_ms, char *err, size_t errlen);
  * RD_KAFKA_RESP_ERR__TIMED_OUT when no answer came). */
 int consumer_commit_offsets(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *offsets,
                             int timeout_ms, rd_kafka_resp_err_t *cause, char *err, size_t errlen);
+
+/* Look `topic` up in the metadata of all topics on `rk` (any client handle).
+ * A metadata request that names a topic makes a broker with topic
+ * auto-creation on create it; the list of all topics creates nothing.
+ * Returns 1 when it exists (*partitions: its partition count; *leaderless:
+ * partitions without a leader or reported with an error; either pointer may
+ * be NULL), 0 when it does not, or -1 with the reason in `err` when the
+ * cluster did not answer within `timeout_ms`. */
+int consumer_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms, int *partitions,
+                          int *leaderless, char *err, size_t errlen) __attribute__((warn_unused_result));
 
 /* Lag of every owned partition (high watermark as last seen by the fetcher
  * minus the consumed position) into lag[p], -1 for partitions not owned.

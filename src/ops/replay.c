@@ -16,10 +16,11 @@
  *   - the test cluster (librdkafka's mock) rejects offset commits from a
  *     client that is not a member of a group it has seen; a member's commit
  *     works on every cluster.
- * Joining triggers a rebalance that waits for the existing members (a
- * crashed one is evicted only after its session timeout), so the wait for
- * the first assignment is bounded by STORAGE_SESSION_TIMEOUT_MS plus a
- * margin, and said. The first assignment decides (see replay_run).
+ * Joining triggers a rebalance that waits for the existing members, and
+ * the documented flow is "stop, replay, start": the replay often meets a
+ * group whose last member is still on its way out. It waits for the group
+ * to give it every partition, saying what it waits for, within a bound
+ * (see replay_run).
  *
  * A point in time resolves, per partition, to the first message whose
  * timestamp is at or after it (Kafka's offsets-for-times). A broker that
@@ -45,8 +46,11 @@
 enum { REPLAY_EXIT_DONE = 0, REPLAY_EXIT_FAILED = 1, REPLAY_EXIT_USAGE = 2 };
 
 #define REPLAY_KAFKA_TIMEOUT_MS 10000
-/* Beyond the session timeout, the rebalance itself needs a few seconds. */
+/* Beyond two session timeouts (see replay_run), a rebalance round itself
+ * needs a few seconds. */
 #define REPLAY_JOIN_MARGIN_MS 10000
+/* While waiting for the group, a progress line this often. */
+#define REPLAY_PROGRESS_MS 5000
 /* Reading partitions to resolve a time, when the broker cannot. */
 #define REPLAY_SCAN_TIMEOUT_MS 120000
 #define REPLAY_POLL_MS 200
@@ -81,11 +85,20 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     member_t *m = opaque;
-    bool cooperative = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    const char *protocol = rd_kafka_rebalance_protocol(rk);
     rd_kafka_error_t *error = NULL;
     int mine = 0;
 
     for (int i = 0; i < parts->cnt; i++) mine += strcmp(parts->elems[i].topic, m->topic) == 0;
+    if (!protocol) {
+        /* librdkafka 2.0.2 may still run a callback once the consumer has
+         * closed, when its group logic is gone and reports no protocol:
+         * nothing is left to assign or unassign. */
+        m->owned = 0;
+        LOG_DEBUG("replay", "rebalance callback after the close: %d partition(s)", parts->cnt);
+        return;
+    }
+    bool cooperative = strcmp(protocol, "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         m->rebalances++;
         if (cooperative) {
@@ -339,7 +352,14 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
     bool subscribed = false;
     rd_kafka_topic_partition_list_t *sub;
     rd_kafka_resp_err_t e;
-    const int wait_ms = s->session_timeout_ms + REPLAY_JOIN_MARGIN_MS;
+    /* How long a member that stopped can still hold the group: one that
+     * left is gone when the coordinator ends the rebalance its leaving
+     * started (at once on Kafka; librdkafka's mock cluster, the test broker,
+     * waits up to a session timeout); one that stopped without leaving
+     * (killed, or stopped before its first assignment) is removed after its
+     * session timeout, and the round after that takes up to another. This
+     * assumes the members run with the same STORAGE_SESSION_TIMEOUT_MS. */
+    const int wait_ms = 2 * s->session_timeout_ms + REPLAY_JOIN_MARGIN_MS;
 
     settings_group_id(s, id, group, sizeof group);
     rd_kafka_conf_t *conf = consumer_conf_new(s, id, err, sizeof err);
@@ -383,32 +403,52 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
     }
     subscribed = true;
 
-    printf("replay %s: joining group %s on topic %s (%d partitions); waiting up to %d s for the group to rebalance\n",
+    printf("replay %s: joining group %s on topic %s (%d partitions); waiting up to %d s for the group to "
+           "give this replay every partition\n",
            a->def->name, group, topic, info.partitions, (wait_ms + 999) / 1000);
     fflush(stdout);
-    /* The first assignment decides. Alone in the group, the replay is given
-     * every partition at once (eager and cooperative protocols alike). With
-     * another member, a cooperative rebalance first gives the newcomer
-     * nothing (or part), and later rounds never take all from a member that
-     * still runs: waiting for more would only stall that member longer. */
-    int64_t deadline = now_ms() + wait_ms;
-    while (m.rebalances == 0 && now_ms() < deadline) member_serve(rk, REPLAY_POLL_MS);
+    /* Alone in the group, the replay is given every partition at once
+     * (eager and cooperative protocols alike). Given nothing or a part, some
+     * member is still in the group: one that is stopping (finishing its
+     * batch, committing, leaving) lets go within the bound, and the next
+     * round gives the replay the rest. One that keeps running never does:
+     * the replay refuses at the bound, having held the partitions it was
+     * given (paused) meanwhile. */
+    int64_t start = now_ms(), deadline = start + wait_ms, next_progress = start + REPLAY_PROGRESS_MS;
+    int seen = 0;
+    while (m.owned < info.partitions && now_ms() < deadline) {
+        member_serve(rk, REPLAY_POLL_MS);
+        int64_t now = now_ms();
+        if (m.owned >= info.partitions || (m.rebalances == seen && now < next_progress)) continue;
+        if (m.rebalances == 0)
+            printf("replay %s: %lld s: no answer from group %s yet: it is still rebalancing (a member that "
+                   "stopped moments ago is still leaving it, or one that stopped without leaving is "
+                   "removed after its session timeout)\n",
+                   a->def->name, (long long)(now - start) / 1000, group);
+        else
+            printf("replay %s: %lld s: group %s gave this replay %d of %d partitions: another member is "
+                   "still in it; waiting up to %lld s more for it to leave\n",
+                   a->def->name, (long long)(now - start) / 1000, group, m.owned, info.partitions,
+                   (long long)(deadline - now + 999) / 1000);
+        fflush(stdout);
+        seen = m.rebalances;
+        next_progress = now + REPLAY_PROGRESS_MS;
+    }
 
     if (m.owned < info.partitions) {
         if (m.rebalances == 0)
             fprintf(stderr,
-                    "storage-consumer: replay refused: no assignment from group %s within %d ms: its "
-                    "members did not answer the rebalance (a running member busy with a batch, or one "
-                    "that stopped less than a session timeout ago), or its coordinator is unreachable. "
-                    "Nothing was changed\n",
+                    "storage-consumer: replay refused: no assignment from group %s within %d ms: a member "
+                    "did not answer the rebalance (a running member stuck in a batch), or the group's "
+                    "coordinator is unreachable. Nothing was changed\n",
                     group, wait_ms);
         else
             fprintf(stderr,
                     "storage-consumer: replay refused: group %s has other active members (this replay was "
-                    "given %d of the %d partitions of %s). Stop every process running the %s "
+                    "given %d of the %d partitions of %s within %d ms). Stop every process running the %s "
                     "pipeline first: a reset under a running member is overwritten by its next commit. "
                     "Nothing was changed\n",
-                    group, m.owned, info.partitions, topic, a->def->name);
+                    group, m.owned, info.partitions, topic, wait_ms, a->def->name);
         goto out;
     }
     rc = reset_offsets(s, rk, &m, a, topic, group, info.partitions);
@@ -444,10 +484,11 @@ static void replay_usage(FILE *out)
           "\n"
           "The group must have no active member: stop every process running the\n"
           "pipeline first. The replay joins the group itself and refuses (exit 1,\n"
-          "nothing changed) unless it is given every partition of the topic; it waits up\n"
-          "to STORAGE_SESSION_TIMEOUT_MS plus 10 s for the group to rebalance. It prints\n"
-          "each partition's committed offset before and after. The pipeline need not be\n"
-          "in STORAGE_PIPELINES: this process only acts on its group.\n"
+          "nothing changed) unless it is given every partition of the topic; members\n"
+          "that are still stopping are waited for, up to twice STORAGE_SESSION_TIMEOUT_MS\n"
+          "plus 10 s, with a progress line every 5 s. It prints each partition's\n"
+          "committed offset before and after. The pipeline need not be in\n"
+          "STORAGE_PIPELINES: this process only acts on its group.\n"
           "\n"
           "exit codes: 0 reset, 1 refused or failed, 2 usage or configuration error\n",
           out);

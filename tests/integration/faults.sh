@@ -166,31 +166,6 @@ assert_alive() { # name
     kill -0 "$(service_pid "$1")" 2>/dev/null || fail "$1 is not running: $(tail -n 5 "$WORK/$1.log")"
 }
 
-# Hold an EXCLUSIVE lock on TABLE in a separate session (application_name
-# faults-locker) until release_lock: the service's next INSERT into it blocks
-# mid-batch, so a fault can be timed inside a batch deterministically.
-hold_lock() { # table
-    PGAPPNAME=faults-locker psql "$DB" -X -q -v ON_ERROR_STOP=1 \
-        -c "BEGIN" -c "LOCK TABLE $1 IN EXCLUSIVE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
-    LOCKER_PID=$!
-    wait_for_sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-                   WHERE a.application_name = 'faults-locker' AND l.granted AND l.mode = 'ExclusiveLock'
-                     AND l.relation = '$1'::regclass" 1 10
-}
-
-# Wait until a storage-consumer session waits for a lock (its batch is stuck
-# in the middle, behind hold_lock).
-wait_for_blocked_batch() {
-    wait_for_sql "SELECT count(*) FROM pg_stat_activity
-                   WHERE application_name = 'storage-consumer' AND wait_event_type = 'Lock'" 1 30
-}
-
-release_lock() {
-    sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'faults-locker'" >/dev/null
-    wait "$LOCKER_PID" 2>/dev/null || true
-    LOCKER_PID=
-}
-
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # ---------------------------------------------------------------------------
@@ -519,6 +494,108 @@ test_a_failed_pipeline_stops_the_others_and_exits_1() {
     assert_contains "$log" "[reviews] pipeline stopped result=clean"
     assert_contains "$log" "[app-stats] pipeline stopped result=clean"
     assert_contains "$log" "stopped exit=1"
+}
+
+# A pipeline that can never consume is a failed pipeline, not a warning: its
+# topic does not exist (after a grace, in case it is being created), it may
+# not read its topic, or it may not use its group. The ERROR names the topic
+# (and the group), the others are stopped, the process exits 1.
+#
+# The test broker would create a topic a consumer names; `topic-error` makes
+# its Metadata answers say "unknown topic" (or "not authorized") instead, as
+# a broker with auto-creation off (or with ACLs) does.
+test_a_pipeline_whose_topic_does_not_exist_fails_after_a_grace_and_stops_all() {
+    trap 'broker_ctl topic-error reviews-missing-topic NO_ERROR >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
+    fresh_schema f_notopic
+    fresh_topics notopic
+    register_apps "$APP"
+    TOPIC_REVIEWS=reviews-missing-topic
+    broker_ctl topic-error "$TOPIC_REVIEWS" UNKNOWN_TOPIC_OR_PART >/dev/null
+    svc_start notopic1
+    local t0 elapsed
+    t0=$(now_ms)
+    wait_for_log notopic1 "\\[reviews\\].*$TOPIC_REVIEWS.*(does not exist|Unknown topic)" 1 20
+    # The other pipelines work meanwhile.
+    gen_network_metric "$(new_uuid)" | produce "$TOPIC_NETWORK_METRICS"
+    wait_for_sql "SELECT count(*) FROM network_metrics" 1
+    # A topic may be created moments after the service starts: not at once.
+    sleep 10
+    assert_alive notopic1
+    svc_wait notopic1 60
+    elapsed=$(($(now_ms) - t0))
+    assert_eq 1 "$SVC_RC" "exit status"
+    [ "$elapsed" -ge 25000 ] || fail "failed after $elapsed ms: no grace for a topic being created"
+    local log
+    log=$(cat "$WORK/notopic1.log")
+    assert_contains "$log" "error [reviews] pipeline failed: Kafka consumer error: topic $TOPIC_REVIEWS does not exist" "the ERROR names the topic"
+    assert_contains "$log" "pipeline reviews failed" "the supervisor names the pipeline"
+    assert_contains "$log" "[app-stats] pipeline stopped result=clean"
+    assert_contains "$log" "[network-metrics] pipeline stopped result=clean"
+    assert_contains "$log" "stopped exit=1"
+    no_sanitizer_report "$WORK/notopic1.log"
+}
+
+test_a_topic_created_during_the_grace_is_consumed() {
+    trap 'broker_ctl topic-error reviews-late-topic NO_ERROR >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
+    fresh_schema f_latetopic
+    fresh_topics latetopic
+    register_apps "$APP"
+    TOPIC_REVIEWS=reviews-late-topic
+    broker_ctl topic-error "$TOPIC_REVIEWS" UNKNOWN_TOPIC_OR_PART >/dev/null
+    svc_start late1 STORAGE_PIPELINES=reviews
+    wait_for_log late1 "\\[reviews\\].*$TOPIC_REVIEWS.*(does not exist|Unknown topic)" 1 20
+    # "Created" now: the broker knows it from here on.
+    broker_ctl topic-error "$TOPIC_REVIEWS" NO_ERROR >/dev/null
+    gen_reviews 0 20 | produce "$TOPIC_REVIEWS"
+    wait_for_sql "SELECT count(*) FROM reviews" 20 40
+    sleep 25 # past the grace
+    assert_alive late1
+    svc_stop late1
+    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+    assert_eq 0 "$(log_count late1 'pipeline failed')" "failures"
+}
+
+test_a_pipeline_not_authorized_to_read_its_topic_fails_and_stops_all() {
+    trap 'broker_ctl topic-error reviews-denied-topic NO_ERROR >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
+    fresh_schema f_topicacl
+    fresh_topics topicacl
+    register_apps "$APP"
+    TOPIC_REVIEWS=reviews-denied-topic
+    broker_ctl topic-create "$TOPIC_REVIEWS" 3 >/dev/null
+    broker_ctl topic-error "$TOPIC_REVIEWS" TOPIC_AUTHORIZATION_FAILED >/dev/null
+    svc_start topicacl1
+    svc_wait topicacl1 30
+    assert_eq 1 "$SVC_RC" "exit status"
+    local log
+    log=$(cat "$WORK/topicacl1.log")
+    assert_contains "$log" "error [reviews] pipeline failed: Kafka consumer error: not authorized to read topic $TOPIC_REVIEWS" "the ERROR names the topic"
+    assert_contains "$log" "pipeline reviews failed" "the supervisor names the pipeline"
+    assert_contains "$log" "[app-stats] pipeline stopped result=clean"
+    assert_contains "$log" "stopped exit=1"
+    no_sanitizer_report "$WORK/topicacl1.log"
+}
+
+test_a_pipeline_not_authorized_for_its_group_fails_and_stops_all() {
+    trap 'broker_ctl clear-request-errors FindCoordinator >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
+    fresh_schema f_groupacl
+    fresh_topics groupacl
+    register_apps "$APP"
+    # A broker answers every FindCoordinator of a group the client may not
+    # use with GROUP_AUTHORIZATION_FAILED; a few answers are enough here (the
+    # first one decides). Nothing else may ask for a coordinator meanwhile:
+    # one pipeline only, and no `committed` queries.
+    broker_ctl request-errors FindCoordinator GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED \
+        GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED >/dev/null
+    svc_start groupacl1 STORAGE_PIPELINES=reviews
+    svc_wait groupacl1 30
+    broker_ctl clear-request-errors FindCoordinator >/dev/null
+    assert_eq 1 "$SVC_RC" "exit status"
+    local log
+    log=$(cat "$WORK/groupacl1.log")
+    assert_contains "$log" "error [reviews] pipeline failed: Kafka consumer error: not authorized to use consumer group $GROUP_PREFIX.reviews (topic $TOPIC_REVIEWS)" "the ERROR names the group and the topic"
+    assert_contains "$log" "pipeline reviews failed" "the supervisor names the pipeline"
+    assert_contains "$log" "stopped exit=1"
+    no_sanitizer_report "$WORK/groupacl1.log"
 }
 
 # SPEC 2: a reviews burst must not delay a network-metrics message: each is

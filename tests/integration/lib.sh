@@ -313,3 +313,30 @@ wait_all_committed() { # group topic [seconds]
         wait_committed "$1" "$2" "$p" "$hw" "${3:-30}"
     done
 }
+
+# Hold an EXCLUSIVE lock on TABLE in a separate session (application_name
+# faults-locker) until release_lock: the service's next INSERT into it blocks
+# mid-batch, so a fault can be timed inside a batch deterministically.
+hold_lock() { # table
+    PGAPPNAME=faults-locker psql "$DB" -X -q -v ON_ERROR_STOP=1 \
+        -c "BEGIN" -c "LOCK TABLE $1 IN EXCLUSIVE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+    LOCKER_PID=$!
+    wait_for_sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                   WHERE a.application_name = 'faults-locker' AND l.granted AND l.mode = 'ExclusiveLock'
+                     AND l.relation = '$1'::regclass" 1 10
+}
+
+# Wait until a storage-consumer session waits for a lock (its batch is stuck
+# in the middle, behind hold_lock).
+wait_for_blocked_batch() {
+    wait_for_sql "SELECT count(*) FROM pg_stat_activity
+                   WHERE application_name = 'storage-consumer' AND wait_event_type = 'Lock'" 1 30
+}
+
+# End hold_lock's session (nothing when no lock is held).
+release_lock() {
+    [ -n "${LOCKER_PID:-}" ] || return 0
+    sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'faults-locker'" >/dev/null || true
+    wait "$LOCKER_PID" 2>/dev/null || true
+    LOCKER_PID=
+}

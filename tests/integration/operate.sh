@@ -43,6 +43,7 @@ begin_test() { # name
 
 end_test() {
     local rc=$? name
+    release_lock
     end_services "$rc"
     if [ "$rc" -ne 0 ]; then
         for name in $OPS; do
@@ -338,6 +339,62 @@ test_replay_to_earliest_reprocesses_only_that_pipeline() {
         cmp -s "$WORK/earliest-$t.before" "$WORK/earliest-$t.after" ||
             fail "$t changed by the replay: $(diff "$WORK/earliest-$t.before" "$WORK/earliest-$t.after" | head -10)"
     done
+}
+
+# The operator's manual: stop the service, replay, start it again. The stop
+# is signalled while a batch is still being written (the table is locked), so
+# the service is still in the group when the replay joins it, and the group's
+# first answer gives the replay nothing: the replay waits for the stopping
+# member to leave instead of refusing. The restarted service reads the topic
+# again from the start: every row is already stored, so each is skipped.
+test_stop_replay_start_reads_the_topic_again_from_the_start() {
+    begin_test flow
+    register_apps com.example.flow
+    local p i
+    for p in 0 1 2; do
+        for i in 1 2 3 4 5 6; do review com.example.flow "f-$p-$i" "$i" "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p $p
+    done
+    start_service first STORAGE_PIPELINES=reviews
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    # A last review, whose batch is in flight when the stop comes.
+    hold_lock reviews
+    review com.example.flow f-late 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
+    wait_for_blocked_batch
+
+    # Stop, then replay at once.
+    kill -TERM "$(service_pid "$(svc first)")"
+    OPS="$OPS replay"
+    local vars t0 elapsed replay_pid rc=0
+    mapfile -t vars < <(service_env replay)
+    t0=$(date +%s%N)
+    env "${vars[@]}" timeout 120 "$BIN" replay reviews --to earliest \
+        >"$WORK/$(svc replay).out" 2>"$WORK/$(svc replay).err" &
+    replay_pid=$!
+    # The batch ends once the group has answered the replay (or the replay
+    # gave up): the stopping service is then still a member.
+    for i in $(seq 1 300); do
+        grep -q "of the 3 partitions\|of 3 partitions" "$WORK/$(svc replay).out" "$WORK/$(svc replay).err" && break
+        kill -0 "$replay_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    release_lock
+    wait "$replay_pid" || rc=$?
+    elapsed=$((($(date +%s%N) - t0) / 1000000))
+    [ "$rc" = 0 ] || fail "replay exited $rc: $(out replay) $(err replay)"
+    # Two session timeouts (6 s) and 10 s: the stopping member leaves, and the
+    # group answers again.
+    [ "$elapsed" -lt 22000 ] || fail "the replay took $elapsed ms"
+    assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions: 19 messages to read" "summary"
+    assert_eq 0 "$(service_wait "$(svc first)" 30)" "exit status of the stopped service"
+    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
+
+    # Start: everything is read again, and skipped.
+    start_service again STORAGE_PIPELINES=reviews
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 60
+    stop_clean again
+    assert_eq "19 0 0 19" "$(batch_sum again reviews size) $(batch_sum again reviews inserted) $(batch_sum again reviews updated) $(batch_sum again reviews skipped)" \
+        "reviews batch lines after the replay: size inserted updated skipped"
+    assert_eq "19 19" "$(sql "SELECT count(*) || ' ' || count(DISTINCT review_id) FROM reviews")" "reviews stored once each"
 }
 
 test_replay_refuses_while_the_group_has_active_members() {

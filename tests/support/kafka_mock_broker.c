@@ -476,6 +476,31 @@ static void cmd_clear_request_errors(server_t *srv, int argc, char **argv, reply
     reply_ok(r);
 }
 
+/*
+ * The error every Metadata response gives for TOPIC from now on (NO_ERROR
+ * clears it): UNKNOWN_TOPIC_OR_PART makes clients see no such topic (no
+ * partitions), TOPIC_AUTHORIZATION_FAILED a topic they may not read.  Only
+ * Metadata carries it in the 2.0.2 mock (Fetch and the group APIs do not),
+ * which is how a broker reports both conditions to a consumer.  The mock
+ * creates TOPIC first (with its default partition count) if it does not
+ * exist, so a name nobody created yet can be made "unknown" before a client
+ * asks for it (and auto-creates it).
+ */
+static void cmd_topic_error(server_t *srv, int argc, char **argv, reply_t *r) {
+    rd_kafka_resp_err_t err;
+
+    (void)argc;
+    if (!arg_topic(argv[1], r) || !err_parse(argv[2], &err, r))
+        return;
+    if (err == RD_KAFKA_RESP_ERR__TRANSPORT) {
+        reply_errorf(r, "a topic error must be a broker error code, not _TRANSPORT");
+        return;
+    }
+    /* Returns nothing: the mock thread applies it before answering. */
+    rd_kafka_mock_topic_set_error(srv->mcluster, argv[1], err);
+    reply_ok(r);
+}
+
 /* Beware: the mock creates an unknown TOPIC (PARTITION+1 partitions) rather
  * than failing; checking first would need a working broker, which tests that
  * move leaders while brokers are down may not have. */
@@ -671,6 +696,7 @@ static const command_t commands[] = {
     {"ping", 0, 0, cmd_ping, "ping"},
     {"bootstrap", 0, 0, cmd_bootstrap, "bootstrap"},
     {"topic-create", 2, 2, cmd_topic_create, "topic-create NAME PARTITIONS"},
+    {"topic-error", 2, 2, cmd_topic_error, "topic-error NAME ERR"},
     {"broker-down", 1, 1, cmd_broker_down, "broker-down ID|-1"},
     {"broker-up", 1, 1, cmd_broker_up, "broker-up ID|-1"},
     {"broker-rtt", 2, 2, cmd_broker_rtt, "broker-rtt ID|-1 MS"},
