@@ -42,6 +42,10 @@ struct consumer {
      * comes right after a revocation, which is followed by a rejoin. */
     bool hold;
     bool rejoin_follows;
+    /* Inside consumer_close: a commit in the revoke callback gets only part
+     * of the close's share of the shutdown budget (SETTINGS_STOP_CLOSE_MS);
+     * the stop's own commit already had a full commit timeout. */
+    bool closing;
     int64_t hold_since_ms;
     /* The cluster said the topic does not exist at this time (0: it exists
      * as far as we know); asked again at topic_check_ms. */
@@ -111,7 +115,8 @@ static void commit_revoked(consumer_t *c, const rd_kafka_topic_partition_list_t 
     }
     if (offsets->cnt > 0) {
         char err[512];
-        if (send_commit(c, offsets, c->settings->commit_timeout_ms, err, sizeof err) == 0)
+        int timeout = c->closing ? SETTINGS_STOP_CLOSE_MS / 2 : c->settings->commit_timeout_ms;
+        if (send_commit(c, offsets, timeout, err, sizeof err) == 0)
             LOG_INFO(c->def->name, "offsets of %d revoked partition(s) committed before giving them up",
                      offsets->cnt);
         else
@@ -669,6 +674,7 @@ void consumer_close(consumer_t *c)
     }
     /* Close before destroy: leaves the group so the broker rebalances at
      * once instead of after a session timeout. */
+    c->closing = true;
     rd_kafka_resp_err_t e = rd_kafka_consumer_close(c->rk);
     if (e) LOG_WARN(c->def->name, "consumer close: %s", rd_kafka_err2str(e));
     rd_kafka_destroy(c->rk);
