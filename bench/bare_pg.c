@@ -23,7 +23,7 @@
  *
  * The SQL is written here with libpq, independently of src/pg/store.c, so the
  * baseline does not move when the service's store changes; the conflict
- * clause is the reviews upsert of SPEC 4 / src/core/pipeline.c, and the
+ * clause is the reviews upsert of DESIGN.md: Tables and natural keys / src/core/pipeline.c, and the
  * program says so loudly if the two ever differ.
  *
  * Output: one line per pass on stdout, "key=value" pairs:
@@ -60,7 +60,7 @@ static const char *const COLUMNS[] = {"review_id",      "user_name",  "content",
     "application_id, review_id, user_name, content, score, thumbs_up_count, app_version, "     \
     "reviewed_at, reply_content, replied_at, last_synced_at"
 
-/* SPEC 4, the reviews upsert: keep in step with src/core/pipeline.c. */
+/* DESIGN.md: Tables and natural keys, the reviews upsert: keep in step with src/core/pipeline.c. */
 static const char CONFLICT_SQL[] =
     "ON CONFLICT (review_id) DO UPDATE SET "
     "thumbs_up_count = EXCLUDED.thumbs_up_count, score = EXCLUDED.score, "
@@ -296,7 +296,7 @@ int main(int argc, char **argv)
 
     PGconn *c = PQconnectdb(argv[1]);
     if (PQstatus(c) != CONNECTION_OK) die("connect: %s", PQerrorMessage(c));
-    /* Same session settings as the service (SPEC 9a). */
+    /* Same session settings as the service (DESIGN.md: Errors). */
     exec_ok(c, "SET synchronous_commit = on");
     exec_ok(c, "SET client_encoding = 'UTF8'");
     PGresult *res = expect(c, PQexec(c, "SELECT pg_backend_pid()"), PGRES_TUPLES_OK, "backend pid");

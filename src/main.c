@@ -19,7 +19,7 @@
 #define STORAGE_VERSION "0.1.0"
 #endif
 
-/* Exit codes (SPEC 13). */
+/* Exit codes (DESIGN.md: Supervisor, health, shutdown). */
 enum { EXIT_CLEAN = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 extern char **environ;

@@ -1,5 +1,5 @@
 /* settings — the environment, parsed once at start-up into an immutable
- * structure (SPEC 10, 13).
+ * structure (DESIGN.md: Settings and budgets; Operations).
  *
  * Every invalid value stops start-up with a message that names the variable
  * and the value (never the value of a secret), never hours later mid-batch. After settings_load returns,

@@ -1,5 +1,5 @@
 /* supervisor — one thread per pipeline, signals, heartbeats, exit code
- * (SPEC 11).
+ * (DESIGN.md: Supervisor, health, shutdown).
  *
  * A half-alive process is a dead process: if any pipeline fails, all stop
  * and the process exits 1 so the orchestrator restarts it. On SIGTERM or

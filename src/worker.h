@@ -1,4 +1,4 @@
-/* worker — the batch loop of one pipeline (SPEC 3): poll → decode → resolve
+/* worker — the batch loop of one pipeline (DESIGN.md: The batch loop): poll → decode → resolve
  * → de-duplicate → write → database COMMIT → offset commit → one log line.
  *
  * It talks to its consumer and its store through the small interfaces

@@ -1,4 +1,4 @@
-/* decode — one Kafka record value to a typed event or a rejection (SPEC 5).
+/* decode — one Kafka record value to a typed event or a rejection (DESIGN.md: The message contract).
  *
  * Validation happens here, with the database's own limits, because the batch
  * is one transaction: one out-of-range value reaching SQL would abort it and

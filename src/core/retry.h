@@ -1,4 +1,4 @@
-/* retry — error class → action, and the back-off schedule (SPEC 8).
+/* retry — error class → action, and the back-off schedule (DESIGN.md: Errors).
  *
  * Three classes, decided here so the rule is unit-tested without a server:
  * transient errors retry the same batch (never dead-letter healthy data

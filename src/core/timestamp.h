@@ -1,4 +1,4 @@
-/* timestamp — ISO 8601 strings of the message contract (SPEC 5) to exact UTC
+/* timestamp — ISO 8601 strings of the message contract (DESIGN.md: The message contract) to exact UTC
  * microseconds, and back to the text PostgreSQL reads.
  *
  * Accepted: YYYY-MM-DDTHH:MM:SS[.f{1,6}][Z|±HH:MM|±HHMM]. A time without an

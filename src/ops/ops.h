@@ -1,4 +1,4 @@
-/* ops — the operator's one-shot commands (SPEC 12, 13). Each takes the
+/* ops — the operator's one-shot commands (DESIGN.md: Operations). Each takes the
  * validated settings and the command's own arguments (argv[0] is the
  * command name), prints its result on stdout, and returns the exit code:
  * 0 success, 1 a runtime failure (or, for verify, a broken stage), 2 a usage

@@ -1,8 +1,8 @@
 /* replay — move one pipeline's consumer group to earliest, latest or a point
- * in time, so its topic is read again (or skipped) from there (SPEC 12).
+ * in time, so its topic is read again (or skipped) from there (DESIGN.md: Operations).
  *
  * Only that pipeline's group moves: replaying reviews must not reprocess
- * app-stats. Idempotency (SPEC 4) makes re-reading safe.
+ * app-stats. Idempotency (DESIGN.md: Tables and natural keys) makes re-reading safe.
  *
  * How: the replay joins the group itself (a consumer with the group's id,
  * subscribed to the pipeline's topic), commits the target offsets as a

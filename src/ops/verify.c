@@ -1,4 +1,4 @@
-/* verify — is this deployment storing what it is sent? (SPEC 12)
+/* verify — is this deployment storing what it is sent? (DESIGN.md: Operations)
  *
  * Checked stage by stage, in the order a message travels, one line per
  * stage on stdout:
@@ -26,7 +26,7 @@
  *                 was recreated: the group will reset); or, with --max-lag N,
  *                 a group's total lag exceeds N
  * and a warning when it works but deserves a look: a partition count other
- * than the 3 topics are created with (SPEC 2), migrations applied that this
+ * than the 3 topics are created with (DESIGN.md: Architecture), migrations applied that this
  * binary does not know (a newer version migrated the database), dead letters
  * present, a lag above 0. An empty topic is not broken: nothing was sent yet.
  *
@@ -59,7 +59,7 @@ enum { VERIFY_EXIT_HEALTHY = 0, VERIFY_EXIT_BROKEN = 1, VERIFY_EXIT_USAGE = 2 };
 #define VERIFY_KAFKA_TIMEOUT_MS 10000
 /* count(*) of a large table may take a while; a verify must still end. */
 #define VERIFY_STATEMENT_TIMEOUT_MS 60000
-/* SPEC 2: topics are created with 3 partitions. */
+/* DESIGN.md: Architecture: topics are created with 3 partitions. */
 #define VERIFY_EXPECTED_PARTITIONS 3
 #define VERIFY_DETAIL_MAX 4096
 

@@ -1,4 +1,4 @@
-/* migrate — the schema storage-consumer owns (SPEC 9).
+/* migrate — the schema storage-consumer owns (DESIGN.md: Migrations).
  *
  * The numbered files of migrations/ are compiled into the binary. They are
  * applied in order inside one transaction that holds an advisory lock, so

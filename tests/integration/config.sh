@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --env-file, JSON logs, and secrets kept out of logs (SPEC 10, 13).
+# --env-file, JSON logs, and secrets kept out of logs (DESIGN.md: Settings and budgets; Operations).
 . "$(dirname "$0")/lib.sh"
 
 pg_start

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `storage-consumer dead-letters list|show|redrive` (SPEC 6, 12, 13) against a
+# `storage-consumer dead-letters list|show|redrive` (DESIGN.md: Dead letters; Operations) against a
 # real PostgreSQL, the sanitizer build. One test goes through the running
 # service and the Kafka-protocol broker (a real dead letter, then a redrive);
 # the others write dead letters with SQL, exactly as the store writes them.
@@ -501,7 +501,7 @@ test_list_counts_by_pipeline_and_error_type() {
 }
 
 # ---------------------------------------------------------------------------
-# Interface: help, usage errors, runtime failures (SPEC 13 exit codes).
+# Interface: help, usage errors, runtime failures (DESIGN.md: Operations exit codes).
 
 test_help_exits_0_and_usage_errors_exit_2() {
     begin_test usage

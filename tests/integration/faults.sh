@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Faults against the running service (SPEC 3, 8, 11, 13): PostgreSQL
+# Faults against the running service (DESIGN.md: The batch loop; Errors; Supervisor, health, shutdown; Operations): PostgreSQL
 # restarted or down mid-ingest, kill -9 between the database commit and the
 # offset commit, failing offset commits, SIGTERM mid-batch, one failed
 # pipeline stopping the others, and network-metrics latency during a reviews
@@ -177,7 +177,7 @@ broker_start
 # shellcheck disable=SC2034 # read by lib.sh's cleanup_suite
 SUITE_CLEANUP=suite_cleanup_faults
 
-# SPEC 8: a server restart is transient: the same batch is retried after a
+# DESIGN.md: Errors: a server restart is transient: the same batch is retried after a
 # back-off and a reconnect, never dead-lettered, and the process stays up.
 test_a_postgres_restart_mid_ingest_is_retried_without_loss_or_duplicates() {
     trap cleanup_test_processes EXIT
@@ -220,7 +220,7 @@ test_a_postgres_restart_mid_ingest_is_retried_without_loss_or_duplicates() {
     assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
 }
 
-# SPEC 3: a crash after the DB commit, before the Kafka commit, redelivers the
+# DESIGN.md: The batch loop: a crash after the DB commit, before the Kafka commit, redelivers the
 # batch; ON CONFLICT makes it a no-op, reported as skipped.
 test_a_kill_between_db_commit_and_offset_commit_redelivers_the_batch_as_skipped() {
     trap cleanup_test_processes EXIT
@@ -257,7 +257,7 @@ test_a_kill_between_db_commit_and_offset_commit_redelivers_the_batch_as_skipped(
     [ "$(review_batches kill2 | grep -cE ' skipped=[1-9]')" -gt 0 ] || fail "no batch line reports skipped rows"
 }
 
-# SPEC 3: a failed offset commit is a warning (the rows are durable) and the
+# DESIGN.md: The batch loop: a failed offset commit is a warning (the rows are durable) and the
 # pipeline goes on; commit_failure_limit failures in a row are a livelock:
 # exit 1.
 test_failing_offset_commits_warn_then_a_commit_livelock_exits_1() {
@@ -393,7 +393,7 @@ SQL
     assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
 }
 
-# SPEC 11: SIGTERM is seen at a poll boundary; the in-flight batch is
+# DESIGN.md: Supervisor, health, shutdown: SIGTERM is seen at a poll boundary; the in-flight batch is
 # finished and committed, and the process exits 0 within the timeout.
 test_sigterm_mid_batch_commits_the_batch_and_exits_0() {
     trap cleanup_test_processes EXIT
@@ -470,7 +470,7 @@ test_sigterm_mid_batch_commits_the_batch_and_exits_0() {
     assert_eq "3000 3000" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
 }
 
-# SPEC 1 (guarantee 4) and 11: one failed pipeline stops all of them and the
+# DESIGN.md: Guarantees (guarantee 4) and 11: one failed pipeline stops all of them and the
 # process exits 1, naming the failed pipeline.
 test_a_failed_pipeline_stops_the_others_and_exits_1() {
     trap cleanup_test_processes EXIT
@@ -598,7 +598,7 @@ test_a_pipeline_not_authorized_for_its_group_fails_and_stops_all() {
     no_sanitizer_report "$WORK/groupacl1.log"
 }
 
-# SPEC 2: a reviews burst must not delay a network-metrics message: each is
+# DESIGN.md: Architecture: a reviews burst must not delay a network-metrics message: each is
 # stored within 1 s while 100,000 reviews are being ingested.
 test_network_metrics_stored_within_1s_during_a_100k_reviews_ingest() {
     trap cleanup_test_processes EXIT
@@ -636,7 +636,7 @@ test_network_metrics_stored_within_1s_during_a_100k_reviews_ingest() {
     assert_eq 0 "$SVC_RC" "exit status"
 }
 
-# SPEC 8: retries exhausted is fatal (exit 1); the restarted process resumes
+# DESIGN.md: Errors: retries exhausted is fatal (exit 1); the restarted process resumes
 # from the committed offsets and nothing is lost.
 test_postgres_down_longer_than_the_retries_exits_1_then_resumes_without_loss() {
     trap cleanup_test_processes EXIT
@@ -670,7 +670,7 @@ test_postgres_down_longer_than_the_retries_exits_1_then_resumes_without_loss() {
     assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
 }
 
-# SPEC 8: a stop request interrupts the back-off; the batch stays
+# DESIGN.md: Errors: a stop request interrupts the back-off; the batch stays
 # uncommitted and comes back to the next process.
 test_sigterm_interrupts_the_database_back_off() {
     trap cleanup_test_processes EXIT
@@ -781,7 +781,7 @@ test_a_commit_waiting_for_a_synchronous_standby_is_cancelled_by_the_client_deadl
     assert_eq "200 200" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
 }
 
-# SPEC 8: with every broker down a synchronous commit can block for minutes;
+# DESIGN.md: Errors: with every broker down a synchronous commit can block for minutes;
 # the commit has a deadline of its own and its failure counts.
 test_an_offset_commit_with_every_broker_down_fails_within_the_commit_timeout() {
     trap 'broker_ctl broker-up -1 >/dev/null 2>&1 || true; cleanup_test_processes' EXIT

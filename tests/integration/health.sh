@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Heartbeats, `storage-consumer health` and scripts/healthcheck.sh (SPEC 11).
+# Heartbeats, `storage-consumer health` and scripts/healthcheck.sh (DESIGN.md: Supervisor, health, shutdown).
 . "$(dirname "$0")/lib.sh"
 
 pg_start

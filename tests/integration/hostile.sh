@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hostile input (SPEC 5, 6, 8): the corpus of tests/hostile (bad records, and
+# Hostile input (DESIGN.md: The message contract; Dead letters; Errors): the corpus of tests/hostile (bad records, and
 # tricky records that are valid) against the running service, the sanitizer
 # build.
 #
@@ -452,7 +452,7 @@ test_dead_letters_keep_payload_key_size_and_timestamp_byte_exact() {
         "dead letters that are not byte-exact"
 }
 
-# SPEC 5: error_detail names the field and the problem. The manifest's note
+# DESIGN.md: The message contract: error_detail names the field and the problem. The manifest's note
 # of a field error starts with the field's name.
 test_field_errors_name_the_field_in_error_detail() {
     use_shared_run

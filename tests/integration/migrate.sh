@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `storage-consumer migrate` against a real PostgreSQL 15 (SPEC 4 and 9): the
+# `storage-consumer migrate` against a real PostgreSQL 15 (DESIGN.md: Tables and natural keys; Migrations): the
 # schema it creates, idempotence, the pre-flight for the App API's table, two
 # instances racing, edited migrations, all-or-nothing failure, no password in
 # its errors, and settings validated before the database is touched.
@@ -10,7 +10,7 @@
 
 pg_start
 
-# The tables storage-consumer owns (SPEC 4) and its tracking table (SPEC 9).
+# The tables storage-consumer owns (DESIGN.md: Tables and natural keys) and its tracking table (DESIGN.md: Migrations).
 OWN_TABLES="app_stats reviews network_metrics dead_letter_events storage_consumer_migrations"
 DATA_TABLES="app_stats reviews network_metrics"
 MIGRATION_NAMES="0001_app_stats.sql
@@ -76,8 +76,8 @@ columns_of() { # table
           ORDER BY c.ordinal_position"
 }
 
-# Every column SPEC 4 defines for TABLE must exist exactly as written there.
-# SPEC 4: "the migrations may add more, never fewer" — extra columns are
+# Every column DESIGN.md: Tables and natural keys defines for TABLE must exist exactly as written there.
+# DESIGN.md: Tables and natural keys: "the migrations may add more, never fewer" — extra columns are
 # allowed, a missing or different one is not.
 assert_columns() { # table expected-lines
     local table=$1 expected=$2 actual line
@@ -111,8 +111,8 @@ assert_unique_key() { # table sorted-comma-columns
     grep -qxF -- "$2" <<<"$keys" || fail "$1: no UNIQUE key on ($2); unique keys: [$keys]"
 }
 
-# SPEC 4's column definitions, written out here on purpose (not derived from
-# the migration files): a migration that drifts from the SPEC must fail.
+# DESIGN.md: Tables and natural keys's column definitions, written out here on purpose (not derived from
+# the migration files): a migration that drifts from the design must fail.
 SPEC_APP_STATS="id bigint NOT NULL DEFAULT nextval('app_stats_id_seq'::regclass)
 application_id bigint NOT NULL
 crawled_at timestamp with time zone NOT NULL
@@ -190,7 +190,7 @@ test_fresh_apply_creates_the_spec_schema() {
             "$t: primary key"
     done
 
-    # The natural keys every INSERT ... ON CONFLICT names (SPEC 4).
+    # The natural keys every INSERT ... ON CONFLICT names (DESIGN.md: Tables and natural keys).
     assert_unique_key app_stats "application_id,crawled_at"
     assert_unique_key reviews "review_id"
     assert_unique_key network_metrics "analysis_id"
@@ -208,7 +208,7 @@ test_fresh_apply_creates_the_spec_schema() {
             "$t: foreign key"
         assert_eq 1 "$(sql "SELECT count(*) FROM pg_constraint WHERE conrelid = '$t'::regclass AND contype = 'f'")" \
             "$t: number of foreign keys"
-        # PostgreSQL does not index foreign keys by itself (SPEC 4).
+        # PostgreSQL does not index foreign keys by itself (DESIGN.md: Tables and natural keys).
         local idx
         idx=$(sql "SELECT count(*)
                      FROM pg_index i
@@ -219,7 +219,7 @@ test_fresh_apply_creates_the_spec_schema() {
     done
 
     # The tracking table: one row per file, in order, each with the md5 of the
-    # file (SPEC 9: so an operator can recompute it and an edit is detected).
+    # file (DESIGN.md: Migrations: so an operator can recompute it and an edit is detected).
     assert_eq "$MIGRATION_NAMES" "$(sql "SELECT name FROM storage_consumer_migrations ORDER BY name")" \
         "applied migrations"
     assert_eq 5 "$(sql "SELECT count(*) FROM storage_consumer_migrations WHERE checksum ~ '^[0-9a-f]{32}\$'")" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The operator's commands (SPEC 12, 13): `storage-consumer verify`, which
+# The operator's commands (DESIGN.md: Operations): `storage-consumer verify`, which
 # checks a deployment stage by stage, and `storage-consumer replay`, which
 # resets one pipeline's consumer group. Run against the suite's PostgreSQL and
 # the Kafka-protocol broker, with the real service (sanitizer build) ingesting

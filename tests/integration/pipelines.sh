@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The three pipelines end to end (SPEC 3-8): the real service (sanitizer
+# The three pipelines end to end (DESIGN.md: The batch loop; Errors): the real service (sanitizer
 # build) against the suite's PostgreSQL and the Kafka-protocol broker.
 #
 # Every test has its own database (fresh_schema), topics and consumer groups
@@ -61,7 +61,7 @@ batch_lines() { # name pipeline
 # SQL with timestamps shown in UTC, whatever the database's time zone.
 usql() { PGTZ=UTC sql "$1"; }
 
-# SPEC 6 log volume, batch by batch: the first 5 dead letters of a batch in
+# DESIGN.md: Dead letters log volume, batch by batch: the first 5 dead letters of a batch in
 # detail, then (only if there were more) one summary line with their total.
 assert_dead_letter_logging() { # name pipeline
     local problems
@@ -691,7 +691,7 @@ test_two_processes_share_the_partitions_and_store_each_review_once() {
     assert_burst_stored_once_by one two
 }
 
-# Scaling out during a burst (SPEC 12): the busy member keeps going while the
+# Scaling out during a burst (DESIGN.md: Operations): the busy member keeps going while the
 # group rebalances (its commits fail with REBALANCE_IN_PROGRESS meanwhile),
 # neither process fails, and every review is stored once.
 test_a_member_joining_mid_burst_takes_partitions_without_failing_the_busy_one() {

@@ -1,4 +1,4 @@
-/* Unit tests of the message contract (SPEC 5): decode_record turns one Kafka
+/* Unit tests of the message contract (DESIGN.md: The message contract): decode_record turns one Kafka
  * record value into the column texts PostgreSQL reads, or rejects it with a
  * stable error_type and a detail naming the field.
  *
@@ -690,7 +690,7 @@ static void empty_object_is_missing_package_name(void **state)
 static void camel_case_legacy_message_is_missing_field(void **state)
 {
     (void)state;
-    /* SPEC 12: raw camelCase scraper output goes to the dead letters. */
+    /* DESIGN.md: Operations: raw camelCase scraper output goes to the dead letters. */
     expect_reject(REV,
                   only("package_name", "\"com.example.app\"", "reviewId", "\"gp:1\"", "score", "5",
                        "thumbsUpCount", "3", "at", "\"2026-11-29T12:00:00\"", NULL),

@@ -1,4 +1,4 @@
-/* Unit tests of core/retry: the three error classes of SPEC 8 and the
+/* Unit tests of core/retry: the three error classes of DESIGN.md: Errors and the
  * back-off schedule. A transient error must never dead-letter healthy data;
  * a data error must never stall a partition; anything else stops the
  * process. */

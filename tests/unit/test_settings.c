@@ -1,4 +1,4 @@
-/* Unit tests of settings_load (SPEC 10, 13): defaults, precedence, and every
+/* Unit tests of settings_load (DESIGN.md: Settings and budgets; Operations): defaults, precedence, and every
  * invalid value stopping start-up with a message that names the variable.
  * The environment is always an explicit envp array: the process environment
  * is never read or touched. LeakSanitizer checks settings_free at exit. */

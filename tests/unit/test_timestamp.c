@@ -1,5 +1,5 @@
 /* Unit tests of core/timestamp: ISO 8601 text of the message contract to exact
- * UTC microseconds, and back to the text PostgreSQL reads (SPEC 5). */
+ * UTC microseconds, and back to the text PostgreSQL reads (DESIGN.md: The message contract). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

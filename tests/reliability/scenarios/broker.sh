@@ -1,4 +1,4 @@
-# Broker faults through the mock cluster's control channel (SPEC 3, 8, 13):
+# Broker faults through the mock cluster's control channel (DESIGN.md: The batch loop; Errors; Operations):
 # brokers down, leaders moving or missing, the group coordinator moving,
 # request errors on Fetch and OffsetCommit, latency, and retention dropping
 # records nobody stored.
@@ -59,10 +59,10 @@ scenario_brokers_all_down() {
     # Down for 6 s in all: longer than the commit deadline, several times.
     sleep "$(awk -v t="$(($(ts_ms) - t0))" 'BEGIN {r = (6000 - t) / 1000; printf "%.1f", (r > 0 ? r : 0)}')"
     bctl broker-up -1 >/dev/null
-    # SPEC 3: each batch stored during the outage makes one commit that
+    # DESIGN.md: The batch loop: each batch stored during the outage makes one commit that
     # gives up at the deadline; STORAGE_COMMIT_FAILURE_LIMIT (5) of them in a
     # row are a livelock and exit 1. Fewer: the process stays up. Either is
-    # what the SPEC promises; anything else is not.
+    # what the design promises; anything else is not.
     local failures outcome
     failures=$(grep -cE '\[reviews\] offset commit failed \(' "$SW/s1.log" || true)
     # A failed pipeline takes a moment to stop the others and exit.
@@ -73,7 +73,7 @@ scenario_brokers_all_down() {
     else
         local rc
         rc=$(svc_wait s1 5)
-        outcome="exit $rc after 5 commits timed out in a row (the SPEC's commit livelock)"
+        outcome="exit $rc after 5 commits timed out in a row (the commit livelock of DESIGN.md: The batch loop)"
         expect_eq "exit code after STORAGE_COMMIT_FAILURE_LIMIT commits failed in a row" 1 "$rc"
         expect_log s1 'commit livelock: 5 offset commits failed in a row, last: offset commit did not complete within 1000 ms' \
             "the exit names the commit livelock"
@@ -149,7 +149,7 @@ scenario_fetch_errors() {
     note "24 Fetch errors injected (8 kinds) mid-ingest: process stayed up"
 }
 
-# SPEC 3: a failed offset commit is a warning; commit_failure_limit (5)
+# DESIGN.md: The batch loop: a failed offset commit is a warning; commit_failure_limit (5)
 # failures in a row are a livelock, exit 1. REBALANCE_IN_PROGRESS is not
 # counted: a rebalance fails the pipeline only when it lasts longer than the
 # max poll interval (phase D). One record per batch, so each batch makes one

@@ -1,4 +1,4 @@
-# The dead-letter write itself failing (SPEC 6, 8): a dead letter the
+# The dead-letter write itself failing (DESIGN.md: Dead letters; Errors): a dead letter the
 # database refuses is fatal by design. The batch holding it must not be
 # committed (neither its rows nor its offsets), the process exits 1, and
 # once the cause is gone a restarted process stores everything.

@@ -1,4 +1,4 @@
-# Rebalances (SPEC 2, 11, 12): several processes with the same
+# Rebalances (DESIGN.md: Architecture; Supervisor, health, shutdown; Operations): several processes with the same
 # STORAGE_PIPELINES share the partitions; members join and leave mid-stream,
 # one leaves on SIGTERM while it holds a batch, one is frozen past its
 # session timeout and comes back as a zombie; a graceful stop under load
@@ -89,7 +89,7 @@ expect_final_batch_committed() { # name [lenient]
         fi
     done
     if [ "$n" = 0 ]; then
-        # SPEC 8: a stop request interrupts a back-off; the batch stays
+        # DESIGN.md: Errors: a stop request interrupts a back-off; the batch stays
         # uncommitted and is redelivered. That is the one excuse.
         if awk '/received Terminated/ {s = 1} s' "$SW/$1.log" | grep -q 'stop requested during the back-off'; then
             trace "$1's batch in flight was in a back-off at SIGTERM: left uncommitted, by design ($(awk '/received Terminated/ {s = 1} s' "$SW/$1.log" | grep -m1 -oE 'error="[^"]{0,60}'))"

@@ -1,4 +1,4 @@
-# PostgreSQL faults mid-ingest (SPEC 8): transient errors are retried on the
+# PostgreSQL faults mid-ingest (DESIGN.md: Errors): transient errors are retried on the
 # same batch, never dead-lettered, and the process stays up; a server down
 # longer than the retry schedule is fatal (exit 1) and the restarted process
 # loses nothing.
