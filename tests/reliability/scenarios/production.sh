@@ -331,7 +331,7 @@ prod_judge_resources() { # name
 scenario_production() {
     local t0
     t0=$(date +%s)
-    APPS=$PROD_APPS
+    APPS=$PROD_APPS # read by scenario_begin (lib.sh)
     scenario_begin production reviews app-stats network-metrics
     # Tolerances. RSS: a process of the default run sees one crawl, so its
     # application caches are still filling after warm-up: up to 10,040
@@ -470,18 +470,20 @@ prod_inputs() {
 }
 
 prod_broker_soak_note() {
-    local t p wm lows=""
-    for t in $(scenario_topics); do
+    local pipe p wm lows=""
+    for pipe in $PIPES; do
         for p in 0 1 2; do
-            wm=$(watermarks "$t" "$p")
-            [ "${wm%% *}" = 0 ] || lows="$lows ${t##*-}[$p]=${wm%% *}"
+            wm=$(watermarks "$(topic_of "$pipe")" "$p")
+            [ "${wm%% *}" = 0 ] || lows="$lows ${pipe}[$p]=${wm%% *}"
         done
     done
-    # Retention past 5 MiB drops the oldest records; the coordinates of
-    # every crawl were taken before that could happen, so a record dropped
-    # before it was stored is counted lost, and one never seen on the
-    # broker not_on_broker.
-    [ -n "$lows" ] && note "soak: the broker's retention moved the low watermarks ($lows) after their records were loaded into the model"
+    # Retention past 5 MiB drops the oldest records. The coordinates of
+    # every crawl were taken while the broker held it: a record dropped
+    # before it was stored is counted lost, and one dropped before it was
+    # located not_on_broker.
+    if [ -n "$lows" ]; then
+        note "soak: the broker's retention moved the low watermarks ($lows ) after locating every crawl"
+    fi
 }
 
 prod_report() { # t0
@@ -524,6 +526,8 @@ prod_report() { # t0
                             || ', database_rejected ' || sum(n) FILTER (WHERE what = 'justified_database_rejected')
                             || '; of apps registered when bound: ' || sum(n) FILTER (WHERE what = 'registered_dead_lettered')
                             || '; rows deleted with their app: ' || sum(n) FILTER (WHERE what = 'deleted_rows')
+                            || '; records superseded in their batch by a byte-identical twin the database then refused: '
+                            || sum(n) FILTER (WHERE what = 'twin_dead_lettered')
                      FROM rel.registry_verdict")
     retries=$(awk '{n += $1} END {print n + 0}' "$SW/hard_delete.retries")
     note "$(prod_crawls) crawls of $PROD_APPS apps in $(($(prod_crawls) * PROD_STEPS_PER_CRAWL)) steps, phases TTL ${PROD_TTLS[*]} s, kill -9 of ${PROD_KILLED:-?} mid-INSERT, PostgreSQL restarted under ${PROD_PG_RESTARTED_UNDER:-?}; $(($(date +%s) - $1)) s"
