@@ -5,18 +5,28 @@
 --   dl_found|offset_violations|unconsumed|not_on_broker|detail
 --
 -- published          records on the broker (rel.coord joined with rel.gen)
--- rows_expected      natural keys among the good records
+-- rows_expected      natural keys among the good records (of an app the
+--                    registry changed for: those stored, the others are
+--                    judged record by record, see "The registry" below)
 -- rows_found         rows in app_stats + reviews + network_metrics
 -- lost               expected rows missing + bad records without their dead
 --                    letter
 -- duplicated         rows beyond one per natural key, rows nobody published,
---                    dead letters of good records or of unknown coordinates
+--                    dead letters of good records (for a reason other than
+--                    the registry's: those count under wrong) or of unknown
+--                    coordinates
 -- wrong              rows that differ from the observation the model says
 --                    wins (reviews: the greatest last_synced_at), dead
---                    letters with the wrong error_type
+--                    letters with the wrong error_type, messages of apps
+--                    registered when their batch was bound dead-lettered as
+--                    unregistered_app or database_rejected
+-- dl_expected        bad records, plus the dead letters of good records the
+--                    registry's history justifies
+-- dl_found           rows in dead_letter_events
 -- offset_violations  (checkpoint, record) pairs where the committed offset
---                    had passed the record while its effect was not in the
---                    database (the offset ahead of the database)
+--                    had passed the record while its effect (its row, or a
+--                    dead letter) was not in the database (the offset ahead
+--                    of the database)
 -- unconsumed         records above the last checkpoint's committed offsets
 -- not_on_broker      generated records the broker does not hold (a failed
 --                    produce, or retention: then the scenario says so)
@@ -32,7 +42,10 @@ SELECT c.topic, c.partition, c.kafka_offset, g.key, g.kind, g.error_type, g.v, t
        CASE t.pipeline WHEN 'reviews' THEN (g.v->>'last_synced_at')::timestamptz END AS lsa,
        CASE t.pipeline WHEN 'app-stats' THEN a.id END AS app_id,
        CASE t.pipeline WHEN 'app-stats' THEN (g.v->>'crawled_at')::timestamptz END AS crawled_at,
-       CASE t.pipeline WHEN 'network-metrics' THEN (g.v->>'analysis_id')::uuid END AS analysis_id
+       CASE t.pipeline WHEN 'network-metrics' THEN (g.v->>'analysis_id')::uuid END AS analysis_id,
+       CASE g.kind WHEN 'good' THEN g.v->>'package_name' END AS pkg,
+       -- an app the registry changed for during the scenario (rel.churn)
+       g.kind = 'good' AND EXISTS (SELECT 1 FROM rel.churn ch WHERE ch.package_name = g.v->>'package_name') AS churn
 FROM rel.coord c
 JOIN rel.gen g ON g.key = c.key
 JOIN rel.topics t ON t.topic = c.topic
@@ -109,16 +122,107 @@ SELECT 'dead letter ' || d.topic || '[' || d.partition || ']@' || d.kafka_offset
        || d.error_type || ', model wants ' || p.error_type
 FROM dead_letter_events d JOIN pub p USING (topic, partition, kafka_offset)
 WHERE p.kind = 'bad' AND d.error_type <> p.error_type;
+
+-- The registry. A dead letter of a good record saying its app is not
+-- registered (unregistered_app), or that the app vanished under the write
+-- (database_rejected with the foreign-key violation 23503), must be true of
+-- the registry when the record's batch was bound. For an app the registry
+-- never changed for it never is: every such dead letter is a message of a
+-- registered app dead-lettered. For the apps in rel.churn, the history
+-- (rel.registry_history) decides:
+-- - unregistered_app: the app was possibly absent at some instant between
+--   the bind and the dead letter's created_at (its transaction's start; the
+--   batch was resolved at most bind_window_ms before, and never before the
+--   record was produced);
+-- - database_rejected: the id the write used (the DETAIL names it) was
+--   deleted by a hard delete that had begun by created_at, and had been
+--   registered at some instant since the bind (the bind window, plus the
+--   cache TTL of the process then running: a cached id is that old).
+CREATE TEMP TABLE bind_window AS
+SELECT coalesce((SELECT value FROM rel.params WHERE name = 'bind_window_ms'), 0) * interval '1 ms' AS w;
+-- Each registration: certainly visible from its commit until its hard
+-- delete's transaction began; possibly from its own transaction's start
+-- until that hard delete committed.
+CREATE TEMP TABLE reg_spans AS
+SELECT r.package_name, r.app_id, r.began AS reg_began,
+       coalesce(r.committed, 'infinity') AS reg_committed,
+       d.began AS del_began, coalesce(d.committed, 'infinity') AS del_committed
+FROM rel.registry_history r
+LEFT JOIN rel.registry_history d ON d.app_id = r.app_id AND d.change = 'hard_deleted'
+WHERE r.change = 'registered';
+CREATE INDEX ON reg_spans (package_name);
+ANALYZE reg_spans;
+CREATE TEMP TABLE registry_dl AS
+SELECT p.topic, p.partition, p.kafka_offset, p.key, p.pkg, p.churn, d.error_type, d.error_detail,
+       d.created_at, pr.at AS produced_at,
+       substring(d.error_detail from '\(application_id\)=\((\d+)\)')::bigint AS bound_id,
+       false AS justified
+FROM dead_letter_events d
+JOIN pub p USING (topic, partition, kafka_offset)
+LEFT JOIN rel.produced pr ON pr.key = p.key
+WHERE p.kind = 'good' AND d.error_type IN ('unregistered_app', 'database_rejected');
+UPDATE registry_dl x SET justified = NOT EXISTS (
+    SELECT 1 FROM reg_spans s, bind_window b
+    WHERE s.package_name = x.pkg
+      AND s.reg_committed <= least(greatest(x.created_at - b.w, coalesce(x.produced_at, '-infinity')), x.created_at)
+      AND (s.del_began IS NULL OR s.del_began >= x.created_at))
+WHERE x.churn AND x.error_type = 'unregistered_app';
+UPDATE registry_dl x SET justified = x.error_detail LIKE '%23503%' AND EXISTS (
+    SELECT 1 FROM reg_spans s, bind_window b
+    WHERE s.package_name = x.pkg AND s.app_id = x.bound_id AND s.del_began <= x.created_at
+      AND s.del_committed >= x.created_at - b.w - interval '1 s' * (
+          SELECT coalesce(max(ph.ttl_seconds), 0) FROM rel.phases ph
+          WHERE ph.started <= x.created_at AND coalesce(ph.stopped, 'infinity') >= x.created_at))
+WHERE x.churn AND x.error_type = 'database_rejected';
+INSERT INTO problems
+SELECT 'dead letter ' || topic || '[' || partition || ']@' || kafka_offset || ' (' || error_type || ' at '
+       || created_at || ') of ' || pkg || ', registered when its batch was bound'
+FROM registry_dl WHERE NOT justified;
+-- A byte-identical redelivery in the same batch is superseded by its twin
+-- and never written: when the database then refuses the twin
+-- (database_rejected), the twin's dead letter holds it too.
+CREATE TEMP TABLE justified_v AS
+SELECT DISTINCT p.v FROM registry_dl x JOIN pub p USING (topic, partition, kafka_offset) WHERE x.justified;
 CREATE TEMP TABLE n_wrong AS SELECT count(*) AS n FROM problems;
 
 -- Missing: expected rows absent, bad records without a dead letter.
 CREATE TEMP TABLE lost (what text);
 INSERT INTO lost SELECT 'review ' || w.review_id || ' missing'
-FROM want_reviews w WHERE NOT EXISTS (SELECT 1 FROM reviews r WHERE r.review_id = w.review_id);
+FROM want_reviews w WHERE NOT EXISTS (SELECT 1 FROM reviews r WHERE r.review_id = w.review_id)
+  AND NOT EXISTS (SELECT 1 FROM rel.churn ch WHERE ch.package_name = w.v->>'package_name');
 INSERT INTO lost SELECT 'app_stats ' || w.app_id || '/' || w.crawled_at || ' missing'
-FROM want_app w WHERE NOT EXISTS (SELECT 1 FROM app_stats s WHERE s.application_id = w.app_id AND s.crawled_at = w.crawled_at);
+FROM want_app w WHERE NOT EXISTS (SELECT 1 FROM app_stats s WHERE s.application_id = w.app_id AND s.crawled_at = w.crawled_at)
+  AND NOT EXISTS (SELECT 1 FROM rel.churn ch WHERE ch.package_name = w.v->>'package_name');
 INSERT INTO lost SELECT 'network_metrics ' || w.analysis_id || ' missing'
-FROM want_nm w WHERE NOT EXISTS (SELECT 1 FROM network_metrics n WHERE n.analysis_id = w.analysis_id);
+FROM want_nm w WHERE NOT EXISTS (SELECT 1 FROM network_metrics n WHERE n.analysis_id = w.analysis_id)
+  AND NOT EXISTS (SELECT 1 FROM rel.churn ch WHERE ch.package_name = w.v->>'package_name');
+-- A record of an app the registry changed for: stored, or stored and then
+-- deleted with its app (rel.deleted_rows), or dead-lettered (itself or its
+-- byte-identical twin) for a reason the history gives (above).
+CREATE TEMP TABLE churn_unplaced AS
+SELECT p.*, EXISTS (SELECT 1 FROM justified_v j WHERE j.v = p.v) AS twin_dead_lettered
+FROM pub p
+WHERE p.churn AND NOT CASE p.pipeline
+    WHEN 'reviews' THEN
+        EXISTS (SELECT 1 FROM reviews r WHERE r.review_id = p.review_id AND r.last_synced_at >= p.lsa)
+        OR EXISTS (SELECT 1 FROM rel.deleted_rows x
+                   WHERE x.tbl = 'reviews' AND x.review_id = p.review_id AND x.last_synced_at >= p.lsa)
+    WHEN 'app-stats' THEN
+        EXISTS (SELECT 1 FROM app_stats s JOIN apps_registry_application a ON a.id = s.application_id
+                WHERE a.package_name = p.pkg AND s.crawled_at = p.crawled_at)
+        OR EXISTS (SELECT 1 FROM rel.deleted_rows x
+                   JOIN rel.registry_history h ON h.app_id = x.application_id AND h.change = 'registered'
+                   WHERE x.tbl = 'app_stats' AND h.package_name = p.pkg AND x.crawled_at = p.crawled_at)
+    ELSE
+        EXISTS (SELECT 1 FROM network_metrics n WHERE n.analysis_id = p.analysis_id)
+        OR EXISTS (SELECT 1 FROM rel.deleted_rows x WHERE x.tbl = 'network_metrics' AND x.analysis_id = p.analysis_id)
+END
+AND NOT EXISTS (SELECT 1 FROM registry_dl x
+                WHERE (x.topic, x.partition, x.kafka_offset) = (p.topic, p.partition, p.kafka_offset) AND x.justified);
+INSERT INTO lost
+SELECT pipeline || ' record ' || key || ' of ' || pkg || ' (' || topic || '[' || partition || ']@'
+       || kafka_offset || ') neither stored, nor deleted with its app, nor dead-lettered for a reason the registry gives'
+FROM churn_unplaced WHERE NOT twin_dead_lettered;
 INSERT INTO lost SELECT 'dead letter of ' || p.topic || '[' || p.partition || ']@' || p.kafka_offset || ' (' || p.error_type || ') missing'
 FROM pub p WHERE p.kind = 'bad' AND NOT EXISTS (
     SELECT 1 FROM dead_letter_events d WHERE (d.topic, d.partition, d.kafka_offset) = (p.topic, p.partition, p.kafka_offset));
@@ -134,7 +238,9 @@ INSERT INTO dup SELECT 'network_metrics ' || n.analysis_id || ' was never publis
 INSERT INTO dup SELECT 'dead letter ' || d.topic || '[' || d.partition || ']@' || d.kafka_offset || ' (' || d.error_type || ') for a '
        || coalesce(p.kind || ' record', 'record never published')
 FROM dead_letter_events d LEFT JOIN pub p USING (topic, partition, kafka_offset)
-WHERE p.kind IS DISTINCT FROM 'bad';
+WHERE p.kind IS DISTINCT FROM 'bad'
+  -- judged by the registry (above)
+  AND NOT (p.kind = 'good' AND d.error_type IN ('unregistered_app', 'database_rejected'));
 INSERT INTO dup SELECT 'dead letter ' || topic || '[' || partition || ']@' || kafka_offset || ' stored ' || count(*) || ' times'
 FROM dead_letter_events GROUP BY topic, partition, kafka_offset HAVING count(*) > 1;
 
@@ -147,11 +253,40 @@ CREATE INDEX ON rel.snap_app (ck, application_id, crawled_at);
 CREATE INDEX ON rel.snap_nm (ck, analysis_id);
 CREATE INDEX ON rel.snap_dl (ck, topic, partition, kafka_offset);
 ANALYZE rel.snap_reviews; ANALYZE rel.snap_app; ANALYZE rel.snap_nm; ANALYZE rel.snap_dl;
+-- The dead letters of good records of changed apps at each checkpoint, by
+-- value: a twin's dead letter is a record's effect too (see justified_v).
+CREATE TEMP TABLE snap_dl_v AS
+SELECT s.ck, p.v FROM rel.snap_dl s JOIN pub p USING (topic, partition, kafka_offset) WHERE p.churn;
+CREATE INDEX ON snap_dl_v (ck, v);
+ANALYZE snap_dl_v;
 CREATE TEMP TABLE ahead AS
 SELECT c.ck, c.label, p.topic, p.partition, p.kafka_offset, c.committed, p.kind
 FROM rel.ckpt c JOIN pub p ON p.topic = c.topic AND p.partition = c.partition AND p.kafka_offset < c.committed
 WHERE NOT CASE
+    -- An app the registry changed for: its row under any of the app's ids,
+    -- or deleted with the app before the snapshot, or a dead letter.
+    WHEN p.churn THEN EXISTS (SELECT 1 FROM rel.snap_dl s WHERE s.ck = c.ck AND s.topic = p.topic AND s.partition = p.partition AND s.kafka_offset = p.kafka_offset)
+        OR EXISTS (SELECT 1 FROM snap_dl_v x WHERE x.ck = c.ck AND x.v = p.v)
+        OR CASE p.pipeline
+        WHEN 'reviews' THEN
+            EXISTS (SELECT 1 FROM rel.snap_reviews s WHERE s.ck = c.ck AND s.review_id = p.review_id AND s.last_synced_at >= p.lsa)
+            OR EXISTS (SELECT 1 FROM rel.deleted_rows x JOIN rel.ckpt_at a ON a.ck = c.ck AND x.deleted_at <= a.at
+                       WHERE x.tbl = 'reviews' AND x.review_id = p.review_id AND x.last_synced_at >= p.lsa)
+        WHEN 'app-stats' THEN
+            EXISTS (SELECT 1 FROM rel.snap_app s JOIN rel.registry_history h ON h.app_id = s.application_id AND h.change = 'registered'
+                    WHERE s.ck = c.ck AND h.package_name = p.pkg AND s.crawled_at = p.crawled_at)
+            OR EXISTS (SELECT 1 FROM rel.deleted_rows x JOIN rel.ckpt_at a ON a.ck = c.ck AND x.deleted_at <= a.at
+                       JOIN rel.registry_history h ON h.app_id = x.application_id AND h.change = 'registered'
+                       WHERE x.tbl = 'app_stats' AND h.package_name = p.pkg AND x.crawled_at = p.crawled_at)
+        ELSE
+            EXISTS (SELECT 1 FROM rel.snap_nm s WHERE s.ck = c.ck AND s.analysis_id = p.analysis_id)
+            OR EXISTS (SELECT 1 FROM rel.deleted_rows x JOIN rel.ckpt_at a ON a.ck = c.ck AND x.deleted_at <= a.at
+                       WHERE x.tbl = 'network_metrics' AND x.analysis_id = p.analysis_id)
+        END
     WHEN p.kind = 'bad' THEN EXISTS (SELECT 1 FROM rel.snap_dl s WHERE s.ck = c.ck AND s.topic = p.topic AND s.partition = p.partition AND s.kafka_offset = p.kafka_offset)
+    -- A good record dead-lettered had its effect too (whether the dead
+    -- letter was right is counted above, not here).
+    WHEN EXISTS (SELECT 1 FROM rel.snap_dl s WHERE s.ck = c.ck AND s.topic = p.topic AND s.partition = p.partition AND s.kafka_offset = p.kafka_offset) THEN true
     WHEN p.pipeline = 'reviews' THEN EXISTS (SELECT 1 FROM rel.snap_reviews s WHERE s.ck = c.ck AND s.review_id = p.review_id AND s.last_synced_at >= p.lsa)
     WHEN p.pipeline = 'app-stats' THEN EXISTS (SELECT 1 FROM rel.snap_app s WHERE s.ck = c.ck AND s.application_id = p.app_id AND s.crawled_at = p.crawled_at)
     ELSE EXISTS (SELECT 1 FROM rel.snap_nm s WHERE s.ck = c.ck AND s.analysis_id = p.analysis_id)
@@ -167,17 +302,50 @@ SELECT count(*) AS n FROM pub p
 WHERE NOT EXISTS (SELECT 1 FROM rel.ckpt c WHERE c.ck = (SELECT max(ck) FROM rel.ckpt)
                   AND c.topic = p.topic AND c.partition = p.partition AND c.committed > p.kafka_offset);
 
+-- The registry's figures, for the scenario's report.
+DELETE FROM rel.registry_verdict;
+INSERT INTO rel.registry_verdict
+SELECT 'registered_dead_lettered', count(*) FROM registry_dl WHERE NOT justified
+UNION ALL SELECT 'registered_dead_lettered_unchanged_apps', count(*) FROM registry_dl WHERE NOT justified AND NOT churn
+UNION ALL SELECT 'registered_dead_lettered_unregistered_app', count(*) FROM registry_dl WHERE NOT justified AND error_type = 'unregistered_app'
+UNION ALL SELECT 'registered_dead_lettered_database_rejected', count(*) FROM registry_dl WHERE NOT justified AND error_type = 'database_rejected'
+UNION ALL SELECT 'justified_unregistered_app', count(*) FROM registry_dl WHERE justified AND error_type = 'unregistered_app'
+UNION ALL SELECT 'justified_database_rejected', count(*) FROM registry_dl WHERE justified AND error_type = 'database_rejected'
+UNION ALL SELECT 'churn_records', count(*) FROM pub WHERE churn
+UNION ALL SELECT 'deleted_rows', count(*) FROM rel.deleted_rows
+UNION ALL SELECT 'twin_dead_lettered', count(*) FROM churn_unplaced WHERE twin_dead_lettered;
+DELETE FROM rel.registry_misfiled;
+INSERT INTO rel.registry_misfiled
+SELECT topic, partition, kafka_offset, pkg, churn, error_type, created_at FROM registry_dl WHERE NOT justified;
+
+-- Rows expected: of an app the registry changed for, only those stored
+-- (its other records are judged one by one above).
+CREATE TEMP TABLE n_expected AS
+SELECT (SELECT count(*) FROM want_reviews w
+        WHERE NOT EXISTS (SELECT 1 FROM rel.churn ch WHERE ch.package_name = w.v->>'package_name')
+           OR EXISTS (SELECT 1 FROM reviews r WHERE r.review_id = w.review_id))
+     + (SELECT count(*) FROM want_app w
+        WHERE NOT EXISTS (SELECT 1 FROM rel.churn ch WHERE ch.package_name = w.v->>'package_name')
+           OR EXISTS (SELECT 1 FROM app_stats s WHERE s.application_id = w.app_id AND s.crawled_at = w.crawled_at))
+     + (SELECT count(*) FROM want_nm w
+        WHERE NOT EXISTS (SELECT 1 FROM rel.churn ch WHERE ch.package_name = w.v->>'package_name')
+           OR EXISTS (SELECT 1 FROM network_metrics n WHERE n.analysis_id = w.analysis_id)) AS n;
+
 SELECT (SELECT count(*) FROM pub)
-    || '|' || ((SELECT count(*) FROM want_reviews) + (SELECT count(*) FROM want_app) + (SELECT count(*) FROM want_nm))
+    || '|' || (SELECT n FROM n_expected)
     || '|' || ((SELECT count(*) FROM reviews) + (SELECT count(*) FROM app_stats) + (SELECT count(*) FROM network_metrics))
     || '|' || (SELECT count(*) FROM lost)
     || '|' || (SELECT count(*) FROM dup)
     || '|' || (SELECT n FROM n_wrong)
-    || '|' || (SELECT count(*) FROM pub WHERE kind = 'bad')
+    || '|' || ((SELECT count(*) FROM pub WHERE kind = 'bad') + (SELECT count(*) FROM registry_dl WHERE justified))
     || '|' || (SELECT count(*) FROM dead_letter_events)
     || '|' || (SELECT count(*) FROM ahead)
     || '|' || (SELECT n FROM unconsumed)
     || '|' || (SELECT count(*) FROM rel.gen g WHERE NOT EXISTS (SELECT 1 FROM rel.coord c WHERE c.key = g.key))
     || '|' || coalesce((SELECT string_agg(what, '; ') FROM (
             SELECT what FROM (SELECT what, 1 AS o FROM lost UNION ALL SELECT what, 2 FROM dup
-                              UNION ALL SELECT what, 3 FROM problems) x ORDER BY o LIMIT 6) y), '');
+                              UNION ALL SELECT what, 3 FROM problems
+                              UNION ALL SELECT count(*) || ' message(s) of apps registered when their batch was bound were dead-lettered ('
+                                               || string_agg(DISTINCT error_type, ', ') || ')', 0
+                                        FROM registry_dl WHERE NOT justified HAVING count(*) > 0) x
+                        ORDER BY o LIMIT 6) y), '');

@@ -41,3 +41,52 @@ CREATE TABLE rel.snap_nm (ck int, analysis_id uuid);
 CREATE TABLE rel.snap_dl (ck int, topic text, partition int, kafka_offset bigint);
 
 CREATE TABLE rel.watermarks (topic text, partition int, lo bigint, hi bigint);
+
+-- The registry's changes (the production scenario; empty elsewhere). The
+-- checker judges each dead letter of an app the registry changed for by
+-- this history: a change became visible at some instant between `began`
+-- (clock_timestamp() inside its transaction, before the change) and
+-- `committed` (clock_timestamp() once its COMMIT returned).
+--
+-- rel.registry_history  registered (a new id), soft_deleted, hard_deleted
+-- rel.churn             the apps the registry changes for, and their fate
+-- rel.deleted_rows      the rows a hard delete removed, and when
+-- rel.produced          when each record was handed to the producer (it
+--                       cannot have been consumed before)
+-- rel.phases            the service processes, their cache TTL, and when
+--                       each ran
+-- rel.ckpt_at           when each checkpoint's snapshot was taken (no hard
+--                       delete runs in between)
+-- rel.params            bind_window_ms: the longest the scenario saw
+--                       between a batch's resolve and the start of the
+--                       transaction that wrote it
+-- rel.registry_verdict  written by the checker: its registry counts...
+-- rel.registry_misfiled  ...and the dead letters of apps registered when
+--                       their batch was bound
+CREATE TABLE rel.registry_history (
+    seq           bigserial PRIMARY KEY,
+    package_name  text NOT NULL,
+    app_id        bigint NOT NULL,
+    change        text NOT NULL CHECK (change IN ('registered', 'soft_deleted', 'hard_deleted')),
+    began         timestamptz NOT NULL,
+    committed     timestamptz
+);
+CREATE INDEX ON rel.registry_history (package_name);
+CREATE TABLE rel.churn (package_name text PRIMARY KEY, fate text NOT NULL);
+CREATE TABLE rel.deleted_rows (
+    tbl             text NOT NULL,
+    application_id  bigint NOT NULL,
+    review_id       text,
+    last_synced_at  timestamptz,
+    crawled_at      timestamptz,
+    analysis_id     uuid,
+    deleted_at      timestamptz NOT NULL
+);
+CREATE TABLE rel.produced (key text PRIMARY KEY, at timestamptz NOT NULL);
+CREATE TABLE rel.phases (name text PRIMARY KEY, ttl_seconds int NOT NULL, started timestamptz NOT NULL, stopped timestamptz);
+CREATE TABLE rel.ckpt_at (ck int PRIMARY KEY, at timestamptz NOT NULL);
+CREATE TABLE rel.params (name text PRIMARY KEY, value numeric NOT NULL);
+CREATE TABLE rel.registry_verdict (what text PRIMARY KEY, n bigint NOT NULL);
+CREATE TABLE rel.registry_misfiled (
+    topic text, partition int, kafka_offset bigint, package_name text, changed boolean,
+    error_type text, created_at timestamptz);

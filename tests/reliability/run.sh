@@ -135,6 +135,7 @@ run_scenario zombie_member 180
 run_scenario dead_letter_refused 90
 run_scenario graceful_stop 120
 run_scenario sigterm_while_joining 60
+run_scenario production "$(production_time_limit)"
 
 # ---------------------------------------------------------------------------
 # The table.
