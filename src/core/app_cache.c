@@ -145,6 +145,12 @@ int64_t app_cache_lookup(void *ctx, const char *name)
     return e && e->batch == c->batch ? e->id : -1;
 }
 
+void app_cache_forget(app_cache_t *c, const char *name)
+{
+    entry_t *e = entry_of(c, name, name_hash(name));
+    if (e) e->fresh_until_ms = 0;
+}
+
 size_t app_cache_size(const app_cache_t *c)
 {
     return c->count;

@@ -53,6 +53,11 @@ void app_cache_answer(app_cache_t *c, const char *name, int64_t id, int64_t now_
  * registry said it is absent. `ctx` is the cache (batch_bind's lookup). */
 int64_t app_cache_lookup(void *ctx, const char *name);
 
+/* `name`'s cached id proved wrong (the app was deleted, perhaps registered
+ * again under a new id): the next batch asks the registry for it. It stays
+ * bound in the current batch. */
+void app_cache_forget(app_cache_t *c, const char *name);
+
 /* How many names the cache holds (fresh or not). */
 size_t app_cache_size(const app_cache_t *c);
 

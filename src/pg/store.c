@@ -306,6 +306,19 @@ static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, bat
         return -1;
     if (n == 1) {
         char detail[1200];
+        if (strncmp(why, "23503:", 6) == 0) {
+            /* The row's application_id is gone: the app was deleted after
+             * the batch was resolved (or its cached id is older than a
+             * delete and a new registration). Not the record's fault: the
+             * batch is resolved again, and then stored under the app's new
+             * id, or dead-lettered as unregistered_app. */
+            const char *name = event_package_name(&b->entries[pending[0]].event);
+            app_cache_forget(st->apps, name);
+            snprintf(err, errlen, "the application registry changed under the batch (%s was resolved to an id that no longer exists): resolving it again",
+                     name);
+            *cls = ERROR_CLASS_TRANSIENT;
+            return -1;
+        }
         snprintf(detail, sizeof detail, "the database refused the row: %s", why);
         batch_reject(b, pending[0], ERROR_DATABASE_REJECTED, detail);
         /* The observations of its key it superseded take its place, one at

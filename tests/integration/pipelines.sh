@@ -478,6 +478,27 @@ test_a_name_whose_ttl_passes_while_the_registry_query_waits_is_still_bound() {
     stop_clean svc
 }
 
+# An app hard-deleted and registered again (a new id) while its old id is
+# still cached: the row the cache bound to the old id fails its foreign key,
+# and the batch is resolved again instead of dead-lettering a message of a
+# registered app.
+test_an_app_registered_again_under_a_new_id_is_stored_despite_the_cached_old_id() {
+    begin_test reregistered
+    register_apps com.example.again
+    start_service svc STORAGE_PIPELINES=reviews
+    review com.example.again a-1 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 1
+    sql "BEGIN; DELETE FROM reviews WHERE review_id = 'a-1';
+         DELETE FROM apps_registry_application WHERE package_name = 'com.example.again'; COMMIT" >/dev/null
+    register_apps com.example.again
+    review com.example.again a-2 1 "2026-11-29T11:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 2
+    assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+    assert_eq "$(app_id com.example.again)" "$(sql "SELECT application_id FROM reviews WHERE review_id = 'a-2'")" \
+        "stored under the app's new id"
+    stop_clean svc
+}
+
 # TTL 0: the registry is asked for every batch. Every registered app is
 # stored; a hard-deleted app is dead-lettered on the very next batch.
 test_a_cache_ttl_of_zero_asks_the_registry_for_every_batch() {

@@ -178,11 +178,6 @@ INSERT INTO problems
 SELECT 'dead letter ' || topic || '[' || partition || ']@' || kafka_offset || ' (' || error_type || ' at '
        || created_at || ') of ' || pkg || ', registered when its batch was bound'
 FROM registry_dl WHERE NOT justified;
--- A byte-identical redelivery in the same batch is superseded by its twin
--- and never written: when the database then refuses the twin
--- (database_rejected), the twin's dead letter holds it too.
-CREATE TEMP TABLE justified_v AS
-SELECT DISTINCT p.v FROM registry_dl x JOIN pub p USING (topic, partition, kafka_offset) WHERE x.justified;
 CREATE TEMP TABLE n_wrong AS SELECT count(*) AS n FROM problems;
 
 -- Missing: expected rows absent, bad records without a dead letter.
@@ -197,10 +192,11 @@ INSERT INTO lost SELECT 'network_metrics ' || w.analysis_id || ' missing'
 FROM want_nm w WHERE NOT EXISTS (SELECT 1 FROM network_metrics n WHERE n.analysis_id = w.analysis_id)
   AND NOT EXISTS (SELECT 1 FROM rel.churn ch WHERE ch.package_name = w.v->>'package_name');
 -- A record of an app the registry changed for: stored, or stored and then
--- deleted with its app (rel.deleted_rows), or dead-lettered (itself or its
--- byte-identical twin) for a reason the history gives (above).
-CREATE TEMP TABLE churn_unplaced AS
-SELECT p.*, EXISTS (SELECT 1 FROM justified_v j WHERE j.v = p.v) AS twin_dead_lettered
+-- deleted with its app (rel.deleted_rows), or dead-lettered for a reason
+-- the history gives (above).
+INSERT INTO lost
+SELECT p.pipeline || ' record ' || p.key || ' of ' || p.pkg || ' (' || p.topic || '[' || p.partition || ']@'
+       || p.kafka_offset || ') neither stored, nor deleted with its app, nor dead-lettered for a reason the registry gives'
 FROM pub p
 WHERE p.churn AND NOT CASE p.pipeline
     WHEN 'reviews' THEN
@@ -219,10 +215,6 @@ WHERE p.churn AND NOT CASE p.pipeline
 END
 AND NOT EXISTS (SELECT 1 FROM registry_dl x
                 WHERE (x.topic, x.partition, x.kafka_offset) = (p.topic, p.partition, p.kafka_offset) AND x.justified);
-INSERT INTO lost
-SELECT pipeline || ' record ' || key || ' of ' || pkg || ' (' || topic || '[' || partition || ']@'
-       || kafka_offset || ') neither stored, nor deleted with its app, nor dead-lettered for a reason the registry gives'
-FROM churn_unplaced WHERE NOT twin_dead_lettered;
 INSERT INTO lost SELECT 'dead letter of ' || p.topic || '[' || p.partition || ']@' || p.kafka_offset || ' (' || p.error_type || ') missing'
 FROM pub p WHERE p.kind = 'bad' AND NOT EXISTS (
     SELECT 1 FROM dead_letter_events d WHERE (d.topic, d.partition, d.kafka_offset) = (p.topic, p.partition, p.kafka_offset));
@@ -253,12 +245,6 @@ CREATE INDEX ON rel.snap_app (ck, application_id, crawled_at);
 CREATE INDEX ON rel.snap_nm (ck, analysis_id);
 CREATE INDEX ON rel.snap_dl (ck, topic, partition, kafka_offset);
 ANALYZE rel.snap_reviews; ANALYZE rel.snap_app; ANALYZE rel.snap_nm; ANALYZE rel.snap_dl;
--- The dead letters of good records of changed apps at each checkpoint, by
--- value: a twin's dead letter is a record's effect too (see justified_v).
-CREATE TEMP TABLE snap_dl_v AS
-SELECT s.ck, p.v FROM rel.snap_dl s JOIN pub p USING (topic, partition, kafka_offset) WHERE p.churn;
-CREATE INDEX ON snap_dl_v (ck, v);
-ANALYZE snap_dl_v;
 CREATE TEMP TABLE ahead AS
 SELECT c.ck, c.label, p.topic, p.partition, p.kafka_offset, c.committed, p.kind
 FROM rel.ckpt c JOIN pub p ON p.topic = c.topic AND p.partition = c.partition AND p.kafka_offset < c.committed
@@ -266,7 +252,6 @@ WHERE NOT CASE
     -- An app the registry changed for: its row under any of the app's ids,
     -- or deleted with the app before the snapshot, or a dead letter.
     WHEN p.churn THEN EXISTS (SELECT 1 FROM rel.snap_dl s WHERE s.ck = c.ck AND s.topic = p.topic AND s.partition = p.partition AND s.kafka_offset = p.kafka_offset)
-        OR EXISTS (SELECT 1 FROM snap_dl_v x WHERE x.ck = c.ck AND x.v = p.v)
         OR CASE p.pipeline
         WHEN 'reviews' THEN
             EXISTS (SELECT 1 FROM rel.snap_reviews s WHERE s.ck = c.ck AND s.review_id = p.review_id AND s.last_synced_at >= p.lsa)
@@ -312,8 +297,7 @@ UNION ALL SELECT 'registered_dead_lettered_database_rejected', count(*) FROM reg
 UNION ALL SELECT 'justified_unregistered_app', count(*) FROM registry_dl WHERE justified AND error_type = 'unregistered_app'
 UNION ALL SELECT 'justified_database_rejected', count(*) FROM registry_dl WHERE justified AND error_type = 'database_rejected'
 UNION ALL SELECT 'churn_records', count(*) FROM pub WHERE churn
-UNION ALL SELECT 'deleted_rows', count(*) FROM rel.deleted_rows
-UNION ALL SELECT 'twin_dead_lettered', count(*) FROM churn_unplaced WHERE twin_dead_lettered;
+UNION ALL SELECT 'deleted_rows', count(*) FROM rel.deleted_rows;
 DELETE FROM rel.registry_misfiled;
 INSERT INTO rel.registry_misfiled
 SELECT topic, partition, kafka_offset, pkg, churn, error_type, created_at FROM registry_dl WHERE NOT justified;

@@ -138,6 +138,21 @@ static void growth_sheds_only_names_that_are_stale_and_outside_the_batch(void **
     free(names);
 }
 
+static void a_forgotten_name_stays_bound_now_and_is_asked_again_next_batch(void **state)
+{
+    (void)state;
+    app_cache_t *c = app_cache_new(300000);
+    const char *batch[] = {"com.example.again"}, *stale[1];
+    assert_int_equal(1, app_cache_begin(c, batch, 1, 0, stale));
+    app_cache_answer(c, "com.example.again", 5, 0);
+    app_cache_forget(c, "com.example.again");
+    assert_int_equal(5, app_cache_lookup(c, "com.example.again"));
+    assert_int_equal(1, app_cache_begin(c, batch, 1, 1, stale));
+    app_cache_answer(c, "com.example.again", 6, 1);
+    assert_int_equal(6, app_cache_lookup(c, "com.example.again"));
+    app_cache_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -147,6 +162,7 @@ int main(void)
         cmocka_unit_test(a_stale_name_the_registry_no_longer_has_is_unregistered_and_not_cached),
         cmocka_unit_test(a_name_not_in_the_current_batch_is_not_bound_even_when_fresh),
         cmocka_unit_test(growth_sheds_only_names_that_are_stale_and_outside_the_batch),
+        cmocka_unit_test(a_forgotten_name_stays_bound_now_and_is_asked_again_next_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -526,8 +526,6 @@ prod_report() { # t0
                             || ', database_rejected ' || sum(n) FILTER (WHERE what = 'justified_database_rejected')
                             || '; of apps registered when bound: ' || sum(n) FILTER (WHERE what = 'registered_dead_lettered')
                             || '; rows deleted with their app: ' || sum(n) FILTER (WHERE what = 'deleted_rows')
-                            || '; records superseded in their batch by a byte-identical twin the database then refused: '
-                            || sum(n) FILTER (WHERE what = 'twin_dead_lettered')
                      FROM rel.registry_verdict")
     retries=$(awk '{n += $1} END {print n + 0}' "$SW/hard_delete.retries")
     note "$(prod_crawls) crawls of $PROD_APPS apps in $(($(prod_crawls) * PROD_STEPS_PER_CRAWL)) steps, phases TTL ${PROD_TTLS[*]} s, kill -9 of ${PROD_KILLED:-?} mid-INSERT, PostgreSQL restarted under ${PROD_PG_RESTARTED_UNDER:-?}; $(($(date +%s) - $1)) s"
