@@ -11,6 +11,55 @@
 # Checks never stop a scenario: a failed expectation is written to
 # $SW/failures and the scenario goes on to the checker, so that the table
 # always says what was lost, duplicated or wrongly updated.
+#
+# No limit here is a number of seconds found on an idle machine: a busy one
+# (CI runners are shared) slows the harness and the service alike. Each is
+# derived from a clock a load cannot stretch (the settings svc_env gives the
+# service, the mock cluster's group protocol timers) or waits for progress.
+
+# ---------------------------------------------------------------------------
+# The clocks the limits are derived from.
+
+# Settings of every process (svc_env); a scenario may override them.
+SESSION_TIMEOUT_MS=6000 # small: rebalances in seconds on the mock cluster
+SHUTDOWN_TIMEOUT_S=10
+# librdkafka's default heartbeat.interval.ms (the suite does not set it).
+HEARTBEAT_INTERVAL_MS=3000
+# The mock's group protocol: a new group's first election comes 3 s after
+# the first JoinGroup; any later join or leave starts a round whose election
+# comes a session timeout minus 1 s later, and whose sync then waits up to
+# a session timeout for every member.
+FIRST_JOIN_MS=3000
+round_ms() { echo $((${1:-$SESSION_TIMEOUT_MS} - 1000)); } # [session_ms]
+ROUND_MS=$(round_ms)
+# A member joins, or the group takes over a leaver's partitions, within
+# this many rounds: the mock needs one or two, a commit that meets the next
+# generation makes librdkafka drop its assignment and rejoin (one more).
+GROUP_ROUNDS=4
+# The harness's wait for the group to assign partitions: the first
+# election, the eviction of a member that died without leaving (a session
+# timeout), then GROUP_ROUNDS rounds each with the longest sync the mock
+# allows.
+group_wait_s() { # [session_ms]
+    local s=${1:-$SESSION_TIMEOUT_MS}
+    echo $(((FIRST_JOIN_MS + s + GROUP_ROUNDS * ($(round_ms "$s") + s) + 999) / 1000))
+}
+GROUP_WAIT_S=$(group_wait_s)
+# A wait for progress (records stored, chunks produced, a batch logged)
+# gives up only after this long with nothing moving: a healthy service
+# pauses no longer than a group settling (group_wait_s), which is longer
+# than its longest DB retry schedule here (1+2+4+8+16 s).
+STALL_S=$GROUP_WAIT_S
+# A stopped process exits within its shutdown timeout, or its supervisor
+# exits 1 at that timeout: three of them and it is hung.
+STOP_WAIT_S=$((3 * SHUTDOWN_TIMEOUT_S))
+# pg_ctl -w waits up to 60 s (its default) for a start, crash recovery
+# included.
+PG_START_WAIT_S=60
+
+# The scenario moved forward (records stored, a chunk produced, a process's
+# log grew): run.sh's watchdog stops only a scenario that made none for long.
+progress() { : >"$SW/progress"; }
 
 # ---------------------------------------------------------------------------
 # Reporting.
@@ -84,13 +133,13 @@ pg_ctl_() { "$PG" ctl "$RWORK/pg" "$@"; }
 pg_is_up() { pg_ctl_ status >/dev/null 2>&1 && psql "$ROOT_DB" -X -q -At -c "SELECT 1" >/dev/null 2>&1; }
 
 pg_ensure_up() {
-    local i
+    local end=$((SECONDS + PG_START_WAIT_S))
     pg_ctl_ status >/dev/null 2>&1 || pg_ctl_ start >/dev/null 2>&1 || true
-    for i in $(seq 1 100); do
+    while [ "$SECONDS" -lt "$end" ]; do
         pg_is_up && return 0
         sleep 0.1
     done
-    echo "# cannot bring PostgreSQL back" >&2
+    echo "# cannot bring PostgreSQL back within ${PG_START_WAIT_S} s" >&2
     return 1
 }
 
@@ -178,10 +227,13 @@ gen_stream() { # seed reviews app_stats network_metrics [awk -v assignments...]
     trace "generated $(wc -l <"$dir/model.tsv") records in $dir"
 }
 
+# kcat gives up on a message after half of STALL_S (not its default 300 s),
+# so that a chunk and its re-production (produce_chunk) end within STALL_S.
 kcat_produce() { # topic [kcat args...] <records
     local t=$1
     shift
-    kcat -P -b "$BOOTSTRAP" -t "$t" -K'|' -X compression.codec=lz4 "$@"
+    kcat -P -b "$BOOTSTRAP" -t "$t" -K'|' -X compression.codec=lz4 \
+        -X message.timeout.ms=$((STALL_S * 500)) "$@"
 }
 
 # Produce the whole stream now.
@@ -217,12 +269,13 @@ producer_start() { # seconds [chunks]
     done
     local pause
     pause=$(awk -v s="$secs" -v c="$chunks" 'BEGIN {printf "%.3f", s / c}')
-    rm -f "$SW/producer.hurry"
+    rm -f "$SW/producer.hurry" "$SW/producer.progress"
     (
         for i in $(seq -f %03g 0 $((chunks - 1))); do
             for t in $(scenario_topics); do
                 [ -s "$SW/chunks/$t.$i" ] || continue
                 produce_chunk "$t" "$SW/chunks/$t.$i" || echo "$t chunk $i: $(tail -n 2 "$SW/kcat.err" | xargs)" >>"$SW/producer.failed"
+                echo "$t.$i" >>"$SW/producer.progress"
             done
             [ -f "$SW/producer.hurry" ] || sleep "$pause"
         done
@@ -232,15 +285,24 @@ producer_start() { # seconds [chunks]
     track "$PRODUCER_PID"
 }
 
-# The faults are over: produce what is left of the stream at once.
-producer_wait() { # [seconds]
-    local i
+# The faults are over: produce what is left of the stream at once. Waits
+# as long as chunks keep reaching the broker; gives up when none did for
+# STALL_S (kcat_produce's delivery timeout fits in it twice).
+producer_wait() { # (a number given, seconds of an older call, is ignored)
+    local n last=-1 t
     touch "$SW/producer.hurry"
-    for i in $(seq 1 $((${1:-120} * 10))); do
-        [ -f "$SW/producer.done" ] && break
+    t=$SECONDS
+    while [ ! -f "$SW/producer.done" ]; do
+        n=$(wc -l <"$SW/producer.progress" 2>/dev/null || echo 0)
+        if [ "$n" != "$last" ]; then
+            last=$n
+            t=$SECONDS
+            progress
+        fi
+        [ $((SECONDS - t)) -ge "$STALL_S" ] && break
         sleep 0.1
     done
-    [ -f "$SW/producer.done" ] || fail_check "the producer did not finish"
+    [ -f "$SW/producer.done" ] || fail_check "the producer did not finish: no chunk produced for ${STALL_S} s"
     [ -f "$SW/producer.failed" ] && fail_check "kcat could not produce: $(xargs <"$SW/producer.failed")"
     wait "$PRODUCER_PID" 2>/dev/null || true
 }
@@ -288,13 +350,13 @@ svc_env() { # name
     echo "STORAGE_TOPIC_APP_STATS=$T_APP_STATS"
     echo "STORAGE_TOPIC_NETWORK_METRICS=$T_NETWORK_METRICS"
     # Small session timeouts: rebalances in seconds on the mock cluster.
-    echo "STORAGE_SESSION_TIMEOUT_MS=6000"
+    echo "STORAGE_SESSION_TIMEOUT_MS=$SESSION_TIMEOUT_MS"
     echo "STORAGE_POLL_TIMEOUT_MS=200"
     echo "STORAGE_DB_RETRY_BASE_MS=200"
-    echo "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=10"
-    # A clean stop must fit those 10 s (start-up refuses settings where it
-    # could not): a 0.2 s poll, a 3.5 s database attempt, a 4 s commit and
-    # 2 s to leave the group.
+    echo "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=$SHUTDOWN_TIMEOUT_S"
+    # A clean stop must fit the shutdown timeout (start-up refuses settings
+    # where it could not): a 0.2 s poll, a 3.5 s database attempt, a 4 s
+    # commit and 2 s to leave the group.
     echo "STORAGE_DB_STATEMENT_TIMEOUT_MS=2500"
     echo "STORAGE_COMMIT_TIMEOUT_MS=4000"
     echo "STORAGE_HEARTBEAT_DIR=$SW/heartbeat-$1"
@@ -329,29 +391,49 @@ svc_signal() { # name signal
 svc_running() { [ ! -f "$SW/$1.rc" ]; }
 
 svc_wait() { # name seconds -> exit code, or "timeout"
-    local i
-    for i in $(seq 1 $(($2 * 20))); do
+    local end=$((SECONDS + $2))
+    while [ "$SECONDS" -lt "$end" ]; do
         [ -f "$SW/$1.rc" ] && break
         sleep 0.05
     done
     if [ -f "$SW/$1.rc" ]; then cat "$SW/$1.rc"; else echo timeout; fi
 }
 
-svc_stop() { # name [seconds] -> exit code after SIGTERM
-    svc_signal "$1" TERM
-    svc_wait "$1" "${2:-30}"
+# Wait for NAME to exit on its own (a fault point, a fatal error) as long as
+# its log keeps growing: exit code, or "timeout" once it logged nothing for
+# STALL_S.
+svc_wait_progress() { # name
+    local size last=-1 t
+    t=$SECONDS
+    while [ ! -f "$SW/$1.rc" ]; do
+        size=$(stat -c %s "$SW/$1.log" 2>/dev/null || echo 0)
+        if [ "$size" != "$last" ]; then
+            last=$size
+            t=$SECONDS
+            progress
+        fi
+        [ $((SECONDS - t)) -ge "$STALL_S" ] && break
+        sleep 0.1
+    done
+    if [ -f "$SW/$1.rc" ]; then cat "$SW/$1.rc"; else echo timeout; fi
 }
 
+svc_stop() { # name -> exit code after SIGTERM (a number after the name is ignored)
+    svc_signal "$1" TERM
+    svc_wait "$1" "$STOP_WAIT_S"
+}
+
+# SIGKILL is not the service's to delay: the wait is for the watcher.
 svc_kill() { # name -> exit code after SIGKILL (137)
     svc_signal "$1" KILL
-    svc_wait "$1" 10
+    svc_wait "$1" "$STOP_WAIT_S"
 }
 
 log_count() { grep -cE -- "$2" "$SW/$1.log" 2>/dev/null || true; } # name regex
 
-wait_log() { # name regex [count] [seconds]: 0 when seen, 1 otherwise
-    local i
-    for i in $(seq 1 $((${4:-30} * 20))); do
+wait_log() { # name regex [count] [seconds (STALL_S)]: 0 when seen, 1 otherwise
+    local end=$((SECONDS + ${4:-$STALL_S}))
+    while [ "$SECONDS" -lt "$end" ]; do
         [ "$(log_count "$1" "$2")" -ge "${3:-1}" ] && return 0
         svc_running "$1" || { [ "$(log_count "$1" "$2")" -ge "${3:-1}" ]; return; }
         sleep 0.05
@@ -397,9 +479,10 @@ start_ingest() { # name [VAR=value...]
     local name=$1
     shift
     svc_start "$name" "$@"
-    wait_log "$name" 'partitions assigned' 3 20 || fail_check "$name: the pipelines were not assigned within 20 s"
+    wait_log "$name" 'partitions assigned' 3 "$GROUP_WAIT_S" ||
+        fail_check "$name: the pipelines were not assigned within $GROUP_WAIT_S s (a first election and $GROUP_ROUNDS rounds)"
     producer_start 8 16
-    wait_log "$name" '\[reviews\] batch size=' 1 20 || fail_check "$name: no reviews batch within 20 s"
+    wait_log "$name" '\[reviews\] batch size=' 1 "$STALL_S" || fail_check "$name: no reviews batch within ${STALL_S} s"
 }
 
 expect_alive() { # name (an exit is reported once)
@@ -429,8 +512,9 @@ hold_lock() { # table
         -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
     LOCKER_PID=$!
     track "$LOCKER_PID"
-    local i
-    for i in $(seq 1 100); do
+    # The lock may wait behind a batch in flight: as long as any wait.
+    local end=$((SECONDS + STALL_S))
+    while [ "$SECONDS" -lt "$end" ]; do
         [ "$(sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
                   WHERE a.application_name = 'rel-locker' AND l.granted AND l.mode = 'ExclusiveLock'
                     AND l.relation = '$1'::regclass" 2>/dev/null)" = 1 ] && return 0
@@ -442,9 +526,9 @@ hold_lock() { # table
 
 # Wait until a session named like PATTERN (default: any service) waits for
 # a lock: its batch is stuck in the middle.
-wait_blocked() { # [pattern] [seconds] [service: give up when it exits]
-    local i
-    for i in $(seq 1 $((${2:-30} * 10))); do
+wait_blocked() { # [pattern] [seconds (STALL_S)] [service: give up when it exits]
+    local end=$((SECONDS + ${2:-$STALL_S}))
+    while [ "$SECONDS" -lt "$end" ]; do
         [ -n "${3:-}" ] && ! svc_running "$3" && return 1
         [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE '${1:-sc-%}'
                   AND wait_event_type = 'Lock'" 2>/dev/null)" -ge 1 ] 2>/dev/null && return 0
@@ -484,45 +568,64 @@ checkpoint() { # label
 }
 
 # Wait until every partition's committed offset is its high watermark (the
-# groups have consumed and stored everything); 1 on timeout.
-wait_drained() { # seconds
-    local i pipe p hi c left
-    for i in $(seq 1 $((${1:-60} * 2))); do
-        left=0
+# groups have consumed and stored everything), as long as the offsets keep
+# moving; 1 once they stood still for a round and a session timeout (a
+# commit held by a rebalance is made at the member's next assignment, or
+# probed a session timeout after it was refused). $LAG: records left.
+wait_drained() { # (a number given, seconds of an older call, is ignored)
+    local pipe p hi c last=-1 t=$SECONDS
+    while :; do
+        LAG=0
         for pipe in $PIPES; do
             for p in 0 1 2; do
                 hi=$(watermarks "$(topic_of "$pipe")" "$p")
                 hi=${hi#* }
                 c=$(committed "$pipe" "$p")
-                [ "$hi" = 0 ] && continue
-                [ "$c" = "$hi" ] || left=1
+                # Unreadable: not drained (counted as one record).
+                if ! [[ $hi =~ ^[0-9]+$ && $c =~ ^-?[0-9]+$ ]]; then
+                    LAG=$((LAG + 1))
+                    continue
+                fi
+                [ "$c" -lt 0 ] && c=0
+                LAG=$((LAG + hi - c))
             done
         done
-        [ "$left" = 0 ] && return 0
+        [ "$LAG" = 0 ] && return 0
+        if [ "$LAG" != "$last" ]; then
+            last=$LAG
+            t=$SECONDS
+            progress
+        fi
+        [ $((SECONDS - t)) -ge $(((ROUND_MS + SESSION_TIMEOUT_MS) / 1000)) ] && return 1
         sleep 0.5
     done
-    return 1
 }
 
 # Wait until every record the broker holds (load_coords first) has its
-# effect in the database; with NAME, give up as soon as NAME has exited.
-# 0 when stored; 1 otherwise, with the count of missing records in $MISSING.
-wait_stored() { # seconds [name]
-    local t0
-    t0=$(date +%s)
+# effect in the database, as long as records keep being stored: 1 once
+# none was for STALL_S, or (with NAME) as soon as NAME has exited. 0 when
+# stored; the count of missing records is in $MISSING.
+wait_stored() { # [name] (a number first, seconds of an older call, is ignored)
+    case ${1:-} in [0-9]*) shift ;; esac
+    local last=-1 t=$SECONDS
     while :; do
         MISSING=$(psql "$DB" -X -q -At -v ON_ERROR_STOP=1 -f "$HERE/stored.sql" 2>/dev/null | tail -n 1)
         [ "$MISSING" = 0 ] && return 0
-        [ -n "${2:-}" ] && ! svc_running "$2" && return 1
-        [ $(($(date +%s) - t0)) -ge "$1" ] && return 1
+        [ -n "${1:-}" ] && ! svc_running "$1" && return 1
+        if [ "$MISSING" != "$last" ]; then
+            last=$MISSING
+            t=$SECONDS
+            progress
+        fi
+        [ $((SECONDS - t)) -ge "$STALL_S" ] && return 1
         sleep 1
     done
 }
 
 # The stream is fully produced: wait until NAME stored it (or exited).
-settle() { # name [seconds]
+settle() { # name (a number after it, seconds of an older call, is ignored)
     load_coords
-    wait_stored "${2:-60}" "$1" || trace "$1: $MISSING records not stored yet"
+    wait_stored "$1" || trace "$1: $MISSING records not stored yet"
 }
 
 # finish, with NAMES that must still be running; one that exited already
@@ -546,28 +649,18 @@ finish_running() { # names...
 finish() { # service names still running, stopped with SIGTERM (exit 0 expected)
     local n rc
     load_coords
-    wait_stored 90 || fail_check "$MISSING published records still not stored after 90 s"
-    # Everything is stored; the offsets should follow within seconds.
-    if ! wait_drained 10; then
-        local lag=0 pipe p hi c
-        for pipe in $PIPES; do
-            for p in 0 1 2; do
-                hi=$(watermarks "$(topic_of "$pipe")" "$p")
-                hi=${hi#* }
-                c=$(committed "$pipe" "$p")
-                [ "$c" -lt 0 ] && c=0
-                lag=$((lag + hi - c))
-            done
-        done
-        note "everything stored, but the committed offsets stay $lag records behind the high watermarks (refused commits never redone)"
-        echo "$lag" >"$SW/lag"
+    wait_stored || fail_check "$MISSING published records still not stored: none was for ${STALL_S} s"
+    # Everything is stored; the offsets should follow.
+    if ! wait_drained; then
+        note "everything stored, but the committed offsets stay $LAG records behind the high watermarks (refused commits never redone)"
+        echo "$LAG" >"$SW/lag"
     fi
     checkpoint "end"
     for n in "$@"; do
         # A process stopped before its pipelines joined their groups tests
         # something else (sigterm_while_joining): let them join first.
-        wait_log "$n" 'partitions assigned' "$(echo "$PIPES" | wc -w)" 30 ||
-            trace "$n: not every pipeline was assigned partitions within 30 s"
+        wait_log "$n" 'partitions assigned' "$(echo "$PIPES" | wc -w)" "$GROUP_WAIT_S" ||
+            trace "$n: not every pipeline was assigned partitions within $GROUP_WAIT_S s"
         rc=$(svc_stop "$n")
         expect_eq "exit code of $n after SIGTERM" 0 "$rc"
     done

@@ -4,43 +4,82 @@
 # session timeout and comes back as a zombie; a graceful stop under load
 # commits the batch in flight, exits 0 and leaves the group at once.
 #
-# The mock cluster rebalances slowly (a round waits about the session
-# timeout, 6 s, minus 1 s), so the times below are the mock's as much as the
-# service's. What tells a clean leave from an eviction is how soon the
-# others notice: a LeaveGroup starts the rebalance at once, a crashed member
-# is noticed only after its session timeout.
+# The mock cluster rebalances slowly (a round waits the session timeout
+# minus 1 s: ROUND_MS), so joins and takeovers are judged in its rounds
+# (GROUP_ROUNDS at most), and every time is read from the services' own
+# logs: a busy machine delays the harness's view, not the group protocol.
+# What tells a clean leave from an eviction is how soon the others' round
+# ends: a LeaveGroup starts the rebalance at once, a crashed member is
+# noticed only after its session timeout.
 
-# A member that left is noticed at once (by a survivor with records to
-# commit) or at the end of the mock's rebalance round (~5 s, when idle); an
-# evicted one only after its session timeout (6 s) plus that round.
-LEFT_LIMIT_MS=8000
-# Each takeover costs 1 to 4 of the mock's rounds (a commit that meets the
-# next generation makes librdkafka drop its assignment and rejoin): longer
-# than this is a stall, not a slow mock.
-TAKEOVER_LIMIT_MS=30000
-# A member joining a busy group: the mock needs two rounds (~10 s); four is
-# the most a healthy group should need. Four rounds measured 20,135 ms (5 s
-# each plus the members noticing them), so the limit is four rounds and 2 s.
-JOIN_LIMIT_MS=22000
+# A member that left: the survivors' round ends a round after its
+# LeaveGroup. One evicted instead: a session timeout after its last
+# heartbeat (at worst a heartbeat interval before it stopped), then a round.
+EVICTION_ROUND_MS=$((SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS + ROUND_MS))
 REBALANCE_LINES='partitions (assigned|revoked)|refused while the group rebalances|generation id|commit failed'
+ROUND_END='partitions (assigned|revoked)'
+
+# ISO timestamp of epoch milliseconds, as the services log it.
+iso_ms() { echo "$(date -u -d "@$(($1 / 1000))" +%Y-%m-%dT%H:%M:%S).$(printf %03d $(($1 % 1000)))Z"; }
+
+# The time (epoch ms) of NAME's first line, or with LAST its last, matching
+# REGEX and logged from FROM_MS to TO_MS (default: any); empty if none.
+log_ms() { # name regex [from_ms] [to_ms] [last]
+    local line
+    line=$(awk -v a="$(iso_ms "${3:-0}")" -v b="$([ -n "${4:-}" ] && iso_ms "$4")" \
+        '$1 >= a && (b == "" || $1 <= b)' "$SW/$1.log" 2>/dev/null | grep -E -- "$2" |
+        if [ -n "${5:-}" ]; then tail -n 1; else head -n 1; fi)
+    [ -n "$line" ] && date -u -d "${line%% *}" +%s%3N
+}
+
+# A join or takeover that ended MS after it began took MS / ROUND_MS
+# rounds: each round ends at its election, its sync follows within the
+# next. At most GROUP_ROUNDS.
+expect_rounds() { # description ms
+    case $2 in '' | *[!0-9]*)
+        fail_check "$1: ${2:-never}"
+        return
+        ;;
+    esac
+    local r=$(($2 / ROUND_MS))
+    if [ "$r" -le "$GROUP_ROUNDS" ]; then
+        trace "ok: $1: $2 ms, $r round(s) of $ROUND_MS ms"
+    else
+        fail_check "$1: $2 ms, $r rounds of the mock's $ROUND_MS ms (session timeout $SESSION_TIMEOUT_MS ms - 1 s); at most $GROUP_ROUNDS"
+    fi
+}
+
+# A stop by NAME's own log, from the signal's arrival to its last line,
+# within its shutdown timeout (past it, the supervisor exits 1). Sets
+# STOP_LOG_MS.
+expect_stop_within_shutdown_timeout() { # name
+    local a b
+    a=$(log_ms "$1" 'received (Terminated|Interrupt)')
+    b=$(log_ms "$1" 'stopped exit=' 0 "" last)
+    STOP_LOG_MS=never
+    [ -n "$a" ] && [ -n "$b" ] && STOP_LOG_MS=$((b - a))
+    expect_below "$1's stop by its own log, signal to exit (STORAGE_SHUTDOWN_TIMEOUT_SECONDS=$SHUTDOWN_TIMEOUT_S)" \
+        $((SHUTDOWN_TIMEOUT_S * 1000)) "$STOP_LOG_MS"
+}
 
 expect_all_alive() { # names...
     local n
     for n in "$@"; do expect_alive "$n"; done
 }
 
-# Wait (at most SECONDS) until none of NAMES has logged a rebalance line
-# for 3 s: the group is settled.
-wait_stable() { # seconds names...
-    local secs=$1 n last now quiet
-    shift
-    for _ in $(seq 1 $((secs * 2))); do
+# Wait until none of NAMES has logged a rebalance line for a session
+# timeout (the rounds of one rebalance come a round apart): the group is
+# settled. At most GROUP_WAIT_S.
+wait_stable() { # names... (a number first, an older call's seconds, is ignored)
+    case ${1:-} in [0-9]*) shift ;; esac
+    local end=$((SECONDS + GROUP_WAIT_S)) n last now quiet
+    while [ "$SECONDS" -lt "$end" ]; do
         quiet=1
-        now=$(date +%s)
+        now=$(ts_ms)
         for n in "$@"; do
-            last=$(grep -E "$REBALANCE_LINES" "$SW/$n.log" 2>/dev/null | tail -n 1 | cut -c1-19)
+            last=$(log_ms "$n" "$REBALANCE_LINES" 0 "" last)
             [ -z "$last" ] && continue
-            [ $((now - $(date -u -d "$last" +%s))) -lt 3 ] && quiet=0
+            [ $((now - last)) -lt "$SESSION_TIMEOUT_MS" ] && quiet=0
         done
         [ "$quiet" = 1 ] && return 0
         sleep 0.5
@@ -51,14 +90,9 @@ wait_stable() { # seconds names...
 # Milliseconds from T0_MS to NAME's first log line after T0_MS matching
 # REGEX ("never" if none).
 reaction_ms() { # name t0_ms regex
-    local iso line
-    iso=$(date -u -d "@$(($2 / 1000))" +%Y-%m-%dT%H:%M:%S).$(printf %03d $(($2 % 1000)))Z
-    line=$(awk -v t="$iso" '$1 >= t' "$SW/$1.log" | grep -m1 -E "$3" | cut -d' ' -f1)
-    if [ -z "$line" ]; then
-        echo never
-    else
-        echo $(($(date -u -d "$line" +%s%3N) - $2))
-    fi
+    local t
+    t=$(log_ms "$1" "$3" "$2")
+    if [ -z "$t" ]; then echo never; else echo $((t - $2)); fi
 }
 
 # The batch NAME finished after its SIGTERM is committed: for each of its
@@ -100,13 +134,12 @@ expect_final_batch_committed() { # name [lenient]
     trace "$1's batches after the signal: $ranges"
 }
 
-# SIGTERM NAME while its batch is blocked mid-INSERT; the batch must be
-# finished and committed, the exit 0 and within the shutdown timeout (10 s).
-# Sets STOP_T0 (when the signal was sent) and STOP_MS (how long the exit
-# took).
+# SIGTERM NAME while its batch is blocked mid-INSERT (0.7 s); the batch
+# must be finished and committed, the exit 0 and within the shutdown
+# timeout. Sets STOP_MS (how long the stop took by NAME's own log) and
+# STOP_RC.
 stop_holding_a_batch() { # name [lenient: see expect_final_batch_committed]
     local name=$1 rc
-    STOP_T0=$(ts_ms)
     STOP_MS=never
     STOP_RC=none
     if ! svc_running "$name"; then
@@ -114,44 +147,78 @@ stop_holding_a_batch() { # name [lenient: see expect_final_batch_committed]
         return
     fi
     hold_lock reviews
-    wait_blocked "sc-$name" 20 "$name" || fail_check "no batch of $name caught mid-write"
-    STOP_T0=$(ts_ms)
+    wait_blocked "sc-$name" "$STALL_S" "$name" || fail_check "no batch of $name caught mid-write"
     svc_signal "$name" TERM
     sleep 0.7
     svc_running "$name" || fail_check "$name exited before finishing its batch in flight"
     release_lock
-    rc=$(svc_wait "$name" 15)
+    rc=$(svc_wait "$name" "$STOP_WAIT_S")
     STOP_RC=$rc
-    STOP_MS=$(($(ts_ms) - STOP_T0))
     expect_eq "exit code of $name after SIGTERM with a batch in flight" 0 "$rc"
-    expect_below "$name's exit after SIGTERM (STORAGE_SHUTDOWN_TIMEOUT_SECONDS=10)" 10000 "$STOP_MS"
+    expect_stop_within_shutdown_timeout "$name"
+    STOP_MS=$STOP_LOG_MS
     expect_log "$name" 'stopped exit=0' "$name's supervisor stopped with exit 0"
     expect_final_batch_committed "$name" "${2:-}"
 }
 
-# The others noticed NAME's departure before a session timeout could have
-# (it left the group), and took its partitions over. Prints a summary.
-expect_takeover() { # leaver t0_ms survivors...
-    local leaver=$1 t0=$2 n first=never r take
-    shift 2
-    take=$(wait_owners 40 reviews "$@")
-    for n in "$@"; do
-        r=$(reaction_ms "$n" "$t0" "\\[reviews\\] .*($REBALANCE_LINES)")
-        if [ "$r" != never ] && { [ "$first" = never ] || [ "$r" -lt "$first" ]; }; then first=$r; fi
+# LEAVER, stopped, left the group: the survivors' first rebalance round
+# after it ended before an evicted member's could have, and they took its
+# partitions over within GROUP_ROUNDS rounds. Both measured from LEAVER's
+# close of its reviews pipeline (its LeaveGroup), by the services' logs.
+# Prints a summary.
+expect_takeover() { # leaver survivors...
+    local leaver=$1 n left t_owned first=never end="" take="" r end_s
+    shift
+    local who
+    who=$(echo "$@" | tr ' ' '+')
+    wait_owners "$GROUP_WAIT_S" reviews "$@" >/dev/null ||
+        fail_check "$who did not own every partition within $GROUP_WAIT_S s of $leaver's stop"
+    t_owned=$(ts_ms)
+    left=$(log_ms "$leaver" '\[reviews\] pipeline stopped' 0 "" last)
+    if [ -z "$left" ]; then
+        fail_check "$leaver logged no stop of its reviews pipeline"
+        echo "$leaver logged no stop"
+        return
+    fi
+    # The round the leave started may end after the takeover was complete
+    # (a leaver that owned nothing).
+    end_s=$((SECONDS + GROUP_WAIT_S))
+    while :; do
+        for n in "$@"; do
+            r=$(log_ms "$n" "\\[reviews\\] $ROUND_END" "$left")
+            [ -n "$r" ] && { [ -z "$end" ] || [ "$r" -lt "$end" ]; } && end=$r
+        done
+        [ -n "$end" ] || [ "$SECONDS" -ge "$end_s" ] && break
+        sleep 0.2
     done
-    expect_below "the group noticed $leaver's departure (it left the group: an evicted member takes the 6 s session timeout plus a rebalance round)" "$LEFT_LIMIT_MS" "$([ "$first" = never ] && echo timeout || echo "$first")"
-    expect_below "$(echo "$@" | tr ' ' '+') took over $leaver's partitions" "$TAKEOVER_LIMIT_MS" "$take"
-    echo "noticed after $(ms "$first"), taken over after $(ms "$take")"
+    for n in "$@"; do
+        r=$(reaction_ms "$n" "$left" "\\[reviews\\] .*($REBALANCE_LINES)")
+        if [ "$r" != never ] && { [ "$first" = never ] || [ "$r" -lt "$first" ]; }; then first=$r; fi
+        r=$(log_ms "$n" '\[reviews\] partitions (assigned|revoked) count=[1-9]' "$left" "$t_owned" last)
+        [ -n "$r" ] && { [ -z "$take" ] || [ "$r" -gt "$take" ]; } && take=$r
+    done
+    [ -n "$end" ] && end=$((end - left))
+    # A leaver that owned nothing left nothing to take over.
+    take=$([ -n "$take" ] && echo $((take - left)) || echo 0)
+    expect_below "the survivors' first round after $leaver left ended before an eviction's could ($SESSION_TIMEOUT_MS ms session timeout - $HEARTBEAT_INTERVAL_MS ms heartbeat interval + $ROUND_MS ms round)" \
+        "$EVICTION_ROUND_MS" "${end:-never}"
+    expect_rounds "$who took over $leaver's partitions" "$take"
+    echo "noticed after $(ms "$first"), its round ended after $(ms "${end:-never}"), taken over after $(ms "$take")"
 }
 
 # Start NAME and wait until the group (MEMBERS, NAME among them) shares the
-# partitions: admitted within JOIN_LIMIT_MS, all alive. Sets JOIN_MS.
+# partitions: NAME admitted within GROUP_ROUNDS rounds of its subscription
+# (by its own log), all alive. Sets JOIN_MS.
 join_under_load() { # name members...
-    local name=$1
+    local name=$1 a b
     shift
     svc_start "$name"
-    JOIN_MS=$(wait_owners 60 reviews "$@") || fail_check "$name never got partitions within 60 s"
-    expect_below "$name's join under load (a new member admitted within $JOIN_LIMIT_MS ms)" "$JOIN_LIMIT_MS" "$JOIN_MS"
+    wait_owners "$GROUP_WAIT_S" reviews "$@" >/dev/null || fail_check "$name never got partitions within $GROUP_WAIT_S s"
+    a=$(log_ms "$name" '\[reviews\] pipeline started')
+    b=$(log_ms "$name" '\[reviews\] partitions (assigned|revoked) count=[0-9]+ owned=[1-9]')
+    JOIN_MS=never
+    [ -n "$a" ] && [ -n "$b" ] && JOIN_MS=$((b - a))
+    expect_rounds "$name's join under load, from its subscription to its first partitions" "$JOIN_MS"
     expect_all_alive "$@"
     checkpoint "$name joined"
 }
@@ -160,35 +227,34 @@ scenario_group_churn() {
     scenario_begin group_churn reviews
     gen_stream 41 30000 0 0
     svc_start A
-    wait_owners 20 reviews A >/dev/null || fail_check "A was not assigned the partitions"
+    wait_owners "$GROUP_WAIT_S" reviews A >/dev/null || fail_check "A was not assigned the partitions"
     # Records keep coming however long the group takes (producer_wait
     # produces the rest at once).
     producer_start 150 150
-    local j_b j_c j_d rc t0 left_b left_c
+    local j_b j_c j_d rc left_b left_c
     join_under_load B A B
     j_b=$JOIN_MS
     join_under_load C A B C
     j_c=$JOIN_MS
-    wait_stable 20 A B C || trace "the group did not settle"
+    wait_stable A B C || trace "the group did not settle"
     stop_holding_a_batch B lenient
-    left_b=$(expect_takeover B "$STOP_T0" A C | tail -n 1)
+    left_b=$(expect_takeover B A C | tail -n 1)
     expect_all_alive A C
     checkpoint "B left"
     join_under_load D A C D
     j_d=$JOIN_MS
-    wait_stable 20 A C D || trace "the group did not settle"
-    t0=$(ts_ms)
-    rc=$(svc_stop C 15)
+    wait_stable A C D || trace "the group did not settle"
+    rc=$(svc_stop C)
     expect_eq "exit code of C after SIGTERM under load" 0 "$rc"
-    left_c=$(expect_takeover C "$t0" A D | tail -n 1)
+    left_c=$(expect_takeover C A D | tail -n 1)
     expect_all_alive A D
     checkpoint "C left"
-    producer_wait 60
+    producer_wait
     assert_broker_kept_everything
     settle A
     expect_all_alive A D
     finish_running A D
-    note "joins took B $(ms "$j_b"), C $(ms "$j_c"), D $(ms "$j_d"); B stopped holding a batch (exit ${STOP_RC} after $(ms "$STOP_MS")): ${left_b}; C stopped under load (exit $rc): ${left_c}"
+    note "joins took B $(ms "$j_b"), C $(ms "$j_c"), D $(ms "$j_d") (rounds of $ROUND_MS ms, at most $GROUP_ROUNDS); B stopped holding a batch (exit ${STOP_RC} after $(ms "$STOP_MS")): ${left_b}; C stopped under load (exit $rc): ${left_c}"
 }
 
 # A member frozen (SIGSTOP) in the middle of a batch, past its session
@@ -203,10 +269,10 @@ scenario_zombie_member() {
     svc_start A
     svc_start B
     producer_start 90 90
-    wait_owners 30 reviews A B >/dev/null || fail_check "A and B never shared the partitions"
-    wait_stable 20 A B || trace "the group did not settle"
+    wait_owners "$GROUP_WAIT_S" reviews A B >/dev/null || fail_check "A and B never shared the partitions"
+    wait_stable A B || trace "the group did not settle"
     hold_lock reviews
-    wait_blocked sc-B 20 || fail_check "no batch of B caught mid-write"
+    wait_blocked sc-B || fail_check "no batch of B caught mid-write"
     svc_signal B STOP
     local t0 take
     t0=$(ts_ms)
@@ -214,7 +280,8 @@ scenario_zombie_member() {
     # B's INSERT now completes on the server; its transaction stays open,
     # uncommitted, with B frozen.
     release_lock
-    take=$(wait_owners 40 reviews A)
+    # Evicted a session timeout after its last heartbeat, then rounds.
+    take=$(wait_owners "$GROUP_WAIT_S" reviews A)
     [ "$take" = timeout ] && fail_check "B was never evicted: A does not own every partition"
     checkpoint "B frozen, A took over"
     sleep 2
@@ -222,20 +289,21 @@ scenario_zombie_member() {
     local frozen=$(($(ts_ms) - t0)) refused
     # B finishes its batch: the database commit succeeds (idempotent rows),
     # the offset commit of a member that is no longer one must not.
-    if wait_log B 'offset commit (failed|refused|did not)' 1 15; then
+    # Its commit gives up at the latest at its commit timeout.
+    if wait_log B 'offset commit (failed|refused|did not)' 1 "$STALL_S"; then
         refused=$(grep -m1 -E 'offset commit (failed|refused|did not)' "$SW/B.log" | sed -E 's/.*\): //' | cut -c1-90)
         trace "ok: the zombie's commit was refused: $refused"
     else
         fail_check "B resumed after ${frozen} ms frozen and no refused offset commit was logged (was its commit accepted?)"
     fi
     checkpoint "B resumed"
-    wait_owners 40 reviews A B >/dev/null || fail_check "B did not rejoin the group"
-    producer_wait 60
+    wait_owners "$GROUP_WAIT_S" reviews A B >/dev/null || fail_check "B did not rejoin the group"
+    producer_wait
     assert_broker_kept_everything
     settle A
     expect_all_alive A B
     finish_running A B
-    note "B frozen mid-INSERT for $(ms "$frozen") (session timeout 6 s): A owned every partition after $(ms "$take"); B's late commit refused ($refused); B rejoined"
+    note "B frozen mid-INSERT for $(ms "$frozen") (session timeout $SESSION_TIMEOUT_MS ms): A owned every partition after $(ms "$take"); B's late commit refused ($refused); B rejoined"
 }
 
 scenario_graceful_stop() {
@@ -244,31 +312,30 @@ scenario_graceful_stop() {
     svc_start A
     svc_start B
     producer_start 90 90
-    wait_owners 30 reviews A B >/dev/null || fail_check "A and B never shared the partitions"
-    wait_stable 20 A B || trace "the group did not settle"
+    wait_owners "$GROUP_WAIT_S" reviews A B >/dev/null || fail_check "A and B never shared the partitions"
+    wait_stable A B || trace "the group did not settle"
     local left_a left_c
     stop_holding_a_batch A
     local out_a=$STOP_MS rc_a=$STOP_RC
-    left_a=$(expect_takeover A "$STOP_T0" B | tail -n 1)
+    left_a=$(expect_takeover A B | tail -n 1)
     expect_alive B
     checkpoint "A stopped"
     # A second member, stopped under load with no lock in the way, once all
     # three of its pipelines have partitions.
     svc_start C
-    wait_owners 30 reviews B C >/dev/null || fail_check "B and C never shared the partitions"
-    wait_log C 'partitions assigned count=[1-9]' 3 30 || fail_check "C's three pipelines were not all assigned partitions"
-    wait_stable 20 B C || trace "the group did not settle"
-    local t0 rc out_c
-    t0=$(ts_ms)
-    rc=$(svc_stop C 15)
-    out_c=$(($(ts_ms) - t0))
+    wait_owners "$GROUP_WAIT_S" reviews B C >/dev/null || fail_check "B and C never shared the partitions"
+    wait_log C 'partitions assigned count=[1-9]' 3 "$GROUP_WAIT_S" || fail_check "C's three pipelines were not all assigned partitions"
+    wait_stable B C || trace "the group did not settle"
+    local rc out_c
+    rc=$(svc_stop C)
     expect_eq "exit code of C after SIGTERM under load" 0 "$rc"
     local rc_c=$rc
-    expect_below "C's exit after SIGTERM (STORAGE_SHUTDOWN_TIMEOUT_SECONDS=10)" 10000 "$out_c"
-    left_c=$(expect_takeover C "$t0" B | tail -n 1)
+    expect_stop_within_shutdown_timeout C
+    out_c=$STOP_LOG_MS
+    left_c=$(expect_takeover C B | tail -n 1)
     expect_alive B
     checkpoint "C stopped"
-    producer_wait 60
+    producer_wait
     assert_broker_kept_everything
     settle B
     expect_alive B
@@ -280,20 +347,31 @@ scenario_graceful_stop() {
 # (its SyncGroup answer is still on the way): a rolling restart right after
 # a start, or a stop during a long rebalance. The mock delays the group's
 # SyncGroup answer by 4 s (its coordinator pinned to broker 1) so that the
-# signal lands in that window every time.
+# signal lands in that window every time: it opens the first election
+# (3 s) after E subscribed, the signal comes 2 s into it.
 scenario_sigterm_while_joining() {
     scenario_begin sigterm_while_joining reviews
     gen_stream 44 1000 0 0
     produce_all
     assert_broker_kept_everything
+    local sync_delay_ms=4000
     bctl coordinator group "$GROUP_PREFIX.reviews" 1 >/dev/null
-    bctl broker-request-errors 1 SyncGroup NO_ERROR:4000 >/dev/null || fail_check "could not delay SyncGroup"
+    bctl broker-request-errors 1 SyncGroup NO_ERROR:$sync_delay_ms >/dev/null || fail_check "could not delay SyncGroup"
     svc_start E
-    sleep 4.5
+    local sub wait_ms
+    wait_log E '\[reviews\] pipeline started' 1 || fail_check "E's reviews pipeline did not start within ${STALL_S} s"
+    sub=$(log_ms E '\[reviews\] pipeline started')
+    wait_ms=$((${sub:-$(ts_ms)} + FIRST_JOIN_MS + sync_delay_ms / 2 - $(ts_ms)))
+    [ "$wait_ms" -gt 0 ] && sleep "$(awk -v m="$wait_ms" 'BEGIN {printf "%.3f", m / 1000}')"
     local t0 rc ms
     t0=$(ts_ms)
-    rc=$(svc_stop E 15)
+    rc=$(svc_stop E)
     ms=$(($(ts_ms) - t0))
+    # The signal must have come before the first assignment, or this tested
+    # an ordinary stop.
+    if grep -qE 'partitions assigned' <(awk '/received (Terminated|Interrupt)/ {exit} {print}' "$SW/E.log"); then
+        fail_check "E was assigned partitions before the signal: the stop did not land while it was joining"
+    fi
     expect_eq "exit code of E after SIGTERM between joining and its first assignment" 0 "$rc"
     local last
     last=$(grep -vE 'batch size=|dead_letter' "$SW/E.log" | tail -n 1 | cut -c1-160)

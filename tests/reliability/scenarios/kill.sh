@@ -6,6 +6,7 @@
 # Each life of the process ends in one of these ways, in a fixed (seeded)
 # order with random timing:
 #   before_poll         within 2.5 s of start: before or during the group join
+#                       (the mock's first election comes 3 s after a join)
 #   random              0.2 to 4 s after the partitions are assigned: anywhere
 #                       (decode, write, commit, poll), under load
 #   after_db_commit     the test-only fault point SC_TEST_KILL_AFTER_DB_COMMIT=N
@@ -32,7 +33,12 @@ scenario_kill9() {
     # A killed member stays in its group until its session times out, and
     # the next life waits for that: 3 s sessions (heartbeats every 0.5 s)
     # make a life ~5 s shorter than the suite's 6 s.
-    KILL9_ENV=(STORAGE_SESSION_TIMEOUT_MS=3000 STORAGE_RDKAFKA_HEARTBEAT_INTERVAL_MS=500)
+    local session=3000
+    KILL9_ENV=(STORAGE_SESSION_TIMEOUT_MS=$session STORAGE_RDKAFKA_HEARTBEAT_INTERVAL_MS=500)
+    # Each life joins a group its predecessor may still be in (evicted a
+    # session timeout after its death), in rounds of these sessions.
+    local join_s
+    join_s=$(group_wait_s "$session")
     RANDOM=4242
     gen_stream 11 46000 3000 1000
     # One slice of the stream per life, produced while that life starts and
@@ -61,13 +67,14 @@ scenario_kill9() {
             ;;
         random)
             svc_start "$name" "${KILL9_ENV[@]}" STORAGE_MAX_POLL_RECORDS_REVIEWS="$batch"
-            wait_log "$name" '\[reviews\] partitions assigned' 1 20 || fail_check "$name: no assignment within 20 s"
+            wait_log "$name" '\[reviews\] partitions assigned' 1 "$join_s" || fail_check "$name: no assignment within $join_s s"
             sleep "$(rand_secs 0.2 4)"
             ;;
         after_db_commit)
             n=$((1 + RANDOM % 8))
             svc_start "$name" "${KILL9_ENV[@]}" STORAGE_MAX_POLL_RECORDS_REVIEWS="$batch" SC_TEST_KILL_AFTER_DB_COMMIT="$n"
-            rc=$(svc_wait "$name" 40)
+            # It joins, then stores batches as long as records come.
+            rc=$(svc_wait_progress "$name")
             expect_eq "$name: exit code at the fault point after DB commit $n" 137 "$rc"
             expect_log "$name" 'test fault point: killing the process after the database commit' \
                 "$name: died at the fault point"
@@ -79,12 +86,13 @@ scenario_kill9() {
             [ "$mode" = mid_write_dead_letters ] && table=dead_letter_events
             hold_lock "$table"
             svc_start "$name" "${KILL9_ENV[@]}" STORAGE_MAX_POLL_RECORDS_REVIEWS="$batch"
-            wait_blocked "sc-$name" 30 "$name" || fail_check "$name: no batch caught writing $table"
+            wait_blocked "sc-$name" $((join_s + STALL_S)) "$name" || fail_check "$name: no batch caught writing $table"
             ;;
         after_kafka_commit)
             n=$((1 + RANDOM % 4))
             svc_start "$name" "${KILL9_ENV[@]}" STORAGE_MAX_POLL_RECORDS_REVIEWS="$batch"
-            wait_log "$name" '\] batch size=' "$n" 30 || fail_check "$name: fewer than $n batches within 30 s"
+            wait_log "$name" '\] batch size=' "$n" $((join_s + STALL_S)) ||
+                fail_check "$name: fewer than $n batches within $((join_s + STALL_S)) s (a join, then records)"
             ;;
         esac
         if [ "$mode" != after_db_commit ]; then

@@ -31,7 +31,7 @@ pg_restarts_mid_ingest() { # scenario seed mode what
     pg_scenario_begin "$1" "$2"
     start_ingest s1
     hold_lock reviews
-    wait_blocked sc-s1 15 || fail_check "no batch caught mid-write"
+    wait_blocked sc-s1 || fail_check "no batch caught mid-write"
     pg_ctl_ restart -m "$3" >/dev/null || fail_check "pg_ctl restart -m $3 failed"
     release_lock
     checkpoint "after restart 1"
@@ -62,7 +62,7 @@ scenario_pg_terminate_backend() {
     # Once while a batch is blocked mid-INSERT (57P01 inside the
     # transaction), then every 0.4 s wherever the sessions are.
     hold_lock reviews
-    wait_blocked sc-s1 15 || fail_check "no batch caught mid-write"
+    wait_blocked sc-s1 || fail_check "no batch caught mid-write"
     k=$(sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'sc-s1'")
     killed=$((killed + k))
     release_lock
@@ -84,9 +84,15 @@ scenario_pg_terminate_backend() {
 
 scenario_pg_max_connections() {
     pg_scenario_begin pg_max_connections 24
-    # Back-off from 1 s: time to take the slots the service frees.
-    start_ingest s1 STORAGE_DB_RETRY_BASE_MS=1000
-    for _ in $(seq 1 50); do
+    # Back-off from 1 s: time to take the slots the service frees. Its
+    # retry schedule (5 attempts: 1+2+4+8+16 s) is how long the server may
+    # stay full; our holders sleep half of it, so that they go in time by
+    # themselves even if releasing them below failed.
+    local base_ms=1000 hold_s
+    hold_s=$((base_ms * 31 / 1000 / 2))
+    start_ingest s1 STORAGE_DB_RETRY_BASE_MS=$base_ms
+    local end=$((SECONDS + STALL_S))
+    while [ "$SECONDS" -lt "$end" ]; do
         [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sc-s1'")" = 3 ] && break
         sleep 0.2
     done
@@ -94,35 +100,40 @@ scenario_pg_max_connections() {
     # once the server is full.
     coproc HOLD { PGAPPNAME=rel-holder psql "$ROOT_DB" -X -q -At 2>&1; }
     track "$HOLD_PID"
-    hq() { echo "$1" >&"${HOLD[1]}"; local r; read -r -t 10 r <&"${HOLD[0]}"; echo "$r"; }
-    spawn_holders() { # count seconds
+    hq() { echo "$1" >&"${HOLD[1]}"; local r; read -r -t "$STALL_S" r <&"${HOLD[0]}"; echo "$r"; }
+    spawn_holders() { # count
         for _ in $(seq 1 "$1"); do
-            PGAPPNAME=rel-holder psql "$ROOT_DB" -X -q -c "SELECT pg_sleep($2)" >/dev/null 2>&1 &
+            PGAPPNAME=rel-holder psql "$ROOT_DB" -X -q -c "SELECT pg_sleep($hold_s)" >/dev/null 2>&1 &
             track $!
         done
     }
     local max n
     max=$(hq "SHOW max_connections;")
-    # Every slot taken by sessions that sleep 8 s (superusers may use the
-    # reserved ones too).
-    for _ in $(seq 1 20); do
+    # Every slot taken (superusers may use the reserved ones too), however
+    # long starting the holders takes.
+    end=$((SECONDS + STALL_S))
+    while [ "$SECONDS" -lt "$end" ]; do
         n=$(hq "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend';")
         [ "$n" -ge "$max" ] 2>/dev/null && break
-        spawn_holders $((max - n)) 8
+        spawn_holders $((max - n))
         sleep 0.3
     done
     [ "$n" -ge "$max" ] 2>/dev/null || fail_check "could not fill max_connections=$max (got $n)"
     # Full: end the service's sessions and take their slots before its first
     # reconnection (1 s back-off).
-    local k
+    local k t_full full_ms
     k=$(hq "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'sc-s1';")
-    spawn_holders $((k + 3)) 7
-    wait_log s1 'too many clients' 1 15 || fail_check "the service never met 'too many clients'"
+    t_full=$(ts_ms)
+    spawn_holders $((k + 3))
+    wait_log s1 'too many clients' 1 "$hold_s" || fail_check "the service never met 'too many clients' while the holders held the server ($hold_s s)"
+    # Refused: release the server; the service must be back within its
+    # retry schedule.
+    hq "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'rel-holder' AND pid <> pg_backend_pid();" >/dev/null
+    full_ms=$(($(ts_ms) - t_full))
     echo '\q' >&"${HOLD[1]}"
     wait "$HOLD_PID" 2>/dev/null || true
-    # The holders go away by themselves; the service must be back within
-    # its retry schedule (1+2+4+8+16 s).
-    for _ in $(seq 1 120); do
+    end=$((SECONDS + STALL_S))
+    while [ "$SECONDS" -lt "$end" ]; do
         [ "$(sql_root "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rel-holder'" 2>/dev/null)" = 0 ] && break
         sleep 0.1
     done
@@ -134,18 +145,23 @@ scenario_pg_max_connections() {
     local n
     n=$(expect_transient_retries s1 'too many clients' | tail -n 1)
     finish_running s1
-    note "max_connections=$max filled, then the service's $k sessions ended and their slots taken for ~7 s: $n transient retries ('too many clients'), process stayed up"
+    note "max_connections=$max filled, then the service's $k sessions ended and their slots taken until it was refused ($full_ms ms): $n transient retries ('too many clients'), process stayed up"
 }
 
 scenario_pg_statement_timeout() {
     pg_scenario_begin pg_statement_timeout 25
     start_ingest s1 STORAGE_DB_STATEMENT_TIMEOUT_MS=500
     hold_lock reviews
-    wait_blocked sc-s1 15 || fail_check "no batch caught mid-write"
+    wait_blocked sc-s1 || fail_check "no batch caught mid-write"
     # The INSERT waits: each attempt ends at the 500 ms statement timeout
-    # (57014) until the lock goes, within the retry schedule.
+    # (57014) until the lock goes. Held for five statement timeouts, well
+    # within the retry schedule (6 attempts of 500 ms and 0.2+0.4+0.8+1.6+3.2
+    # s of back-off); how long it really was is in the note.
+    local t_lock held_ms
+    t_lock=$(ts_ms)
     sleep 2.5
     release_lock
+    held_ms=$(($(ts_ms) - t_lock))
     checkpoint "after the timeouts"
     producer_wait
     assert_broker_kept_everything
@@ -154,7 +170,7 @@ scenario_pg_statement_timeout() {
     local n
     n=$(expect_transient_retries s1 '57014' | tail -n 1)
     finish_running s1
-    note "INSERT held 2.5 s behind a lock, statement_timeout 500 ms: $n retries on 57014, process stayed up"
+    note "INSERT held $held_ms ms behind a lock, statement_timeout 500 ms: $n retries on 57014, process stayed up"
 }
 
 scenario_pg_down_past_retries() {
@@ -164,7 +180,8 @@ scenario_pg_down_past_retries() {
     local t0 rc elapsed
     t0=$(ts_ms)
     pg_ctl_ stop -m fast >/dev/null || fail_check "pg_ctl stop failed"
-    rc=$(svc_wait s1 30)
+    # It retries (a line each), then fails and stops.
+    rc=$(svc_wait_progress s1)
     elapsed=$(($(ts_ms) - t0))
     expect_eq "exit code with PostgreSQL down longer than the retry schedule" 1 "$rc"
     expect_log s1 'retries exhausted' "the failure names the exhausted retries"

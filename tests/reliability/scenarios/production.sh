@@ -72,21 +72,6 @@ prod_stall_limit() {
     echo $((2 * PROD_SESSION_S + 3 + (backoff + 999) / 1000 + PROD_COMMIT_TIMEOUT_S))
 }
 
-# run.sh's bound on the whole scenario, from what it does: the steps at
-# the crawler's pace, twice (a busy machine makes the service, not the
-# pace, the limit); four processes that each may need four rounds of the
-# mock's group protocol to join; one stall; and generating, loading,
-# locating and checking the records at 1,000 records/s (measured here:
-# 66,000 records in about 15 s, 4,400/s).
-production_time_limit() {
-    local crawls steps records
-    crawls=$(prod_crawls)
-    steps=$((crawls * PROD_STEPS_PER_CRAWL))
-    records=$((crawls * (PROD_APPS + PROD_NEW + PROD_REVIEWS_PER_CRAWL + PROD_STEPS_PER_CRAWL * (PROD_NEW + PROD_SOFT + PROD_HARD) / 2)))
-    awk -v steps="$steps" -v pace="$PROD_STEP_SECONDS" -v session="$PROD_SESSION_S" -v stall="$(prod_stall_limit)" \
-        -v records="$records" 'BEGIN { printf "%d\n", 2 * steps * pace + 4 * 4 * session + stall + records / 1000 }'
-}
-
 prod_sql_file() { psql "$DB" -X -q -v ON_ERROR_STOP=1 -f "$1" >/dev/null; }
 
 # ---------------------------------------------------------------------------
