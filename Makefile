@@ -8,6 +8,7 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
            -Wformat=2 -Wvla -Wno-missing-field-initializers
 OPT     ?= -O2 -g
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+TSAN    := -fsanitize=thread -fno-omit-frame-pointer
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -31,7 +32,7 @@ MAIN_SRC := src/main.c
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all clean test deps sanitize demo fuzz bench bench-bins reliability
+.PHONY: all clean test deps sanitize tsan demo fuzz bench bench-bins reliability
 
 all: $(BUILD)/storage-consumer $(BUILD)/kafka-mock-broker
 
@@ -60,6 +61,17 @@ $(SAN_BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(wildcard src/*.h src/*/*.h tes
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -Itests/unit -o $@ $< $(CORE_SRC) $(LDFLAGS) $(CORE_LIBS) -lcmocka
 
+# ThreadSanitizer cannot share a binary with AddressSanitizer: a build of its
+# own. Only our code is instrumented (librdkafka, libpq and libmicrohttpd are
+# the system's); tests/tsan.supp says which of their reports are theirs.
+# tests/support/tsan_c11_threads.c shows it librdkafka's threads and locks.
+TSAN_BUILD := $(BUILD)/tsan
+TSAN_SUPPORT := tests/support/tsan_c11_threads.c
+
+$(TSAN_BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(TSAN_SUPPORT) $(wildcard src/*.h src/*/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(TSAN) -o $@ $(APP_SRC) $(MAIN_SRC) $(TSAN_SUPPORT) $(LDFLAGS) $(LDLIBS)
+
 sanitize: $(SAN_BUILD)/storage-consumer $(addprefix $(SAN_BUILD)/unit/,$(UNIT_TESTS)) \
           $(BUILD)/fuzz/fuzz_decode
 
@@ -85,6 +97,13 @@ test: deps
 	$(MAKE) all sanitize
 	FUZZ_BIN=$(BUILD)/fuzz/fuzz_decode FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh $(SAN_BUILD)
 	tests/reliability/run.sh $(BUILD)
+
+# make tsan: the integration suites against the ThreadSanitizer build; any
+# report fails the run (tests/run.sh). Not the resources suite: it measures
+# memory, under LeakSanitizer and in the release build.
+tsan: deps
+	$(MAKE) all $(TSAN_BUILD)/storage-consumer
+	SKIP_SUITES=resources tests/run.sh $(TSAN_BUILD)
 
 # make reliability: the service against kill -9, PostgreSQL and broker faults,
 # rebalances and graceful stops, each scenario judged by a model of what was

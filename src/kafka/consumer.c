@@ -1,6 +1,7 @@
 #include "kafka/consumer.h"
 
 #include <librdkafka/rdkafka.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -634,8 +635,23 @@ void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, int max)
     rd_kafka_topic_partition_list_destroy(pos);
 }
 
-/* Kept reachable on purpose: see consumer_close. */
-static rd_kafka_t *unclosable[PIPELINE_COUNT * 4];
+/* Consumers left undestroyed (see consumer_close), kept reachable on
+ * purpose so that LeakSanitizer does not report them. Pipeline threads
+ * close their consumers at the same moment: each claims a slot of its own
+ * with one atomic increment and is that slot's only writer; nothing reads
+ * the list but the leak checker, after the threads are joined. A process
+ * closes at most one consumer per pipeline (one supervisor run), so the
+ * slots cannot run out. If a new caller ever made them, its consumer would
+ * still be left undestroyed (destroying it is what aborts), only not
+ * recorded here: LeakSanitizer may then report it, never the release build. */
+static rd_kafka_t *unclosable[PIPELINE_COUNT];
+static atomic_size_t unclosable_claimed;
+
+static void keep_unclosable(rd_kafka_t *rk)
+{
+    size_t i = atomic_fetch_add_explicit(&unclosable_claimed, 1, memory_order_relaxed);
+    if (i < sizeof unclosable / sizeof unclosable[0]) unclosable[i] = rk;
+}
 
 void consumer_close(consumer_t *c)
 {
@@ -664,11 +680,7 @@ void consumer_close(consumer_t *c)
         /* Still none: leave the handle to the process exit, which is near
          * (a consumer closes only when its pipeline stops). */
         LOG_WARN(c->def->name, "consumer closed before the group assigned it anything: not destroyed (a librdkafka 2.0.2 bug would abort the process)");
-        for (size_t i = 0; i < sizeof unclosable / sizeof unclosable[0]; i++)
-            if (!unclosable[i]) {
-                unclosable[i] = c->rk;
-                break;
-            }
+        keep_unclosable(c->rk);
         free_consumer(c);
         return;
     }

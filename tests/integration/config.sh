@@ -6,7 +6,8 @@ pg_start
 
 # Run the binary with only the variables given (no STORAGE_* from outside).
 run_clean() { # args...
-    env -i PATH="$PATH" ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} "$@"
+    env -i PATH="$PATH" ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} \
+        ${TSAN_OPTIONS:+TSAN_OPTIONS=$TSAN_OPTIONS} "$@"
 }
 
 test_env_file_values_apply_and_the_environment_wins() {

@@ -470,6 +470,31 @@ test_sigterm_mid_batch_commits_the_batch_and_exits_0() {
     assert_eq "3000 3000" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
 }
 
+# A stop that comes before the group assigned anything: each pipeline waits
+# for its first assignment (half the shutdown timeout), then leaves its
+# consumer undestroyed (librdkafka 2.0.2 aborts the process when such a
+# consumer is destroyed) and records it so that it stays reachable. No broker
+# answers here, so all three pipelines reach that point together; their
+# records must not trample each other (the ThreadSanitizer build, make tsan,
+# reports it if they do) and the stop is clean.
+test_all_pipelines_stopped_before_any_assignment_keep_their_consumers_and_exit_0() {
+    trap cleanup_test_processes EXIT
+    fresh_schema f_unassigned
+    # Nothing listens on port 1: connections are refused, no group is ever
+    # joined. A stop that fits 10 s: a 0.2 s poll, a 3 s database attempt,
+    # a 2 s commit and 2 s to leave the group.
+    svc_start unassigned1 STORAGE_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1 STORAGE_SHUTDOWN_TIMEOUT_SECONDS=10 \
+        STORAGE_DB_STATEMENT_TIMEOUT_MS=2000 STORAGE_COMMIT_TIMEOUT_MS=2000
+    wait_for_log unassigned1 'pipeline started' 3
+    svc_stop unassigned1 30
+    assert_eq 0 "$SVC_RC" "exit status after SIGTERM before any assignment"
+    assert_eq 3 "$(log_count unassigned1 'consumer closed before the group assigned it anything')" \
+        "consumers left undestroyed"
+    assert_eq 3 "$(log_count unassigned1 'pipeline stopped result=clean')" "pipelines stopped cleanly"
+    assert_contains "$(cat "$WORK/unassigned1.log")" "stopped exit=0"
+    no_sanitizer_report "$WORK/unassigned1.log"
+}
+
 # DESIGN.md: Guarantees (guarantee 4) and 11: one failed pipeline stops all of them and the
 # process exits 1, naming the failed pipeline.
 test_a_failed_pipeline_stops_the_others_and_exits_1() {

@@ -244,7 +244,9 @@ end_test() {
     exit "$rc"
 }
 
-SANITIZER_REPORT='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (AddressSanitizer|UndefinedBehaviorSanitizer)|UndefinedBehaviorSanitizer'
+# tests/run.sh sends ThreadSanitizer's reports to files of their own; with
+# other TSAN_OPTIONS they reach the service's log, and are recognised there.
+SANITIZER_REPORT='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (AddressSanitizer|UndefinedBehaviorSanitizer|ThreadSanitizer)|UndefinedBehaviorSanitizer|WARNING: ThreadSanitizer'
 
 no_sanitizer_report() { # log
     if grep -qE "$SANITIZER_REPORT" "$1"; then

@@ -545,8 +545,12 @@ test_a_row_the_database_refuses_is_dead_lettered_alone() {
     assert_contains "$detail" 'violates check constraint "thumbs_not_13"' "error_detail has the database's message"
     assert_eq "$(review com.example.refused r3 13 2026-11-29T10:00:00Z | tr -d '\n')" \
         "$(sql "SELECT convert_from(payload, 'UTF8') FROM dead_letter_events WHERE kafka_offset = 2")" "payload of the refused record"
-    assert_eq 1 "$(batch_lines svc reviews)" "one batch"
-    assert_contains "$(log_of svc)" "[reviews] batch size=8 inserted=6 updated=0 skipped=0 dead_lettered=2" "batch line"
+    # Once a poll has its first record it takes only what librdkafka has
+    # already fetched: the 8 records usually make one batch, but in a slower
+    # build (ThreadSanitizer) they came as two of 4. The batch lines account
+    # for every record either way.
+    assert_eq "8 6 0 0 2" "$(batch_sum svc reviews size) $(batch_sum svc reviews inserted) $(batch_sum svc reviews updated) $(batch_sum svc reviews skipped) $(batch_sum svc reviews dead_lettered)" \
+        "batch lines: size, inserted, updated, skipped, dead_lettered"
     stop_clean svc
 }
 
