@@ -100,7 +100,8 @@ test: deps
 
 # make tsan: the integration suites against the ThreadSanitizer build; any
 # report fails the run (tests/run.sh). Not the resources suite: it measures
-# memory, under LeakSanitizer and in the release build.
+# memory, under LeakSanitizer and in the release build. About 15 minutes on
+# two cores, too long for make test, which does not run it.
 tsan: deps
 	$(MAKE) all $(TSAN_BUILD)/storage-consumer
 	SKIP_SUITES=resources tests/run.sh $(TSAN_BUILD)
