@@ -188,7 +188,9 @@ test_a_postgres_restart_mid_ingest_is_retried_without_loss_or_duplicates() {
     assert_broker_kept_everything "$TOPIC_REVIEWS"
     assert_eq 20000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
 
-    svc_start pgrestart STORAGE_DB_RETRY_BASE_MS=200 STORAGE_DB_RETRY_MAX_ATTEMPTS=5 \
+    # The default schedule (1+2+4+8+16 s), the one meant to cover a restart:
+    # on a busy machine a restart takes longer than a shortened one.
+    svc_start pgrestart STORAGE_DB_RETRY_BASE_MS=1000 STORAGE_DB_RETRY_MAX_ATTEMPTS=5 \
         STORAGE_MAX_POLL_RECORDS_REVIEWS=100
     wait_for_at_least "SELECT count(*) FROM reviews" 1000
     # Catch a batch in the middle (blocked on its INSERT), then restart.
