@@ -285,23 +285,29 @@ producer_start() { # seconds [chunks]
     track "$PRODUCER_PID"
 }
 
-# The faults are over: produce what is left of the stream at once. Waits
-# as long as chunks keep reaching the broker; gives up when none did for
-# STALL_S (kcat_produce's delivery timeout fits in it twice).
-producer_wait() { # (a number given, seconds of an older call, is ignored)
-    local n last=-1 t
-    touch "$SW/producer.hurry"
-    t=$SECONDS
-    while [ ! -f "$SW/producer.done" ]; do
-        n=$(wc -l <"$SW/producer.progress" 2>/dev/null || echo 0)
-        if [ "$n" != "$last" ]; then
-            last=$n
+# Wait until the file DONE exists, as long as MEASURE (a command printing a
+# number: chunks produced, bytes logged) keeps changing; give up once it has
+# not changed for STALL_S. Each change marks progress for the watchdog.
+wait_while_moving() { # done measure
+    local now last=-1 t=$SECONDS
+    while [ ! -f "$1" ]; do
+        now=$(eval "$2" 2>/dev/null || echo 0)
+        if [ "$now" != "$last" ]; then
+            last=$now
             t=$SECONDS
             progress
         fi
         [ $((SECONDS - t)) -ge "$STALL_S" ] && break
         sleep 0.1
     done
+}
+
+# The faults are over: produce what is left of the stream at once. Waits
+# as long as chunks keep reaching the broker; gives up when none did for
+# STALL_S (kcat_produce's delivery timeout fits in it twice).
+producer_wait() { # (a number given, seconds of an older call, is ignored)
+    touch "$SW/producer.hurry"
+    wait_while_moving "$SW/producer.done" "wc -l <'$SW/producer.progress'"
     [ -f "$SW/producer.done" ] || fail_check "the producer did not finish: no chunk produced for ${STALL_S} s"
     [ -f "$SW/producer.failed" ] && fail_check "kcat could not produce: $(xargs <"$SW/producer.failed")"
     wait "$PRODUCER_PID" 2>/dev/null || true
@@ -403,18 +409,7 @@ svc_wait() { # name seconds -> exit code, or "timeout"
 # its log keeps growing: exit code, or "timeout" once it logged nothing for
 # STALL_S.
 svc_wait_progress() { # name
-    local size last=-1 t
-    t=$SECONDS
-    while [ ! -f "$SW/$1.rc" ]; do
-        size=$(stat -c %s "$SW/$1.log" 2>/dev/null || echo 0)
-        if [ "$size" != "$last" ]; then
-            last=$size
-            t=$SECONDS
-            progress
-        fi
-        [ $((SECONDS - t)) -ge "$STALL_S" ] && break
-        sleep 0.1
-    done
+    wait_while_moving "$SW/$1.rc" "stat -c %s '$SW/$1.log'"
     if [ -f "$SW/$1.rc" ]; then cat "$SW/$1.rc"; else echo timeout; fi
 }
 
