@@ -354,7 +354,12 @@ test_stop_replay_start_reads_the_topic_again_from_the_start() {
     for p in 0 1 2; do
         for i in 1 2 3 4 5 6; do review com.example.flow "f-$p-$i" "$i" "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p $p
     done
-    start_service first STORAGE_PIPELINES=reviews
+    # The held batch must outlast the replay's wait for the stopping member
+    # (up to two session timeouts and 10 s, 22 s): a statement timeout that
+    # cancels it first leaves it to be redelivered after the replay, and the
+    # counts below would see one insert instead of nineteen skips.
+    start_service first STORAGE_PIPELINES=reviews STORAGE_DB_STATEMENT_TIMEOUT_MS=30000 \
+        STORAGE_SHUTDOWN_TIMEOUT_SECONDS=60
     wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
     # A last review, whose batch is in flight when the stop comes.
     hold_lock reviews
