@@ -96,9 +96,11 @@ static int load_pipelines(loader_t *l, settings_t *s)
         while (start < end && isspace((unsigned char)*start)) start++;
         while (end > start && isspace((unsigned char)end[-1])) end--;
         const pipeline_def_t *def = pipeline_find(start, (size_t)(end - start));
-        if (!def)
-            return fail(l, "STORAGE_PIPELINES=%s: unknown pipeline \"%.*s\" (known: app-stats, reviews, network-metrics)",
-                        v, (int)(end - start), start);
+        if (!def) {
+            char names[128];
+            return fail(l, "STORAGE_PIPELINES=%s: unknown pipeline \"%.*s\" (known: %s)", v,
+                        (int)(end - start), start, pipeline_names(names, sizeof names));
+        }
         if (s->pipeline_enabled[def->id])
             return fail(l, "STORAGE_PIPELINES=%s: pipeline %s is listed twice", v, def->name);
         s->pipeline_enabled[def->id] = true;

@@ -92,9 +92,9 @@ void batch_bind(batch_t *b, int64_t (*lookup)(void *ctx, const char *package_nam
 
 /* The natural key as one string: "<application_id>/<key column>" when the
  * key includes the app, else the key column alone. */
-static char *natural_key(const batch_t *b, const entry_t *e)
+static char *natural_key(const batch_t *b, const entry_t *e, size_t key_index)
 {
-    const char *k = event_column(&e->event, (size_t)b->def->key_field);
+    const char *k = event_column(&e->event, key_index);
     char *s;
     if (b->def->key_includes_app) {
         if (asprintf(&s, "%lld/%s", (long long)e->application_id, k) < 0) abort();
@@ -105,8 +105,17 @@ static char *natural_key(const batch_t *b, const entry_t *e)
     return s;
 }
 
+/* The rule of de-duplication: `e` wins over `than`, the earlier of the two
+ * in the batch, only with a greater version; ties and versionless pipelines
+ * keep the first. */
+static bool wins_over(const batch_t *b, const entry_t *e, const entry_t *than)
+{
+    return b->def->version_field && e->event.version > than->event.version;
+}
+
 size_t batch_deduplicate(batch_t *b)
 {
+    int key_index = pipeline_field_index(b->def, b->def->key_field);
     struct hsearch_data winners;
     char **keys = calloc(b->count ? b->count : 1, sizeof *keys);
     size_t superseded = 0;
@@ -115,7 +124,7 @@ size_t batch_deduplicate(batch_t *b)
     for (size_t i = 0; i < b->count; i++) {
         entry_t *e = &b->entries[i];
         if (e->state != ENTRY_EVENT) continue;
-        keys[i] = natural_key(b, e);
+        keys[i] = natural_key(b, e, (size_t)key_index);
         ENTRY item = {keys[i], (void *)i}, *found;
         if (!hsearch_r(item, FIND, &found, &winners)) {
             if (!hsearch_r(item, ENTER, &found, &winners)) abort();
@@ -123,7 +132,7 @@ size_t batch_deduplicate(batch_t *b)
         }
         size_t w = (size_t)found->data;
         superseded++;
-        if (b->def->version_field >= 0 && e->event.version > b->entries[w].event.version) {
+        if (wins_over(b, e, &b->entries[w])) {
             b->entries[w].state = ENTRY_SUPERSEDED;
             b->entries[w].winner = i;
             found->data = (void *)i;
@@ -152,10 +161,7 @@ bool batch_promote(batch_t *b, size_t rejected, size_t *promoted)
     for (size_t i = 0; i < b->count; i++) {
         const entry_t *e = &b->entries[i];
         if (e->state != ENTRY_SUPERSEDED || root_of(b, i) != rejected) continue;
-        /* The rule of batch_deduplicate: greatest version, else the first. */
-        if (best == b->count ||
-            (b->def->version_field >= 0 && e->event.version > b->entries[best].event.version))
-            best = i;
+        if (best == b->count || wins_over(b, e, &b->entries[best])) best = i;
     }
     if (best == b->count) return false;
     for (size_t i = 0; i < b->count; i++)

@@ -1,5 +1,6 @@
 #include "core/pipeline.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define INT16_RANGE INT16_MIN, INT16_MAX
@@ -63,9 +64,9 @@ static const pipeline_def_t pipelines[PIPELINE_COUNT] = {
             .table = "app_stats",
             .fields = app_stats_fields,
             .field_count = COUNT(app_stats_fields),
-            .key_field = 0, /* crawled_at */
+            .key_field = "crawled_at",
             .key_includes_app = true,
-            .version_field = -1,
+            .version_field = NULL,
             /* Same app and same crawl instant is by definition a redelivery. */
             .conflict_sql = "ON CONFLICT (application_id, crawled_at) DO NOTHING",
         },
@@ -79,9 +80,9 @@ static const pipeline_def_t pipelines[PIPELINE_COUNT] = {
             .table = "reviews",
             .fields = reviews_fields,
             .field_count = COUNT(reviews_fields),
-            .key_field = 0, /* review_id */
+            .key_field = "review_id",
             .key_includes_app = false,
-            .version_field = 9, /* last_synced_at */
+            .version_field = "last_synced_at",
             /* The only table that really updates (thumbs_up_count changes).
              * The guard makes a replayed or late older observation a no-op;
              * first_seen_at and the sentiment columns are never touched. */
@@ -103,9 +104,9 @@ static const pipeline_def_t pipelines[PIPELINE_COUNT] = {
             .table = "network_metrics",
             .fields = network_metrics_fields,
             .field_count = COUNT(network_metrics_fields),
-            .key_field = 0, /* analysis_id */
+            .key_field = "analysis_id",
             .key_includes_app = false,
-            .version_field = -1,
+            .version_field = NULL,
             /* A capture is analysed once; a real re-run gets a new UUID. */
             .conflict_sql = "ON CONFLICT (analysis_id) DO NOTHING",
         },
@@ -119,4 +120,31 @@ const pipeline_def_t *pipeline_find(const char *name, size_t len)
         if (strlen(pipelines[i].name) == len && memcmp(pipelines[i].name, name, len) == 0)
             return &pipelines[i];
     return NULL;
+}
+
+const char *pipeline_names(char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < PIPELINE_COUNT && used < len; i++) {
+        int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", pipelines[i].name);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    return buf;
+}
+
+int pipeline_field_index(const pipeline_def_t *def, const char *name)
+{
+    if (!name) return -1;
+    for (size_t i = 0; i < def->field_count; i++)
+        if (strcmp(def->fields[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+const char *pipeline_key_columns(const pipeline_def_t *def, const char *sep, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s", def->key_includes_app ? "application_id" : "",
+             def->key_includes_app ? sep : "", def->key_field);
+    return buf;
 }

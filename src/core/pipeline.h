@@ -48,13 +48,15 @@ typedef struct {
     const field_spec_t *fields; /* columns in order, application_id excluded */
     size_t field_count;
     /* Natural key: application_id (when key_includes_app) plus this field. */
-    int key_field;
+    const char *key_field;
     bool key_includes_app;
     /* The field whose greatest value wins when one batch holds the same key
-     * twice (reviews: last_synced_at), or -1: the first occurrence wins, as
-     * ON CONFLICT DO NOTHING would decide. */
-    int version_field;
-    const char *conflict_sql; /* everything after the VALUES/SELECT of the insert */
+     * twice (reviews: "last_synced_at"), or NULL: the first occurrence wins,
+     * as ON CONFLICT DO NOTHING would decide. */
+    const char *version_field;
+    /* Everything after the VALUES/SELECT of the insert; its conflict target
+     * is the natural key (a unit test holds them together). */
+    const char *conflict_sql;
 } pipeline_def_t;
 
 /* The static definition of a pipeline. This function can't fail for a valid id. */
@@ -63,5 +65,17 @@ const pipeline_def_t *pipeline_get(pipeline_id_t id);
 /* Look a pipeline up by name ("app-stats", "reviews", "network-metrics").
  * Returns NULL when the name is unknown. */
 const pipeline_def_t *pipeline_find(const char *name, size_t len);
+
+/* The pipelines' names, in table order, joined by ", " into `buf`, for
+ * messages and usage texts ("known: app-stats, reviews, network-metrics"). */
+const char *pipeline_names(char *buf, size_t len);
+
+/* The index in def->fields of the field called `name`, or -1 (also for
+ * NULL). */
+int pipeline_field_index(const pipeline_def_t *def, const char *name);
+
+/* The natural key's columns joined by `sep` into `buf`: with ", " the
+ * conflict target ("application_id, crawled_at"), with " and " prose. */
+const char *pipeline_key_columns(const pipeline_def_t *def, const char *sep, char *buf, size_t len);
 
 #endif

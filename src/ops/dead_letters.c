@@ -559,7 +559,7 @@ static int mark_dead_letters(void *ctx, PGconn *conn, const batch_t *b, char *er
     const char **types = malloc((b->count ? b->count : 1) * sizeof *types);
     const char **details = malloc((b->count ? b->count : 1) * sizeof *details);
     size_t ns = 0, nx = 0, nf = 0, changed;
-    char *ids_lit = NULL, *types_lit = NULL, *details_lit = NULL, note[256], note_superseded[256];
+    char *ids_lit = NULL, *types_lit = NULL, *details_lit = NULL, note[256], note_superseded[256], key[128];
     int rc = -1;
     if (!stored || !superseded || !failing || !types || !details) abort();
 
@@ -579,9 +579,8 @@ static int mark_dead_letters(void *ctx, PGconn *conn, const batch_t *b, char *er
     snprintf(note, sizeof note, "redriven: decoded and upserted into %s by the pipeline's ON CONFLICT rule",
              rd->def->table);
     snprintf(note_superseded, sizeof note_superseded,
-             "redriven: another dead letter with the same %s%s was upserted into %s in the same batch",
-             rd->def->key_includes_app ? "application_id and " : "", rd->def->fields[rd->def->key_field].name,
-             rd->def->table);
+             "redriven: another dead letter with the same %s was upserted into %s in the same batch",
+             pipeline_key_columns(rd->def, " and ", key, sizeof key), rd->def->table);
 
     const char *resolve_sql = "UPDATE dead_letter_events SET resolved_at = now(), resolution = $2"
                               " WHERE id = ANY($1::bigint[]) AND resolved_at IS NULL";

@@ -81,11 +81,12 @@ store_t *store_new(const settings_t *s, const pipeline_def_t *def)
     /* Rows are upserted in natural-key order: two members whose batches
      * share keys (a review observed on two partitions) then lock those rows
      * in the same order and wait for each other instead of deadlocking. */
+    char key[128];
     if (asprintf(&st->copy_sql, "COPY storage_stage (%s) FROM STDIN", cols.data) < 0 ||
         asprintf(&st->insert_sql,
-                 "INSERT INTO %s (%s) SELECT %s FROM storage_stage ORDER BY %s%s %s RETURNING (xmax = 0)",
-                 def->table, cols.data, cols.data, def->key_includes_app ? "application_id, " : "",
-                 def->fields[def->key_field].name, def->conflict_sql) < 0)
+                 "INSERT INTO %s (%s) SELECT %s FROM storage_stage ORDER BY %s %s RETURNING (xmax = 0)",
+                 def->table, cols.data, cols.data, pipeline_key_columns(def, ", ", key, sizeof key),
+                 def->conflict_sql) < 0)
         abort();
     st->columns = cols.data;
     if (asprintf(&st->insert_commit_sql, "%s; COMMIT", st->insert_sql) < 0) abort();

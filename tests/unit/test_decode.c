@@ -1583,9 +1583,50 @@ static void every_pipeline_fits_in_an_event(void **state)
     for (int p = 0; p < PIPELINE_COUNT; p++) {
         const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
         assert_true(def->field_count <= EVENT_MAX_COLUMNS);
-        assert_true(def->version_field < (int)def->field_count);
-        assert_true(def->key_field >= 0 && def->key_field < (int)def->field_count);
     }
+}
+
+static void every_pipeline_keys_and_versions_by_required_fields_it_has(void **state)
+{
+    (void)state;
+    for (int p = 0; p < PIPELINE_COUNT; p++) {
+        const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
+        int key = pipeline_field_index(def, def->key_field);
+        assert_true(key >= 0);
+        assert_true(def->fields[key].required);
+        if (def->version_field) {
+            /* The decoder keeps a version only from a timestamp. */
+            int version = pipeline_field_index(def, def->version_field);
+            assert_true(version >= 0);
+            assert_true(def->fields[version].required);
+            assert_int_equal(def->fields[version].kind, FIELD_TIMESTAMP);
+        }
+    }
+}
+
+static void every_pipeline_conflicts_on_its_natural_key(void **state)
+{
+    (void)state;
+    char cols[128], target[160];
+    for (int p = 0; p < PIPELINE_COUNT; p++) {
+        const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
+        snprintf(target, sizeof target, "ON CONFLICT (%s) ", pipeline_key_columns(def, ", ", cols, sizeof cols));
+        assert_true(strncmp(def->conflict_sql, target, strlen(target)) == 0);
+    }
+    assert_string_equal(pipeline_key_columns(pipeline_get(PIPELINE_APP_STATS), " and ", cols, sizeof cols),
+                        "application_id and crawled_at");
+}
+
+static void the_list_of_pipeline_names_is_the_table_of_pipelines(void **state)
+{
+    (void)state;
+    char names[128];
+    assert_string_equal(pipeline_names(names, sizeof names), "app-stats, reviews, network-metrics");
+    for (int p = 0; p < PIPELINE_COUNT; p++) {
+        const char *name = pipeline_get((pipeline_id_t)p)->name;
+        assert_ptr_equal(pipeline_find(name, strlen(name)), pipeline_get((pipeline_id_t)p));
+    }
+    assert_null(pipeline_find("reviews2", 8));
 }
 
 int main(void)
@@ -1682,6 +1723,9 @@ int main(void)
         cmocka_unit_test(protocols_object_is_stored_as_compact_json),
         cmocka_unit_test(protocols_with_non_integer_or_negative_count_is_rejected),
         cmocka_unit_test(every_pipeline_fits_in_an_event),
+        cmocka_unit_test(every_pipeline_keys_and_versions_by_required_fields_it_has),
+        cmocka_unit_test(every_pipeline_conflicts_on_its_natural_key),
+        cmocka_unit_test(the_list_of_pipeline_names_is_the_table_of_pipelines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
