@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exit_code.h"
 #include "kafka/consumer.h"
 #include "log.h"
 #include "ops/ops.h"
@@ -20,7 +21,6 @@
 #endif
 
 /* Exit codes (DESIGN.md: Supervisor, health, shutdown). */
-enum { EXIT_CLEAN = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 extern char **environ;
 
@@ -107,18 +107,18 @@ static int cmd_migrate(const settings_t *s, bool quiet_when_current)
     if (!conn) {
         LOG_ERROR("migrate", "cannot connect to PostgreSQL (%s): %s", masked, err);
         free(masked);
-        return EXIT_RUNTIME;
+        return EXIT_FAILED;
     }
     free(masked);
     int applied = migrate_apply(conn, err, sizeof err);
     PQfinish(conn);
     if (applied < 0) {
         LOG_ERROR("migrate", "%s", err);
-        return EXIT_RUNTIME;
+        return EXIT_FAILED;
     }
     if (applied > 0 || !quiet_when_current)
         LOG_INFO("migrate", "schema is current applied=%d total=%u", applied, migration_count);
-    return EXIT_CLEAN;
+    return EXIT_OK;
 }
 
 static int cmd_run(const settings_t *s)
@@ -134,7 +134,7 @@ static int cmd_run(const settings_t *s)
              s->bootstrap_servers);
     free(masked);
     /* A migration error exits 1 before any pipeline starts. */
-    if (cmd_migrate(s, true) != EXIT_CLEAN) return EXIT_RUNTIME;
+    if (cmd_migrate(s, true) != EXIT_OK) return EXIT_FAILED;
     return supervisor_run(s);
 }
 
@@ -156,7 +156,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 ||
                    strcmp(argv[i], "help") == 0) {
             usage(stdout);
-            return EXIT_CLEAN;
+            return EXIT_OK;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "storage-consumer: unknown option %s\n", argv[i]);
             usage(stderr);
@@ -169,7 +169,7 @@ int main(int argc, char **argv)
 
     if (strcmp(command, "version") == 0) {
         printf("storage-consumer %s\n", STORAGE_VERSION);
-        return EXIT_CLEAN;
+        return EXIT_OK;
     }
 
     if (settings_load(&settings, environ, err, sizeof err)) {

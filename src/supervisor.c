@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exit_code.h"
 #include "kafka/consumer.h"
 #include "log.h"
 #include "metrics.h"
@@ -209,7 +210,7 @@ int supervisor_run(const settings_t *s)
             LOG_ERROR("supervisor", "%s", err);
             metrics_free(metrics);
             mark_unstarted_stopped(s, runs);
-            return 1;
+            return EXIT_FAILED;
         }
         LOG_INFO("supervisor", "metrics at http://%s/metrics", s->metrics_addr);
     }
@@ -290,7 +291,7 @@ int supervisor_run(const settings_t *s)
             }
             /* Threads still hold librdkafka and libpq state: no orderly
              * teardown is possible, and uncommitted batches are redelivered. */
-            _exit(1);
+            _exit(EXIT_FAILED);
         }
     }
     for (int i = 0; i < PIPELINE_COUNT; i++) {
@@ -305,7 +306,7 @@ int supervisor_run(const settings_t *s)
     metrics_http_stop(metrics);
     metrics_free(metrics);
     LOG_INFO("supervisor", "stopped exit=%d", failed ? 1 : 0);
-    return failed ? 1 : 0;
+    return failed ? EXIT_FAILED : EXIT_OK;
 }
 
 /* Whether the heartbeat file at `path` holds a stop mark; if so, its time
@@ -351,5 +352,5 @@ int supervisor_health(const settings_t *s)
             printf("%s: healthy (last heartbeat %lds ago)\n", name, age);
         }
     }
-    return healthy ? 0 : 1;
+    return healthy ? EXIT_OK : EXIT_FAILED;
 }
