@@ -19,53 +19,13 @@ broker_start
 # ---------------------------------------------------------------------------
 # Helpers of this suite.
 
-# Start a test: its database, topics and groups, and the exit trap that
-# reports and cleans up whatever the test started.
-begin_test() { # name
-    STARTED=""
-    TEST_NAME=$1
-    trap end_test EXIT
-    fresh_schema "pl_$1"
-    fresh_topics "$1"
-}
-
-# NAME is still running (it did not fail and exit on its own).
-assert_running() { # name
-    [ ! -f "$WORK/$(svc "$1").rc" ] ||
-        fail "service $(svc "$1") exited on its own ($(cat "$WORK/$(svc "$1").rc")): $(grep -E ' error ' "$(log_file "$1")" | tail -n 2)"
-}
-
-log_file() { echo "$WORK/$(svc "$1").log"; }
-log_of() { cat "$(log_file "$1")"; }
-
-# Wait until NAME's log matches the extended regex PATTERN.
-wait_for_log() { # name pattern [seconds]
-    local i
-    for i in $(seq 1 $((${3:-30} * 5))); do
-        grep -qE -- "$2" "$(log_file "$1")" 2>/dev/null && return 0
-        sleep 0.2
-    done
-    fail "service $1 never logged /$2/"
-}
-
-# The sum of COUNTER over NAME's INFO batch lines of PIPELINE.
-batch_sum() { # name pipeline counter
-    grep -E "info +\[$2\] batch size=" "$(log_file "$1")" |
-        grep -oE " $3=[0-9]+" | cut -d= -f2 | awk '{s += $1} END {print s + 0}'
-}
-
-batch_lines() { # name pipeline
-    grep -cE "info +\[$2\] batch size=" "$(log_file "$1")" || true
-}
-
-# SQL with timestamps shown in UTC, whatever the database's time zone.
-usql() { PGTZ=UTC sql "$1"; }
+log_of() { cat "$(svc_log "$1")"; }
 
 # DESIGN.md: Dead letters log volume, batch by batch: the first 5 dead letters of a batch in
 # detail, then (only if there were more) one summary line with their total.
 assert_dead_letter_logging() { # name pipeline
     local problems
-    problems=$(grep -E "\[$2\] (dead_letter |batch size=)" "$(log_file "$1")" | awk '
+    problems=$(grep -E "\[$2\] (dead_letter |batch size=)" "$(svc_log "$1")" | awk '
         / dead_letter topic=/ { details++; next }
         / dead_letter summary total=/ {
             match($0, /total=[0-9]+/); total = substr($0, RSTART + 6, RLENGTH - 6)
@@ -84,16 +44,6 @@ assert_committed() { # group topic partition expected
     assert_eq "$4" "$(broker_committed "$1" "$2" "$3")" "offset committed by $1 on $2 [$3]"
 }
 
-group_of() { echo "$GROUP_PREFIX.$1"; }
-
-# A whole table, every column, in a stable order: rows that were not
-# rewritten compare equal to the byte.
-dump_table() { # table
-    usql "SELECT t::text FROM $1 t ORDER BY id"
-}
-
-app_id() { sql "SELECT id FROM apps_registry_application WHERE package_name = '$1'"; }
-
 # A review message: review PACKAGE ID THUMBS LAST_SYNCED_AT [SCORE]
 review() {
     printf '{"package_name":"%s","review_id":"%s","user_name":"u-%s","content":"c %s %s","score":%s,"thumbs_up_count":%s,"app_version":"1.0","reviewed_at":"2026-11-01T00:00:00Z","last_synced_at":"%s"}\n' \
@@ -110,7 +60,7 @@ test_each_pipeline_stores_every_field_exactly() {
     app=$(app_id com.example.fields)
     # Naive timestamps are UTC by policy, whatever the session's time zone:
     # run the service's sessions in a zone that is not UTC.
-    sql "ALTER DATABASE pl_fields SET timezone = 'Asia/Tehran'"
+    sql "ALTER DATABASE test_fields SET timezone = 'Asia/Tehran'"
 
     produce "$TOPIC_APP_STATS" -p 1 <<'EOF'
 {"package_name":"com.example.fields","crawled_at":"2026-11-29T15:30:00.123456+03:30","title":"Fields — «Ünïcode» \\ tab\there \\N","score":4.25,"ratings_count":12345,"reviews_count":678,"min_installs":9223372036854775807,"real_installs":9007199254740993,"histogram":[0,1,22,333,4444],"price":1234567890.12,"is_free":false,"version":"2.3.1-beta","app_updated_at":"2026-11-20T08:00:00","added_later":{"x":[1,2]}}
@@ -616,8 +566,8 @@ test_each_pipeline_commits_only_its_own_offsets() {
     done
     assert_committed "$reviews" "$TOPIC_REVIEWS" 0 -1001
     assert_committed "$reviews" "$TOPIC_REVIEWS" 2 -1001
-    if grep -qE '\[(app-stats|network-metrics)\]' "$(log_file only-reviews)"; then
-        fail "STORAGE_PIPELINES=reviews ran another pipeline: $(grep -E '\[(app-stats|network-metrics)\]' "$(log_file only-reviews)" | head -3)"
+    if grep -qE '\[(app-stats|network-metrics)\]' "$(svc_log only-reviews)"; then
+        fail "STORAGE_PIPELINES=reviews ran another pipeline: $(grep -E '\[(app-stats|network-metrics)\]' "$(svc_log only-reviews)" | head -3)"
     fi
 
     # All three: each group commits exactly its own topic's offsets, and the
@@ -646,7 +596,7 @@ test_each_pipeline_commits_only_its_own_offsets() {
 
 # The last "owned=N" a service logged for PIPELINE (0 if none yet).
 owned_partitions() { # name pipeline
-    { grep -E "\[$2\] partitions (assigned|revoked)" "$(log_file "$1")" 2>/dev/null || true; } |
+    { grep -E "\[$2\] partitions (assigned|revoked)" "$(svc_log "$1")" 2>/dev/null || true; } |
         tail -n 1 | grep -oE 'owned=[0-9]+' | cut -d= -f2 | awk '{print $1 + 0} END {if (NR == 0) print 0}'
 }
 
@@ -696,7 +646,7 @@ assert_burst_stored_once_by() { # one two
     stop_clean "$2"
     local n
     for n in "$1" "$2"; do
-        grep -qE '\[reviews\] partitions assigned count=[1-9]' "$(log_file "$n")" || fail "$n was never assigned a partition"
+        grep -qE '\[reviews\] partitions assigned count=[1-9]' "$(svc_log "$n")" || fail "$n was never assigned a partition"
         [ "$(batch_lines "$n" reviews)" -gt 0 ] || fail "$n stored no batch"
     done
     assert_eq 2900 "$(( $(batch_sum "$1" reviews inserted) + $(batch_sum "$2" reviews inserted) ))" "inserted= over both processes"
