@@ -408,11 +408,17 @@ test_a_failed_pipeline_stops_the_others_and_exits_1() {
 # its Metadata answers say "unknown topic" (or "not authorized") instead, as
 # a broker with auto-creation off (or with ACLs) does.
 
+# The test's reviews topic is TOPIC, and the broker's Metadata answers for
+# it carry ERROR until the test ends.
+reviews_topic_answering() { # topic error
+    TOPIC_REVIEWS=$1
+    trap "end_test broker_ctl topic-error $1 NO_ERROR" EXIT
+    broker_ctl topic-error "$TOPIC_REVIEWS" "$2" >/dev/null
+}
+
 test_a_pipeline_whose_topic_does_not_exist_fails_after_a_grace_and_stops_all() {
     begin_fault_test notopic
-    trap 'end_test broker_ctl topic-error reviews-missing-topic NO_ERROR' EXIT
-    TOPIC_REVIEWS=reviews-missing-topic
-    broker_ctl topic-error "$TOPIC_REVIEWS" UNKNOWN_TOPIC_OR_PART >/dev/null
+    reviews_topic_answering reviews-missing-topic UNKNOWN_TOPIC_OR_PART
     svc_start notopic1
     local t0 elapsed
     t0=$(now_ms)
@@ -439,9 +445,7 @@ test_a_pipeline_whose_topic_does_not_exist_fails_after_a_grace_and_stops_all() {
 
 test_a_topic_created_during_the_grace_is_consumed() {
     begin_fault_test latetopic
-    trap 'end_test broker_ctl topic-error reviews-late-topic NO_ERROR' EXIT
-    TOPIC_REVIEWS=reviews-late-topic
-    broker_ctl topic-error "$TOPIC_REVIEWS" UNKNOWN_TOPIC_OR_PART >/dev/null
+    reviews_topic_answering reviews-late-topic UNKNOWN_TOPIC_OR_PART
     svc_start late1 STORAGE_PIPELINES=reviews
     wait_for_log late1 "\\[reviews\\].*$TOPIC_REVIEWS.*(does not exist|Unknown topic)" 1 20
     # "Created" now: the broker knows it from here on.
@@ -457,10 +461,8 @@ test_a_topic_created_during_the_grace_is_consumed() {
 
 test_a_pipeline_not_authorized_to_read_its_topic_fails_and_stops_all() {
     begin_fault_test topicacl
-    trap 'end_test broker_ctl topic-error reviews-denied-topic NO_ERROR' EXIT
-    TOPIC_REVIEWS=reviews-denied-topic
-    broker_ctl topic-create "$TOPIC_REVIEWS" 3 >/dev/null
-    broker_ctl topic-error "$TOPIC_REVIEWS" TOPIC_AUTHORIZATION_FAILED >/dev/null
+    broker_ctl topic-create reviews-denied-topic 3 >/dev/null
+    reviews_topic_answering reviews-denied-topic TOPIC_AUTHORIZATION_FAILED
     svc_start topicacl1
     rc=$(svc_wait topicacl1 30)
     assert_eq 1 "$rc" "exit status"
