@@ -21,6 +21,17 @@ broker_start
 
 log_of() { cat "$(svc_log "$1")"; }
 
+# Wait until the reviews group has committed partition 0 up to OFFSET: the
+# service stored every review produced there before it.
+wait_reviews_committed() { # offset
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 "$1"
+}
+
+# The review ids stored, in order, on one line.
+stored_review_ids() {
+    sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews"
+}
+
 # DESIGN.md: Dead letters log volume, batch by batch: the first 5 dead letters of a batch in
 # detail, then (only if there were more) one summary line with their total.
 assert_dead_letter_logging() { # name pipeline
@@ -288,7 +299,7 @@ test_bad_records_are_dead_lettered_beside_the_good_rows_of_their_batch() {
     done
     assert_broker_kept_everything "$TOPIC_REVIEWS"
 
-    assert_eq "good-1 good-2 good-3" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "good rows stored"
+    assert_eq "good-1 good-2 good-3" "$(stored_review_ids)" "good rows stored"
     assert_eq "0 1 invalid_json
 0 2 invalid_json
 0 3 invalid_json
@@ -359,7 +370,7 @@ test_an_app_registered_later_is_stored_at_once_and_inactive_apps_are_stored() {
         review com.example.retired retired-1 1 "2026-11-29T10:00:00Z"
     } | produce "$TOPIC_REVIEWS" -p 0
     wait_committed "$group" "$TOPIC_REVIEWS" 0 3
-    assert_eq "k-1 retired-1" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "registered apps stored, inactive included"
+    assert_eq "k-1 retired-1" "$(stored_review_ids)" "registered apps stored, inactive included"
     assert_eq "1|unregistered_app" "$(sql "SELECT kafka_offset, error_type FROM dead_letter_events")" "unregistered app dead-lettered"
     assert_eq "$(app_id com.example.retired)" "$(sql "SELECT application_id FROM reviews WHERE review_id = 'retired-1'")" "inactive app's id"
 
@@ -411,7 +422,7 @@ test_a_name_whose_ttl_passes_while_the_registry_query_waits_is_still_bound() {
     register_apps com.example.cached com.example.queried
     start_service svc STORAGE_PIPELINES=reviews STORAGE_APPLICATION_CACHE_TTL_SECONDS=3
     review com.example.cached c-1 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 1
+    wait_reviews_committed 1
     # com.example.cached is now fresh for 3 s. The next batch holds it and a
     # name the cache lacks; the query for that one waits 6 s on a lock.
     sql "BEGIN; LOCK TABLE apps_registry_application IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(6); COMMIT" >/dev/null &
@@ -422,9 +433,9 @@ test_a_name_whose_ttl_passes_while_the_registry_query_waits_is_still_bound() {
         review com.example.queried q-1 1 "2026-11-29T10:00:00Z"
     } | produce "$TOPIC_REVIEWS" -p 0
     wait "$locker"
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 3
+    wait_reviews_committed 3
     assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
-    assert_eq "c-1 c-2 q-1" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "stored reviews"
+    assert_eq "c-1 c-2 q-1" "$(stored_review_ids)" "stored reviews"
     stop_clean svc
 }
 
@@ -437,12 +448,12 @@ test_an_app_registered_again_under_a_new_id_is_stored_despite_the_cached_old_id(
     register_apps com.example.again
     start_service svc STORAGE_PIPELINES=reviews
     review com.example.again a-1 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 1
+    wait_reviews_committed 1
     sql "BEGIN; DELETE FROM reviews WHERE review_id = 'a-1';
          DELETE FROM apps_registry_application WHERE package_name = 'com.example.again'; COMMIT" >/dev/null
     register_apps com.example.again
     review com.example.again a-2 1 "2026-11-29T11:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 2
+    wait_reviews_committed 2
     assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
     assert_eq "$(app_id com.example.again)" "$(sql "SELECT application_id FROM reviews WHERE review_id = 'a-2'")" \
         "stored under the app's new id"
@@ -459,15 +470,15 @@ test_a_cache_ttl_of_zero_asks_the_registry_for_every_batch() {
         review com.example.kept k-1 1 "2026-11-29T10:00:00Z"
         review com.example.removed r-1 1 "2026-11-29T10:00:00Z"
     } | produce "$TOPIC_REVIEWS" -p 0
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 2
+    wait_reviews_committed 2
     sql "BEGIN; DELETE FROM reviews WHERE review_id = 'r-1';
          DELETE FROM apps_registry_application WHERE package_name = 'com.example.removed'; COMMIT" >/dev/null
     {
         review com.example.kept k-2 1 "2026-11-29T10:00:00Z"
         review com.example.removed r-2 1 "2026-11-29T10:00:00Z"
     } | produce "$TOPIC_REVIEWS" -p 0
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 4
-    assert_eq "k-1 k-2" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "stored reviews"
+    wait_reviews_committed 4
+    assert_eq "k-1 k-2" "$(stored_review_ids)" "stored reviews"
     assert_eq "3|unregistered_app" "$(sql "SELECT kafka_offset, error_type FROM dead_letter_events")" "the removed app's next message"
     stop_clean svc
 }
@@ -485,9 +496,9 @@ test_a_row_the_database_refuses_is_dead_lettered_alone() {
         review com.example.refused "r$i" "$([ "$i" = 3 ] || [ "$i" = 7 ] && echo 13 || echo "$i")" "2026-11-29T10:00:00Z"
     done | produce "$TOPIC_REVIEWS" -p 0
     start_service svc
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 8
+    wait_reviews_committed 8
 
-    assert_eq "r1 r2 r4 r5 r6 r8" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "the rest of the batch is stored"
+    assert_eq "r1 r2 r4 r5 r6 r8" "$(stored_review_ids)" "the rest of the batch is stored"
     assert_eq "2|database_rejected
 6|database_rejected" "$(sql "SELECT kafka_offset, error_type FROM dead_letter_events ORDER BY kafka_offset")" "refused rows dead-lettered"
     local detail
@@ -519,7 +530,7 @@ test_the_older_observation_is_stored_when_the_database_refuses_the_newer_one() {
         review com.example.sup gone 3000 "2026-11-29T11:00:00Z"
     } | produce "$TOPIC_REVIEWS" -p 0
     start_service svc STORAGE_PIPELINES=reviews
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 5
+    wait_reviews_committed 5
     assert_eq "kept|7|2026-11-29 11:00:00+00" "$(usql "SELECT review_id, thumbs_up_count, last_synced_at FROM reviews")" \
         "the newest observation the database accepts"
     assert_eq "1|database_rejected
@@ -699,7 +710,7 @@ test_an_oversized_bad_payload_is_dead_lettered_truncated_to_64_KiB() {
     size=$(stat -c %s "$big")
     { cat "$big"; echo; review com.example.big after-big 1 "2026-11-29T10:00:00Z"; } | produce "$TOPIC_REVIEWS" -p 0
     start_service svc
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 2
+    wait_reviews_committed 2
     assert_eq "after-big" "$(sql "SELECT string_agg(review_id, ' ') FROM reviews")" "the good record beside it"
     assert_eq "0|invalid_json|65536|$size|$(head -c 65536 "$big" | md5sum | cut -d' ' -f1)" \
         "$(sql "SELECT kafka_offset, error_type, length(payload), payload_size, md5(payload) FROM dead_letter_events")" \
