@@ -10,21 +10,15 @@
 
 pg_start
 broker_start
-# broker_start appends its stop command to an empty SUITE_CLEANUP as
-# "; cmd", which eval rejects.
-SUITE_CLEANUP=${SUITE_CLEANUP#; }
+# Dead letters name the default topics; a test that needs its own calls
+# fresh_topics.
+DEFAULT_TOPICS=1
 
 # ---------------------------------------------------------------------------
 # Helpers of this suite.
 
-begin_test() { # name
-    STARTED=""
-    TEST_NAME=$1
-    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS GROUP_PREFIX
-    trap end_test EXIT
-    fresh_schema "dl_$1"
-}
-
+# The exit trap of a test (begin_test): lib.sh's, and the output of
+# `storage-consumer dead-letters` if it failed.
 end_test() {
     local rc=$?
     end_services "$rc"
@@ -64,9 +58,6 @@ dl_rc() {
     echo "$rc"
 }
 
-# SQL with timestamps shown in UTC, whatever the database's time zone.
-usql() { PGTZ=UTC sql "$1"; }
-
 # Insert a dead letter as the store writes it; prints its id.
 #   dead_letter TOPIC PARTITION OFFSET ERROR_TYPE DETAIL PAYLOAD [PAYLOAD_SIZE]
 # PAYLOAD is text; PAYLOAD_SIZE defaults to its length in bytes (not
@@ -96,8 +87,6 @@ VALUES (:'topic', :'part', :'off', NULL, decode(:'key', 'hex'), decode(:'payload
 RETURNING id;
 EOF
 }
-
-app_id() { sql "SELECT id FROM apps_registry_application WHERE package_name = '$1'"; }
 
 # A review message: review PACKAGE ID THUMBS LAST_SYNCED_AT [CONTENT]
 review() {

@@ -7,8 +7,8 @@
 # (assert_broker_kept_everything): a row count can only prove no loss when the
 # broker still holds everything that was produced.
 #
-# One PostgreSQL and one broker for the suite; each test has its own database
-# (fresh_schema) and its own topics and groups (fresh_topics).
+# One PostgreSQL and one broker for the suite; each test has its own database,
+# topics and groups (begin_test).
 #
 # For development: ONLY_TESTS=REGEX runs only the tests whose name matches;
 # KEEP_WORK=1 keeps the work directory (the services' logs).
@@ -19,83 +19,6 @@ APP=com.example.faults
 
 # ---------------------------------------------------------------------------
 # Suite-local helpers.
-
-# Start `storage-consumer run` as NAME (log $WORK/NAME.log, pid
-# $WORK/NAME.pid) with the shared settings plus NAME=value overrides. Unlike a
-# word-split `env $(service_env ...)`, every setting stays one argument: the
-# suite's conninfo ("host=... port=... dbname=...") has spaces. The service is
-# remembered so that the test's exit trap kills it if the test ends early.
-svc_start() { # name [VAR=value...]
-    local name=$1 envs
-    shift
-    mapfile -t envs < <(service_env "$name")
-    env "${envs[@]}" "$@" "$BIN" run >"$WORK/$name.log" 2>&1 &
-    echo $! >"$WORK/$name.pid"
-    TEST_SERVICES="${TEST_SERVICES:-} $name"
-}
-
-# Wait for NAME to exit by itself (at most SECONDS) and set SVC_RC to its
-# exit status ("timeout" if it is still running). This runs in the test's own
-# shell, the service's parent: the exit status of a background child can
-# only be collected there, not from a $(...) subshell, where `wait` returns
-# 127 or -1 depending on whether the parent had reaped the child yet.
-svc_wait() { # name seconds
-    local pid i
-    pid=$(service_pid "$1")
-    for i in $(seq 1 $(($2 * 10))); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        SVC_RC=timeout
-        return 0
-    fi
-    SVC_RC=0
-    wait "$pid" || SVC_RC=$?
-}
-
-# SIGTERM NAME and set SVC_RC to its exit status (or "timeout").
-svc_stop() { # name [seconds]
-    kill -TERM "$(service_pid "$1")" 2>/dev/null || true
-    svc_wait "$1" "${2:-40}"
-}
-
-# Exit trap of every test (each runs in its own subshell): no service, lock
-# holder or stopped server survives a failing test.
-cleanup_test_processes() {
-    local name pid
-    for name in ${TEST_SERVICES:-}; do
-        pid=$(cat "$WORK/$name.pid" 2>/dev/null) || continue
-        if kill -0 "$pid" 2>/dev/null; then
-            echo "# cleanup: killing service $name (pid $pid)" >&2
-            kill -KILL "$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        fi
-    done
-    if [ -n "${LOCKER_PID:-}" ]; then
-        kill "$LOCKER_PID" 2>/dev/null || true
-        wait "$LOCKER_PID" 2>/dev/null || true
-    fi
-    pg_ensure_up
-}
-
-# The suite's server must be up for the next test, whatever this one did.
-pg_ensure_up() {
-    if ! "$PG" ctl "$WORK/pg" status >/dev/null 2>&1; then
-        "$PG" ctl "$WORK/pg" start >/dev/null 2>&1 || echo "# cannot restart PostgreSQL" >&2
-    fi
-}
-
-# Kill any service still running when the suite ends, then stop the broker.
-suite_cleanup_faults() {
-    local f pid
-    for f in "$WORK"/*.pid; do
-        [ -f "$f" ] || continue
-        pid=$(cat "$f")
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-    done
-    "$BROKER" stop "$WORK/kafka" >/dev/null 2>&1 || true
-}
 
 # N review messages (≈230 bytes each) with review ids PREFIX-START..,
 # one JSON object per line.
@@ -114,6 +37,12 @@ gen_network_metric() { # analysis_id
 
 new_uuid() { cat /proc/sys/kernel/random/uuid; }
 
+# A test of its own database, topics and groups, with the suite's app.
+begin_fault_test() { # name
+    begin_test "$1"
+    register_apps "$APP"
+}
+
 # Sum of the high watermarks of TOPIC's 3 partitions: what the broker holds.
 broker_message_count() { # topic
     local p total=0 hi
@@ -126,29 +55,7 @@ broker_message_count() { # topic
 
 # The reviews pipeline's batch log lines of NAME.
 review_batches() { # name
-    grep -E '\[reviews\] batch size=' "$WORK/$1.log" || true
-}
-
-# Sum of one counter (size, inserted, updated, skipped, dead_lettered) over
-# the reviews pipeline's batch lines of NAME.
-review_batch_sum() { # name counter
-    review_batches "$1" | sed -nE "s/.* $2=([0-9]+).*/\1/p" | awk '{s += $1} END {print s + 0}'
-}
-
-# Lines of NAME's log matching an extended regex, counted.
-log_count() { # name regex
-    grep -cE "$2" "$WORK/$1.log" || true
-}
-
-# Wait until NAME's log has at least N lines matching REGEX.
-wait_for_log() { # name regex n [seconds]
-    local i
-    for i in $(seq 1 $((${4:-30} * 10))); do
-        [ "$(log_count "$1" "$2")" -ge "$3" ] && return 0
-        kill -0 "$(service_pid "$1")" 2>/dev/null || fail "$1 exited while waiting for [$2] in its log: $(tail -n 5 "$WORK/$1.log")"
-        sleep 0.1
-    done
-    fail "waited for $3 lines [$2] in $1's log, got $(log_count "$1" "$2")"
+    grep -E '\[reviews\] batch size=' "$(svc_log "$1")" || true
 }
 
 # Wait until SQL prints a number >= MIN.
@@ -162,28 +69,15 @@ wait_for_at_least() { # sql min [seconds]
     fail "waited for [$1] to reach $2, last got [$got]"
 }
 
-assert_alive() { # name
-    kill -0 "$(service_pid "$1")" 2>/dev/null || fail "$1 is not running: $(tail -n 5 "$WORK/$1.log")"
-}
-
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
 # ---------------------------------------------------------------------------
 
 pg_start
 broker_start
-# lib.sh's broker_start leaves a cleanup that does not parse (it starts with
-# "; "): replace it with ours, which stops the broker too.
-# shellcheck disable=SC2034 # read by lib.sh's cleanup_suite
-SUITE_CLEANUP=suite_cleanup_faults
 
 # DESIGN.md: Errors: a server restart is transient: the same batch is retried after a
 # back-off and a reconnect, never dead-lettered, and the process stays up.
 test_a_postgres_restart_mid_ingest_is_retried_without_loss_or_duplicates() {
-    trap cleanup_test_processes EXIT
-    fresh_schema f_pgrestart
-    fresh_topics pgrestart
-    register_apps "$APP"
+    begin_fault_test pgrestart
     gen_reviews 0 20000 | produce "$TOPIC_REVIEWS"
     assert_broker_kept_everything "$TOPIC_REVIEWS"
     assert_eq 20000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
@@ -195,67 +89,64 @@ test_a_postgres_restart_mid_ingest_is_retried_without_loss_or_duplicates() {
     wait_for_at_least "SELECT count(*) FROM reviews" 1000
     # Catch a batch in the middle (blocked on its INSERT), then restart.
     hold_lock reviews
-    wait_for_blocked_batch
+    wait_blocked || fail "no batch blocked on the lock"
     local before
     before=$(sql "SELECT count(*) FROM reviews")
     if [ "$before" -eq 0 ] || [ "$before" -ge 20000 ]; then
         fail "ingest not under way at the restart: $before rows"
     fi
-    "$PG" ctl "$WORK/pg" restart -m fast >/dev/null
+    pg_ctl_ restart -m fast >/dev/null
     wait "$LOCKER_PID" 2>/dev/null || true
     LOCKER_PID=
 
     wait_for_sql "SELECT count(*) FROM reviews" 20000 60
-    assert_alive pgrestart
-    assert_contains "$(cat "$WORK/pgrestart.log")" "transient database error, retrying the same batch" \
+    assert_running pgrestart
+    assert_contains "$(cat "$(svc_log pgrestart)")" "transient database error, retrying the same batch" \
         "the restart is logged as a transient retry"
     # Ingest went on after the retry: batches were logged after it.
     [ "$(awk '/transient database error/ {seen = 1} seen && /\[reviews\] batch size=/ {n++} END {print n + 0}' \
-        "$WORK/pgrestart.log")" -gt 0 ] || fail "no batch after the transient retry"
+        "$(svc_log pgrestart)")" -gt 0 ] || fail "no batch after the transient retry"
     assert_eq "20000 20000 0 19999" \
         "$(sql "SELECT count(*), count(DISTINCT review_id), min(substr(review_id, 3)::int), max(substr(review_id, 3)::int) FROM reviews" | tr '|' ' ')" \
         "rows, distinct review ids, id range"
     assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
-    assert_eq 20000 "$(review_batch_sum pgrestart inserted)" "rows reported inserted"
+    assert_eq 20000 "$(batch_sum pgrestart reviews inserted)" "rows reported inserted"
     assert_eq 0 "$(log_count pgrestart 'pipeline failed')" "failed pipelines"
-    svc_stop pgrestart
-    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+    rc=$(svc_stop pgrestart)
+    assert_eq 0 "$rc" "exit status after SIGTERM"
 }
 
 # DESIGN.md: The batch loop: a crash after the DB commit, before the Kafka commit, redelivers the
 # batch; ON CONFLICT makes it a no-op, reported as skipped.
 test_a_kill_between_db_commit_and_offset_commit_redelivers_the_batch_as_skipped() {
-    trap cleanup_test_processes EXIT
-    fresh_schema f_kill
-    fresh_topics kill
-    register_apps "$APP"
+    begin_fault_test kill
     gen_reviews 0 1000 | produce "$TOPIC_REVIEWS"
     assert_broker_kept_everything "$TOPIC_REVIEWS"
     assert_eq 1000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
 
     svc_start kill1 SC_TEST_KILL_AFTER_DB_COMMIT=2 STORAGE_MAX_POLL_RECORDS_REVIEWS=100
-    svc_wait kill1 60
-    assert_eq 137 "$SVC_RC" "exit status of the process killed by the fault point"
-    assert_contains "$(cat "$WORK/kill1.log")" "test fault point: killing the process after the database commit"
+    rc=$(svc_wait kill1 60)
+    assert_eq 137 "$rc" "exit status of the process killed by the fault point"
+    assert_contains "$(cat "$(svc_log kill1)")" "test fault point: killing the process after the database commit"
     # Batch 1 was committed to Kafka and logged; batch 2 is in the database
     # only (it died before its offset commit and its log line).
     assert_eq 1 "$(review_batches kill1 | wc -l)" "batches logged before the kill"
     local first stored
-    first=$(review_batch_sum kill1 size)
+    first=$(batch_sum kill1 reviews size)
     stored=$(sql "SELECT count(*) FROM reviews")
     [ "$stored" -gt "$first" ] || fail "the second batch is not in the database: $stored rows, first batch $first"
 
     svc_start kill2 STORAGE_MAX_POLL_RECORDS_REVIEWS=100
     wait_for_sql "SELECT count(*) FROM reviews" 1000 60
-    svc_stop kill2
-    assert_eq 0 "$SVC_RC" "exit status of the restarted service"
+    rc=$(svc_stop kill2)
+    assert_eq 0 "$rc" "exit status of the restarted service"
     assert_eq "1000 1000" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
     assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
     # Exactly the uncommitted batch came back, as skipped rows; the committed
     # batch did not.
-    assert_eq $((stored - first)) "$(review_batch_sum kill2 skipped)" "redelivered rows reported as skipped"
-    assert_eq $((1000 - stored)) "$(review_batch_sum kill2 inserted)" "rows inserted after the restart"
-    assert_eq $((1000 - first)) "$(review_batch_sum kill2 size)" "records delivered after the restart"
+    assert_eq $((stored - first)) "$(batch_sum kill2 reviews skipped)" "redelivered rows reported as skipped"
+    assert_eq $((1000 - stored)) "$(batch_sum kill2 reviews inserted)" "rows inserted after the restart"
+    assert_eq $((1000 - first)) "$(batch_sum kill2 reviews size)" "records delivered after the restart"
     [ "$(review_batches kill2 | grep -cE ' skipped=[1-9]')" -gt 0 ] || fail "no batch line reports skipped rows"
 }
 
@@ -263,10 +154,8 @@ test_a_kill_between_db_commit_and_offset_commit_redelivers_the_batch_as_skipped(
 # pipeline goes on; commit_failure_limit failures in a row are a livelock:
 # exit 1.
 test_failing_offset_commits_warn_then_a_commit_livelock_exits_1() {
-    trap 'broker_ctl clear-request-errors OffsetCommit >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
-    fresh_schema f_commit
-    fresh_topics commit
-    register_apps "$APP"
+    begin_fault_test commit
+    trap 'end_test broker_ctl clear-request-errors OffsetCommit' EXIT
     local i
 
     # Phase 1: four failing commits, limit 5: warnings, progress, still up.
@@ -293,9 +182,9 @@ test_failing_offset_commits_warn_then_a_commit_livelock_exits_1() {
     assert_eq 2 "$(log_count commit1 'offset commit failed \(1/5 in a row')" "failures counted from 1 after a success"
     assert_eq 5 "$(log_count commit1 'offset commit failed')" "commit warnings"
     assert_eq 8 "$(sql "SELECT count(*) FROM reviews")" "rows stored"
-    assert_alive commit1
-    svc_stop commit1
-    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+    assert_running commit1
+    rc=$(svc_stop commit1)
+    assert_eq 0 "$rc" "exit status after SIGTERM"
 
     # Phase 2, same group, limit 3: the commits after the failures moved the
     # offsets past all eight messages, so nothing is redelivered. Three failing
@@ -309,18 +198,18 @@ test_failing_offset_commits_warn_then_a_commit_livelock_exits_1() {
         wait_for_log commit2 '\[reviews\] batch size=' $((i - 10))
     done
     gen_reviews 13 1 c | produce "$TOPIC_REVIEWS" -p 0
-    svc_wait commit2 30
-    assert_eq 1 "$SVC_RC" "exit status after the third failing commit"
+    rc=$(svc_wait commit2 30)
+    assert_eq 1 "$rc" "exit status after the third failing commit"
     broker_ctl clear-request-errors OffsetCommit >/dev/null
     local log
-    log=$(cat "$WORK/commit2.log")
+    log=$(cat "$(svc_log commit2)")
     assert_contains "$log" "commit livelock"
     assert_contains "$log" "offset commit failed (3/3 in a row"
     assert_contains "$log" "pipeline reviews failed"
     assert_broker_kept_everything "$TOPIC_REVIEWS"
     assert_eq 11 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
     assert_eq 11 "$(sql "SELECT count(*) FROM reviews")" "rows stored (a failed commit loses no data)"
-    assert_eq 0 "$(review_batch_sum commit2 skipped)" "rows redelivered after phase 1"
+    assert_eq 0 "$(batch_sum commit2 reviews skipped)" "rows redelivered after phase 1"
     # Phase 2 starts where phase 1's last successful commit left p0.
     assert_eq "p0:8-8" "$(review_batches commit2 | head -n 1 | sed -nE 's/.* offsets=([^ ]*) .*/\1/p')" \
         "first batch of phase 2"
@@ -332,10 +221,8 @@ test_failing_offset_commits_warn_then_a_commit_livelock_exits_1() {
 # what is left behind), or the group's offset stays behind rows stored long
 # ago and lag never returns to 0.
 test_offsets_of_a_refused_commit_reach_kafka_while_the_pipeline_is_idle() {
-    trap 'broker_ctl clear-request-errors OffsetCommit >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
-    fresh_schema f_held
-    fresh_topics held
-    register_apps "$APP"
+    begin_fault_test held
+    trap 'end_test broker_ctl clear-request-errors OffsetCommit' EXIT
     svc_start held1
     wait_for_log held1 '\[reviews\] partitions assigned' 1
     broker_ctl request-errors OffsetCommit REBALANCE_IN_PROGRESS >/dev/null
@@ -346,8 +233,8 @@ test_offsets_of_a_refused_commit_reach_kafka_while_the_pipeline_is_idle() {
     wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 1 5 20
     assert_eq 1 "$(log_count held1 'offset commits resumed')" "commits resumed"
     assert_eq 5 "$(sql "SELECT count(*) FROM reviews")" "rows stored"
-    svc_stop held1
-    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+    rc=$(svc_stop held1)
+    assert_eq 0 "$rc" "exit status after SIGTERM"
 }
 
 # Writers that share keys (two members, a review observed on two
@@ -357,14 +244,11 @@ test_offsets_of_a_refused_commit_reach_kafka_while_the_pipeline_is_idle() {
 # in key order, while the service's batch carries d-2 before d-1. The
 # service waits for d-1 holding nothing, so neither side deadlocks.
 test_a_batch_locks_its_rows_in_key_order_so_sharing_writers_do_not_deadlock() {
-    trap 'release_lock 2>/dev/null || true; cleanup_test_processes' EXIT
-    fresh_schema f_order
-    fresh_topics order
-    register_apps "$APP"
+    begin_fault_test order
     svc_start order1
     gen_reviews 1 2 d | produce "$TOPIC_REVIEWS" -p 0
     wait_for_sql "SELECT count(*) FROM reviews" 2 30
-    PGAPPNAME=faults-locker psql "$DB" -X -q -v ON_ERROR_STOP=1 >"$WORK/order-locker.out" 2>&1 <<'SQL' &
+    PGAPPNAME=$LOCKER_APP psql "$DB" -X -q -v ON_ERROR_STOP=1 >"$WORK/order-locker.out" 2>&1 <<'SQL' &
 BEGIN;
 UPDATE reviews SET content = content WHERE review_id = 'd-1';
 DO $$
@@ -382,7 +266,7 @@ COMMIT;
 SQL
     LOCKER_PID=$!
     wait_for_sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-                   WHERE a.application_name = 'faults-locker' AND l.locktype = 'transactionid' AND l.granted" 1 10
+                   WHERE a.application_name = '$LOCKER_APP' AND l.locktype = 'transactionid' AND l.granted" 1 10
     gen_reviews 1 2 d | tac | produce "$TOPIC_REVIEWS" -p 0
     local rc=0
     wait "$LOCKER_PID" || rc=$?
@@ -391,17 +275,14 @@ SQL
     wait_for_log order1 '\[reviews\] batch size=' 2
     assert_eq 0 "$(log_count order1 '40P01|deadlock')" "deadlocks the service met"
     assert_eq 2 "$(sql "SELECT count(*) FROM reviews")" "rows"
-    svc_stop order1
-    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+    rc=$(svc_stop order1)
+    assert_eq 0 "$rc" "exit status after SIGTERM"
 }
 
 # DESIGN.md: Supervisor, health, shutdown: SIGTERM is seen at a poll boundary; the in-flight batch is
 # finished and committed, and the process exits 0 within the timeout.
 test_sigterm_mid_batch_commits_the_batch_and_exits_0() {
-    trap cleanup_test_processes EXIT
-    fresh_schema f_sigterm
-    fresh_topics sigterm
-    register_apps "$APP"
+    begin_fault_test sigterm
     local p
     # Review s-P-I is at offset I of partition P. First 500 per partition,
     # stored while nothing is in the way.
@@ -421,30 +302,29 @@ test_sigterm_mid_batch_commits_the_batch_and_exits_0() {
     done
     assert_broker_kept_everything "$TOPIC_REVIEWS"
     assert_eq 3000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
-    wait_for_blocked_batch
+    wait_blocked || fail "no batch blocked on the lock"
     local t0 rc elapsed
     t0=$(now_ms)
-    kill -TERM "$(service_pid sigterm1)"
+    svc_signal sigterm1 TERM
     sleep 1
     # Still finishing the blocked batch, not gone.
-    assert_alive sigterm1
+    assert_running sigterm1
     release_lock
-    svc_wait sigterm1 15
-    rc=$SVC_RC
+    rc=$(svc_wait sigterm1 15)
     elapsed=$(($(now_ms) - t0))
     assert_eq 0 "$rc" "exit status after SIGTERM mid-batch"
     [ "$elapsed" -lt 10000 ] || fail "exit took $elapsed ms, over STORAGE_SHUTDOWN_TIMEOUT_SECONDS=10"
     assert_eq 3 "$(log_count sigterm1 'pipeline stopped result=clean')" "pipelines stopped cleanly"
     # The batch in flight at the signal was finished and logged.
     [ "$(awk '/received Terminated/ {seen = 1} seen && /\[reviews\] batch size=/ {n++} END {print n + 0}' \
-        "$WORK/sigterm1.log")" -eq 1 ] || fail "no batch (or more than one) finished after the signal"
+        "$(svc_log sigterm1)")" -eq 1 ] || fail "no batch (or more than one) finished after the signal"
 
     # Every record of every logged batch is stored, and nothing else.
     local ranges logged stored
     ranges=$(review_batches sigterm1 | sed -nE 's/.* offsets=([^ ]*) .*/\1/p' | tr ',' '\n')
     logged=$(echo "$ranges" | awk -F'[p:-]' '{n += $4 - $3 + 1} END {print n + 0}')
     stored=$(sql "SELECT count(*) FROM reviews")
-    assert_eq "$(review_batch_sum sigterm1 size)" "$logged" "records in the logged offset ranges"
+    assert_eq "$(batch_sum sigterm1 reviews size)" "$logged" "records in the logged offset ranges"
     assert_eq "$logged" "$stored" "rows stored vs records in the logged batches"
     local values
     values=$(echo "$ranges" | awk -F'[p:-]' '{printf "%s(%d,%d,%d)", (NR > 1 ? "," : ""), $2, $3, $4}')
@@ -460,11 +340,11 @@ test_sigterm_mid_batch_commits_the_batch_and_exits_0() {
     # nothing is redelivered and every row comes exactly once.
     svc_start sigterm2 STORAGE_MAX_POLL_RECORDS_REVIEWS=200
     wait_for_sql "SELECT count(*) FROM reviews" 3000 60
-    svc_stop sigterm2
-    assert_eq 0 "$SVC_RC" "exit status of the restarted service"
-    assert_eq 0 "$(review_batch_sum sigterm2 skipped)" "rows redelivered after the clean stop"
-    assert_eq $((3000 - stored)) "$(review_batch_sum sigterm2 size)" "records delivered after the restart"
-    assert_eq $((3000 - stored)) "$(review_batch_sum sigterm2 inserted)" "rows inserted after the restart"
+    rc=$(svc_stop sigterm2)
+    assert_eq 0 "$rc" "exit status of the restarted service"
+    assert_eq 0 "$(batch_sum sigterm2 reviews skipped)" "rows redelivered after the clean stop"
+    assert_eq $((3000 - stored)) "$(batch_sum sigterm2 reviews size)" "records delivered after the restart"
+    assert_eq $((3000 - stored)) "$(batch_sum sigterm2 reviews inserted)" "rows inserted after the restart"
     local resumed
     resumed=$(review_batches sigterm2 | sed -nE 's/.* offsets=([^ ]*) .*/\1/p' | tr ',' '\n' |
         awk -F'[p:-]' '{if (!($2 in m) || $3 < m[$2]) m[$2] = $3} END {for (p = 0; p < 3; p++) printf "p%d:%d ", p, (p in m) ? m[p] : 1000}')
@@ -480,30 +360,26 @@ test_sigterm_mid_batch_commits_the_batch_and_exits_0() {
 # records must not trample each other (the ThreadSanitizer build, make tsan,
 # reports it if they do) and the stop is clean.
 test_all_pipelines_stopped_before_any_assignment_keep_their_consumers_and_exit_0() {
-    trap cleanup_test_processes EXIT
-    fresh_schema f_unassigned
+    begin_test unassigned
     # Nothing listens on port 1: connections are refused, no group is ever
     # joined. A stop that fits 10 s: a 0.2 s poll, a 3 s database attempt,
     # a 2 s commit and 2 s to leave the group.
     svc_start unassigned1 STORAGE_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1 STORAGE_SHUTDOWN_TIMEOUT_SECONDS=10 \
         STORAGE_DB_STATEMENT_TIMEOUT_MS=2000 STORAGE_COMMIT_TIMEOUT_MS=2000
     wait_for_log unassigned1 'pipeline started' 3
-    svc_stop unassigned1 30
-    assert_eq 0 "$SVC_RC" "exit status after SIGTERM before any assignment"
+    rc=$(svc_stop unassigned1 30)
+    assert_eq 0 "$rc" "exit status after SIGTERM before any assignment"
     assert_eq 3 "$(log_count unassigned1 'consumer closed before the group assigned it anything')" \
         "consumers left undestroyed"
     assert_eq 3 "$(log_count unassigned1 'pipeline stopped result=clean')" "pipelines stopped cleanly"
-    assert_contains "$(cat "$WORK/unassigned1.log")" "stopped exit=0"
-    no_sanitizer_report "$WORK/unassigned1.log"
+    assert_contains "$(cat "$(svc_log unassigned1)")" "stopped exit=0"
+    no_sanitizer_report "$(svc_log unassigned1)"
 }
 
 # DESIGN.md: Guarantees (guarantee 4) and 11: one failed pipeline stops all of them and the
 # process exits 1, naming the failed pipeline.
 test_a_failed_pipeline_stops_the_others_and_exits_1() {
-    trap cleanup_test_processes EXIT
-    fresh_schema f_failed
-    fresh_topics failed
-    register_apps "$APP"
+    begin_fault_test failed
     svc_start failed1
     wait_for_log failed1 'partitions assigned' 3
     # The other pipelines are working.
@@ -511,10 +387,10 @@ test_a_failed_pipeline_stops_the_others_and_exits_1() {
     wait_for_sql "SELECT count(*) FROM reviews" 10
     sql "DROP TABLE network_metrics"
     gen_network_metric "$(new_uuid)" | produce "$TOPIC_NETWORK_METRICS"
-    svc_wait failed1 30
-    assert_eq 1 "$SVC_RC" "exit status"
+    rc=$(svc_wait failed1 30)
+    assert_eq 1 "$rc" "exit status"
     local log
-    log=$(cat "$WORK/failed1.log")
+    log=$(cat "$(svc_log failed1)")
     assert_contains "$log" "[network-metrics] pipeline failed: database error"
     assert_contains "$log" "pipeline network-metrics failed"
     assert_contains "$log" "[network-metrics] pipeline stopped result=failed"
@@ -531,13 +407,18 @@ test_a_failed_pipeline_stops_the_others_and_exits_1() {
 # The test broker would create a topic a consumer names; `topic-error` makes
 # its Metadata answers say "unknown topic" (or "not authorized") instead, as
 # a broker with auto-creation off (or with ACLs) does.
+
+# The test's reviews topic is TOPIC, and the broker's Metadata answers for
+# it carry ERROR until the test ends.
+reviews_topic_answering() { # topic error
+    TOPIC_REVIEWS=$1
+    trap "end_test broker_ctl topic-error $1 NO_ERROR" EXIT
+    broker_ctl topic-error "$TOPIC_REVIEWS" "$2" >/dev/null
+}
+
 test_a_pipeline_whose_topic_does_not_exist_fails_after_a_grace_and_stops_all() {
-    trap 'broker_ctl topic-error reviews-missing-topic NO_ERROR >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
-    fresh_schema f_notopic
-    fresh_topics notopic
-    register_apps "$APP"
-    TOPIC_REVIEWS=reviews-missing-topic
-    broker_ctl topic-error "$TOPIC_REVIEWS" UNKNOWN_TOPIC_OR_PART >/dev/null
+    begin_fault_test notopic
+    reviews_topic_answering reviews-missing-topic UNKNOWN_TOPIC_OR_PART
     svc_start notopic1
     local t0 elapsed
     t0=$(now_ms)
@@ -547,28 +428,24 @@ test_a_pipeline_whose_topic_does_not_exist_fails_after_a_grace_and_stops_all() {
     wait_for_sql "SELECT count(*) FROM network_metrics" 1
     # A topic may be created moments after the service starts: not at once.
     sleep 10
-    assert_alive notopic1
-    svc_wait notopic1 60
+    assert_running notopic1
+    rc=$(svc_wait notopic1 60)
     elapsed=$(($(now_ms) - t0))
-    assert_eq 1 "$SVC_RC" "exit status"
+    assert_eq 1 "$rc" "exit status"
     [ "$elapsed" -ge 25000 ] || fail "failed after $elapsed ms: no grace for a topic being created"
     local log
-    log=$(cat "$WORK/notopic1.log")
+    log=$(cat "$(svc_log notopic1)")
     assert_contains "$log" "error [reviews] pipeline failed: Kafka consumer error: topic $TOPIC_REVIEWS does not exist" "the ERROR names the topic"
     assert_contains "$log" "pipeline reviews failed" "the supervisor names the pipeline"
     assert_contains "$log" "[app-stats] pipeline stopped result=clean"
     assert_contains "$log" "[network-metrics] pipeline stopped result=clean"
     assert_contains "$log" "stopped exit=1"
-    no_sanitizer_report "$WORK/notopic1.log"
+    no_sanitizer_report "$(svc_log notopic1)"
 }
 
 test_a_topic_created_during_the_grace_is_consumed() {
-    trap 'broker_ctl topic-error reviews-late-topic NO_ERROR >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
-    fresh_schema f_latetopic
-    fresh_topics latetopic
-    register_apps "$APP"
-    TOPIC_REVIEWS=reviews-late-topic
-    broker_ctl topic-error "$TOPIC_REVIEWS" UNKNOWN_TOPIC_OR_PART >/dev/null
+    begin_fault_test latetopic
+    reviews_topic_answering reviews-late-topic UNKNOWN_TOPIC_OR_PART
     svc_start late1 STORAGE_PIPELINES=reviews
     wait_for_log late1 "\\[reviews\\].*$TOPIC_REVIEWS.*(does not exist|Unknown topic)" 1 20
     # "Created" now: the broker knows it from here on.
@@ -576,37 +453,31 @@ test_a_topic_created_during_the_grace_is_consumed() {
     gen_reviews 0 20 | produce "$TOPIC_REVIEWS"
     wait_for_sql "SELECT count(*) FROM reviews" 20 40
     sleep 25 # past the grace
-    assert_alive late1
-    svc_stop late1
-    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+    assert_running late1
+    rc=$(svc_stop late1)
+    assert_eq 0 "$rc" "exit status after SIGTERM"
     assert_eq 0 "$(log_count late1 'pipeline failed')" "failures"
 }
 
 test_a_pipeline_not_authorized_to_read_its_topic_fails_and_stops_all() {
-    trap 'broker_ctl topic-error reviews-denied-topic NO_ERROR >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
-    fresh_schema f_topicacl
-    fresh_topics topicacl
-    register_apps "$APP"
-    TOPIC_REVIEWS=reviews-denied-topic
-    broker_ctl topic-create "$TOPIC_REVIEWS" 3 >/dev/null
-    broker_ctl topic-error "$TOPIC_REVIEWS" TOPIC_AUTHORIZATION_FAILED >/dev/null
+    begin_fault_test topicacl
+    broker_ctl topic-create reviews-denied-topic 3 >/dev/null
+    reviews_topic_answering reviews-denied-topic TOPIC_AUTHORIZATION_FAILED
     svc_start topicacl1
-    svc_wait topicacl1 30
-    assert_eq 1 "$SVC_RC" "exit status"
+    rc=$(svc_wait topicacl1 30)
+    assert_eq 1 "$rc" "exit status"
     local log
-    log=$(cat "$WORK/topicacl1.log")
+    log=$(cat "$(svc_log topicacl1)")
     assert_contains "$log" "error [reviews] pipeline failed: Kafka consumer error: not authorized to read topic $TOPIC_REVIEWS" "the ERROR names the topic"
     assert_contains "$log" "pipeline reviews failed" "the supervisor names the pipeline"
     assert_contains "$log" "[app-stats] pipeline stopped result=clean"
     assert_contains "$log" "stopped exit=1"
-    no_sanitizer_report "$WORK/topicacl1.log"
+    no_sanitizer_report "$(svc_log topicacl1)"
 }
 
 test_a_pipeline_not_authorized_for_its_group_fails_and_stops_all() {
-    trap 'broker_ctl clear-request-errors FindCoordinator >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
-    fresh_schema f_groupacl
-    fresh_topics groupacl
-    register_apps "$APP"
+    begin_fault_test groupacl
+    trap 'end_test broker_ctl clear-request-errors FindCoordinator' EXIT
     # A broker answers every FindCoordinator of a group the client may not
     # use with GROUP_AUTHORIZATION_FAILED; a few answers are enough here (the
     # first one decides). Nothing else may ask for a coordinator meanwhile:
@@ -614,24 +485,21 @@ test_a_pipeline_not_authorized_for_its_group_fails_and_stops_all() {
     broker_ctl request-errors FindCoordinator GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED \
         GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED >/dev/null
     svc_start groupacl1 STORAGE_PIPELINES=reviews
-    svc_wait groupacl1 30
+    rc=$(svc_wait groupacl1 30)
     broker_ctl clear-request-errors FindCoordinator >/dev/null
-    assert_eq 1 "$SVC_RC" "exit status"
+    assert_eq 1 "$rc" "exit status"
     local log
-    log=$(cat "$WORK/groupacl1.log")
+    log=$(cat "$(svc_log groupacl1)")
     assert_contains "$log" "error [reviews] pipeline failed: Kafka consumer error: not authorized to use consumer group $GROUP_PREFIX.reviews (topic $TOPIC_REVIEWS)" "the ERROR names the group and the topic"
     assert_contains "$log" "pipeline reviews failed" "the supervisor names the pipeline"
     assert_contains "$log" "stopped exit=1"
-    no_sanitizer_report "$WORK/groupacl1.log"
+    no_sanitizer_report "$(svc_log groupacl1)"
 }
 
 # DESIGN.md: Architecture: a reviews burst must not delay a network-metrics message: each is
 # stored within 1 s while 100,000 reviews are being ingested.
 test_network_metrics_stored_within_1s_during_a_100k_reviews_ingest() {
-    trap cleanup_test_processes EXIT
-    fresh_schema f_latency
-    fresh_topics latency
-    register_apps "$APP"
+    begin_fault_test latency
     gen_reviews 0 100000 | produce "$TOPIC_REVIEWS"
     # The mock keeps at most 5 MiB per partition: prove it kept all 100,000.
     assert_broker_kept_everything "$TOPIC_REVIEWS"
@@ -659,40 +527,37 @@ test_network_metrics_stored_within_1s_during_a_100k_reviews_ingest() {
     echo "# worst network-metrics latency: $worst ms" >&2
     wait_for_sql "SELECT count(*) FROM reviews" 100000 120
     assert_eq 3 "$(sql "SELECT count(*) FROM network_metrics")" "network-metrics rows"
-    svc_stop latency1
-    assert_eq 0 "$SVC_RC" "exit status"
+    rc=$(svc_stop latency1)
+    assert_eq 0 "$rc" "exit status"
 }
 
 # DESIGN.md: Errors: retries exhausted is fatal (exit 1); the restarted process resumes
 # from the committed offsets and nothing is lost.
 test_postgres_down_longer_than_the_retries_exits_1_then_resumes_without_loss() {
-    trap cleanup_test_processes EXIT
-    fresh_schema f_pgdown
-    fresh_topics pgdown
-    register_apps "$APP"
+    begin_fault_test pgdown
     svc_start pgdown1 STORAGE_DB_RETRY_BASE_MS=100 STORAGE_DB_RETRY_MAX_ATTEMPTS=3
     gen_reviews 0 500 | produce "$TOPIC_REVIEWS"
     wait_for_sql "SELECT count(*) FROM reviews" 500
-    "$PG" ctl "$WORK/pg" stop -m fast >/dev/null
+    pg_ctl_ stop -m fast >/dev/null
     gen_reviews 500 500 | produce "$TOPIC_REVIEWS"
     assert_broker_kept_everything "$TOPIC_REVIEWS"
     assert_eq 1000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
-    svc_wait pgdown1 30
-    assert_eq 1 "$SVC_RC" "exit status with the database gone"
+    rc=$(svc_wait pgdown1 30)
+    assert_eq 1 "$rc" "exit status with the database gone"
     local log
-    log=$(cat "$WORK/pgdown1.log")
+    log=$(cat "$(svc_log pgdown1)")
     assert_contains "$log" "retries exhausted"
     # The same batch, three times, with the back-off doubling from the base.
     assert_eq "1/3:100 2/3:200 3/3:400" \
         "$(sed -nE 's/.*\[reviews\] transient database error, retrying the same batch attempt=([0-9]+\/[0-9]+) in_ms=([0-9]+).*/\1:\2/p' \
-            "$WORK/pgdown1.log" | xargs)" "retries before giving up (attempt:back-off ms)"
+            "$(svc_log pgdown1)" | xargs)" "retries before giving up (attempt:back-off ms)"
     assert_contains "$log" "stopped exit=1"
-    "$PG" ctl "$WORK/pg" start >/dev/null
+    pg_ctl_ start >/dev/null
 
     svc_start pgdown2
     wait_for_sql "SELECT count(*) FROM reviews" 1000 60
-    svc_stop pgdown2
-    assert_eq 0 "$SVC_RC" "exit status of the restarted service"
+    rc=$(svc_stop pgdown2)
+    assert_eq 0 "$rc" "exit status of the restarted service"
     assert_eq "1000 1000" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
     assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
 }
@@ -700,33 +565,30 @@ test_postgres_down_longer_than_the_retries_exits_1_then_resumes_without_loss() {
 # DESIGN.md: Errors: a stop request interrupts the back-off; the batch stays
 # uncommitted and comes back to the next process.
 test_sigterm_interrupts_the_database_back_off() {
-    trap cleanup_test_processes EXIT
-    fresh_schema f_backoff
-    fresh_topics backoff
-    register_apps "$APP"
+    begin_fault_test backoff
     svc_start backoff1 STORAGE_DB_RETRY_BASE_MS=5000 STORAGE_DB_RETRY_MAX_ATTEMPTS=3
     gen_reviews 0 100 | produce "$TOPIC_REVIEWS"
     wait_for_sql "SELECT count(*) FROM reviews" 100
-    "$PG" ctl "$WORK/pg" stop -m fast >/dev/null
+    pg_ctl_ stop -m fast >/dev/null
     gen_reviews 100 100 | produce "$TOPIC_REVIEWS"
     assert_broker_kept_everything "$TOPIC_REVIEWS"
     assert_eq 200 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
     wait_for_log backoff1 '\[reviews\] transient database error, retrying the same batch attempt=1/3 in_ms=5000' 1
     local t0 elapsed
     t0=$(now_ms)
-    svc_stop backoff1 10
+    rc=$(svc_stop backoff1 10)
     elapsed=$(($(now_ms) - t0))
-    assert_eq 0 "$SVC_RC" "exit status after SIGTERM during the back-off"
+    assert_eq 0 "$rc" "exit status after SIGTERM during the back-off"
     [ "$elapsed" -lt 3000 ] || fail "SIGTERM took $elapsed ms to stop a 5000 ms back-off"
-    assert_contains "$(cat "$WORK/backoff1.log")" "stop requested during the back-off"
-    "$PG" ctl "$WORK/pg" start >/dev/null
+    assert_contains "$(cat "$(svc_log backoff1)")" "stop requested during the back-off"
+    pg_ctl_ start >/dev/null
 
     svc_start backoff2
     wait_for_sql "SELECT count(*) FROM reviews" 200 60
-    svc_stop backoff2
-    assert_eq 0 "$SVC_RC" "exit status of the restarted service"
+    rc=$(svc_stop backoff2)
+    assert_eq 0 "$rc" "exit status of the restarted service"
     assert_eq "200 200" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
-    assert_eq 100 "$(review_batch_sum backoff2 inserted)" "interrupted rows delivered again"
+    assert_eq 100 "$(batch_sum backoff2 reviews inserted)" "interrupted rows delivered again"
 }
 
 # A batch stuck at a stop (its INSERT waits on a lock) ends by its own
@@ -734,10 +596,7 @@ test_sigterm_interrupts_the_database_back_off() {
 # refuses settings where it could not), so the process exits 0, not 1, and
 # the unfinished batch, left uncommitted, comes back to the next process.
 test_a_batch_stuck_at_a_stop_ends_by_its_deadline_and_the_stop_is_clean() {
-    trap cleanup_test_processes EXIT
-    fresh_schema f_stuck
-    fresh_topics stuck
-    register_apps "$APP"
+    begin_fault_test stuck
     # 0.2 s poll + 2.5 s attempt + 1 s commit + 2 s to leave <= 6 s.
     svc_start stuck1 STORAGE_SHUTDOWN_TIMEOUT_SECONDS=6 STORAGE_DB_STATEMENT_TIMEOUT_MS=1500 \
         STORAGE_COMMIT_TIMEOUT_MS=1000 STORAGE_DB_RETRY_BASE_MS=5000
@@ -747,23 +606,23 @@ test_a_batch_stuck_at_a_stop_ends_by_its_deadline_and_the_stop_is_clean() {
     gen_reviews 100 100 | produce "$TOPIC_REVIEWS"
     assert_broker_kept_everything "$TOPIC_REVIEWS"
     assert_eq 200 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
-    wait_for_blocked_batch
+    wait_blocked || fail "no batch blocked on the lock"
     local t0 elapsed
     t0=$(now_ms)
-    svc_stop stuck1 15
+    rc=$(svc_stop stuck1 15)
     elapsed=$(($(now_ms) - t0))
-    assert_eq 0 "$SVC_RC" "exit status when the in-flight batch is stuck at the stop"
+    assert_eq 0 "$rc" "exit status when the in-flight batch is stuck at the stop"
     [ "$elapsed" -lt 6000 ] || fail "the stop took $elapsed ms, over STORAGE_SHUTDOWN_TIMEOUT_SECONDS=6"
-    assert_contains "$(cat "$WORK/stuck1.log")" "stop requested during the back-off"
+    assert_contains "$(cat "$(svc_log stuck1)")" "stop requested during the back-off"
     release_lock
     assert_eq 100 "$(sql "SELECT count(*) FROM reviews")" "rows of the stuck batch (rolled back)"
 
     svc_start stuck2
     wait_for_sql "SELECT count(*) FROM reviews" 200 60
-    svc_stop stuck2
-    assert_eq 0 "$SVC_RC" "exit status of the restarted service"
+    rc=$(svc_stop stuck2)
+    assert_eq 0 "$rc" "exit status of the restarted service"
     assert_eq "200 200" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
-    assert_eq 100 "$(review_batch_sum stuck2 inserted)" "the unfinished batch delivered again"
+    assert_eq 100 "$(batch_sum stuck2 reviews inserted)" "the unfinished batch delivered again"
 }
 
 # A COMMIT that waits for a synchronous standby is not ended by
@@ -777,10 +636,8 @@ reset_synchronous_standby() {
 }
 
 test_a_commit_waiting_for_a_synchronous_standby_is_cancelled_by_the_client_deadline() {
-    trap 'reset_synchronous_standby; cleanup_test_processes' EXIT
-    fresh_schema f_syncrep
-    fresh_topics syncrep
-    register_apps "$APP"
+    begin_fault_test syncrep
+    trap 'end_test reset_synchronous_standby' EXIT
     svc_start syncrep1 STORAGE_PIPELINES=reviews STORAGE_DB_STATEMENT_TIMEOUT_MS=1500 \
         STORAGE_DB_RETRY_BASE_MS=100 STORAGE_DB_RETRY_MAX_ATTEMPTS=2
     gen_reviews 0 100 | produce "$TOPIC_REVIEWS" -p 0
@@ -789,10 +646,10 @@ test_a_commit_waiting_for_a_synchronous_standby_is_cancelled_by_the_client_deadl
     sql "SELECT pg_reload_conf()" >/dev/null
     gen_reviews 100 100 | produce "$TOPIC_REVIEWS" -p 0
     # Three attempts of at most 2.5 s each, 300 ms of back-off, a stop.
-    svc_wait syncrep1 30
-    assert_eq 1 "$SVC_RC" "exit status when every COMMIT waits for a standby that never comes"
+    rc=$(svc_wait syncrep1 30)
+    assert_eq 1 "$rc" "exit status when every COMMIT waits for a standby that never comes"
     local log
-    log=$(cat "$WORK/syncrep1.log")
+    log=$(cat "$(svc_log syncrep1)")
     assert_contains "$log" "PostgreSQL did not answer before the deadline"
     assert_contains "$log" "retries exhausted"
     # No statement of the service waits on in the server: each was
@@ -803,18 +660,16 @@ test_a_commit_waiting_for_a_synchronous_standby_is_cancelled_by_the_client_deadl
 
     svc_start syncrep2 STORAGE_PIPELINES=reviews
     wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 200
-    svc_stop syncrep2
-    assert_eq 0 "$SVC_RC" "exit status of the restarted service"
+    rc=$(svc_stop syncrep2)
+    assert_eq 0 "$rc" "exit status of the restarted service"
     assert_eq "200 200" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
 }
 
 # DESIGN.md: Errors: with every broker down a synchronous commit can block for minutes;
 # the commit has a deadline of its own and its failure counts.
 test_an_offset_commit_with_every_broker_down_fails_within_the_commit_timeout() {
-    trap 'broker_ctl broker-up -1 >/dev/null 2>&1 || true; cleanup_test_processes' EXIT
-    fresh_schema f_deadline
-    fresh_topics deadline
-    register_apps "$APP"
+    begin_fault_test deadline
+    trap 'end_test broker_ctl broker-up -1' EXIT
     svc_start deadline1 STORAGE_COMMIT_TIMEOUT_MS=1000 STORAGE_COMMIT_FAILURE_LIMIT=5
     gen_reviews 0 10 | produce "$TOPIC_REVIEWS" -p 0
     wait_for_log deadline1 '\[reviews\] batch size=' 1
@@ -822,7 +677,7 @@ test_an_offset_commit_with_every_broker_down_fails_within_the_commit_timeout() {
     # commit comes when no broker answers.
     hold_lock reviews
     gen_reviews 10 10 | produce "$TOPIC_REVIEWS" -p 0
-    wait_for_blocked_batch
+    wait_blocked || fail "no batch blocked on the lock"
     broker_ctl broker-down -1 >/dev/null
     local t0 elapsed
     t0=$(now_ms)
@@ -830,7 +685,7 @@ test_an_offset_commit_with_every_broker_down_fails_within_the_commit_timeout() {
     wait_for_log deadline1 'offset commit did not complete within 1000 ms' 1 15
     elapsed=$(($(now_ms) - t0))
     [ "$elapsed" -lt 5000 ] || fail "the commit failure came after $elapsed ms (deadline 1000 ms)"
-    assert_contains "$(cat "$WORK/deadline1.log")" "offset commit failed (1/5 in a row"
+    assert_contains "$(cat "$(svc_log deadline1)")" "offset commit failed (1/5 in a row"
     broker_ctl broker-up -1 >/dev/null
     assert_eq 20 "$(sql "SELECT count(*) FROM reviews")" "rows of the batch whose commit failed"
 
@@ -839,9 +694,9 @@ test_an_offset_commit_with_every_broker_down_fails_within_the_commit_timeout() {
     assert_broker_kept_everything "$TOPIC_REVIEWS"
     assert_eq 30 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
     wait_for_sql "SELECT count(*) FROM reviews" 30 60
-    assert_alive deadline1
-    svc_stop deadline1
-    assert_eq 0 "$SVC_RC" "exit status after SIGTERM"
+    assert_running deadline1
+    rc=$(svc_stop deadline1)
+    assert_eq 0 "$rc" "exit status after SIGTERM"
     assert_eq "30 30" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
 }
 

@@ -8,7 +8,7 @@ broker_start
 health() { # name [VAR=value...]: run `health` with the service's settings, print "rc: output"
     local name=$1 out rc=0 vars
     shift
-    mapfile -t vars < <(service_env "$name")
+    mapfile -t vars < <(svc_env "$name")
     out=$(env "${vars[@]}" "$@" "$BIN" health 2>&1) || rc=$?
     echo "$rc: $out"
 }
@@ -16,7 +16,7 @@ health() { # name [VAR=value...]: run `health` with the service's settings, prin
 test_health_is_ok_while_every_pipeline_runs_and_unhealthy_after_stop() {
     fresh_schema health_ok
     fresh_topics health1
-    service_start hb
+    svc_start hb
     local i out
     for i in $(seq 1 50); do
         out=$(health hb)
@@ -29,10 +29,10 @@ test_health_is_ok_while_every_pipeline_runs_and_unhealthy_after_stop() {
     assert_contains "$out" "network-metrics: healthy"
     # The container health check script says the same.
     local vars
-    mapfile -t vars < <(service_env hb)
+    mapfile -t vars < <(svc_env hb)
     env "${vars[@]}" HEALTHCHECK_BIN="$BIN" "$TOP/scripts/healthcheck.sh" >/dev/null ||
         fail "healthcheck.sh reported unhealthy while running"
-    assert_eq 0 "$(service_stop hb)" "exit code"
+    assert_eq 0 "$(svc_stop hb)" "exit code"
     sleep 2.2
     out=$(health hb STORAGE_HEALTH_MAX_AGE_SECONDS=1)
     assert_eq 1 "${out%%:*}" "health exit code after stop: $out"
@@ -45,7 +45,7 @@ test_health_is_ok_while_every_pipeline_runs_and_unhealthy_after_stop() {
 test_health_checks_only_the_pipelines_this_process_runs() {
     fresh_schema health_subset
     fresh_topics health2
-    service_start only STORAGE_PIPELINES=reviews
+    svc_start only STORAGE_PIPELINES=reviews
     local i out
     for i in $(seq 1 50); do
         out=$(health only STORAGE_PIPELINES=reviews)
@@ -58,7 +58,7 @@ test_health_checks_only_the_pipelines_this_process_runs() {
     out=$(health only)
     assert_eq 1 "${out%%:*}" "health of all pipelines: $out"
     assert_contains "$out" "app-stats: unhealthy"
-    assert_eq 0 "$(service_stop only)" "exit code"
+    assert_eq 0 "$(svc_stop only)" "exit code"
 }
 
 test_an_unwritable_heartbeat_dir_warns_once_and_ingestion_goes_on() {
@@ -67,12 +67,12 @@ test_an_unwritable_heartbeat_dir_warns_once_and_ingestion_goes_on() {
     register_apps com.health
     # A file where the directory should be: every heartbeat write fails.
     : >"$WORK/not-a-dir"
-    service_start nohb STORAGE_HEARTBEAT_DIR="$WORK/not-a-dir"
+    svc_start nohb STORAGE_HEARTBEAT_DIR="$WORK/not-a-dir"
     echo '{"package_name":"com.health","review_id":"h1","score":5,"thumbs_up_count":0,"reviewed_at":"2026-11-29T12:00:00Z","last_synced_at":"2026-11-29T12:00:00Z"}' |
         produce "$TOPIC_REVIEWS"
     wait_for_sql "SELECT count(*) FROM reviews" 1
     sleep 2.5 # several more loops, each of which would have written a heartbeat
-    assert_eq 0 "$(service_stop nohb)" "exit code"
+    assert_eq 0 "$(svc_stop nohb)" "exit code"
     assert_eq 1 "$(grep -c 'cannot write heartbeat file .*/reviews' "$WORK/nohb.log")" "warnings for reviews"
 }
 
@@ -94,18 +94,18 @@ wait_healthy() { # name [VAR=value...]
 test_health_reports_a_cleanly_stopped_process_unhealthy_at_once() {
     fresh_schema health_stopped
     fresh_topics health5
-    service_start stopped
+    svc_start stopped
     local out vars rc=0 p
     out=$(wait_healthy stopped)
     assert_eq 0 "${out%%:*}" "health while running: $out"
-    assert_eq 0 "$(service_stop stopped)" "exit code"
+    assert_eq 0 "$(svc_stop stopped)" "exit code"
     out=$(health stopped)
     assert_eq 1 "${out%%:*}" "health exit code right after a clean stop: $out"
     for p in app-stats reviews network-metrics; do
         assert_contains "$out" "$p: unhealthy (stopped at "
     done
     assert_contains "$out" "result=clean"
-    mapfile -t vars < <(service_env stopped)
+    mapfile -t vars < <(svc_env stopped)
     env "${vars[@]}" HEALTHCHECK_BIN="$BIN" "$TOP/scripts/healthcheck.sh" >/dev/null || rc=$?
     assert_eq 1 "$rc" "healthcheck.sh right after a clean stop"
 }
@@ -116,14 +116,14 @@ test_health_reports_a_process_that_exited_on_a_pipeline_failure_unhealthy_at_onc
     fresh_schema health_failed
     fresh_topics health6
     register_apps com.health
-    service_start failed
+    svc_start failed
     local out
     out=$(wait_healthy failed)
     assert_eq 0 "${out%%:*}" "health while running: $out"
     sql "DROP TABLE network_metrics"
     echo '{"package_name":"com.health","analysis_id":"00000000-0000-4000-a000-000000000001","analyzed_at":"2026-11-29T10:00:00Z","duration_seconds":1.5,"total_packets":1,"total_bytes":1,"protocols":{"tcp":1}}' |
         produce "$TOPIC_NETWORK_METRICS"
-    assert_eq 1 "$(service_wait failed 60)" "exit code after the pipeline failure"
+    assert_eq 1 "$(svc_wait failed 60)" "exit code after the pipeline failure"
     out=$(health failed)
     assert_eq 1 "${out%%:*}" "health exit code right after the failure: $out"
     assert_contains "$out" "network-metrics: unhealthy (stopped at "
@@ -135,17 +135,17 @@ test_health_reports_a_process_that_exited_on_a_pipeline_failure_unhealthy_at_onc
 test_a_restarted_process_is_healthy_again_after_a_stop() {
     fresh_schema health_restart
     fresh_topics health7
-    service_start first
+    svc_start first
     local out
     out=$(wait_healthy first)
     assert_eq 0 "${out%%:*}" "health of the first process: $out"
-    assert_eq 0 "$(service_stop first)" "exit code"
+    assert_eq 0 "$(svc_stop first)" "exit code"
     # The second process shares the first one's heartbeat directory.
-    service_start second STORAGE_HEARTBEAT_DIR="$WORK/heartbeat-first"
+    svc_start second STORAGE_HEARTBEAT_DIR="$WORK/heartbeat-first"
     out=$(wait_healthy first)
     assert_eq 0 "${out%%:*}" "health of the restarted process: $out"
     assert_contains "$out" "reviews: healthy"
-    assert_eq 0 "$(service_stop second)" "exit code"
+    assert_eq 0 "$(svc_stop second)" "exit code"
 }
 
 # kill -9 leaves no word behind: the heartbeat goes stale, and `health`
@@ -153,11 +153,11 @@ test_a_restarted_process_is_healthy_again_after_a_stop() {
 test_health_reports_a_killed_process_stale_after_the_max_age() {
     fresh_schema health_killed
     fresh_topics health8
-    service_start killed
+    svc_start killed
     local out
     out=$(wait_healthy killed)
     assert_eq 0 "${out%%:*}" "health while running: $out"
-    service_kill killed
+    svc_kill killed >/dev/null
     sleep 2.2
     out=$(health killed STORAGE_HEALTH_MAX_AGE_SECONDS=1)
     assert_eq 1 "${out%%:*}" "health exit code after kill -9: $out"

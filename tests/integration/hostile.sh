@@ -28,7 +28,6 @@
 
 pg_start
 broker_start
-SUITE_CLEANUP=${SUITE_CLEANUP#; }
 
 HOSTILE=$TOP/tests/hostile
 APP=com.example.hostile
@@ -42,10 +41,6 @@ BIG=1048576
 
 # ---------------------------------------------------------------------------
 # Helpers.
-
-usql() { PGTZ=UTC sql "$1"; }
-
-high_watermark() { broker_ctl watermarks "$1" "$2" | awk '{print $3}'; }
 
 # The producer of byte-exact records (keys, headers, NULL values, CreateTime).
 build_producer() {
@@ -248,7 +243,7 @@ shared_run() {
     if [ -f "$WORK/$RUN.rc" ]; then
         echo "exited on its own with $(cat "$WORK/$RUN.rc")" >"$WORK/shared-run.early-exit"
     fi
-    service_stop "$RUN" 60 >"$WORK/shared-run.stop-rc"
+    svc_stop "$RUN" 60 >"$WORK/shared-run.stop-rc"
     sql "ALTER DATABASE hostile RESET log_statement" >/dev/null
     tail -c +"$(($(cat "$WORK/server-log.start") + 1))" "$WORK/pg/server.log" >"$WORK/server-log.run"
     touch "$WORK/shared-run.done"
@@ -564,14 +559,14 @@ isolated() { # name topic-pipeline corpus-file
         local why again
         why=$(grep -E ' error |runtime error|Sanitizer' "$WORK/iso-$name.log" | head -n 3 | cut -c 1-500)
         start_service "iso-$name-restarted"
-        again=$(service_wait "iso-$name-restarted" 30)
-        [ "$again" = timeout ] && again="kept running: $(service_stop "iso-$name-restarted")"
+        again=$(svc_wait "iso-$name-restarted" 30)
+        [ "$again" = timeout ] && again="kept running: $(svc_stop "iso-$name-restarted")"
         fail "the service exited with $rc on $file instead of dead-lettering it:
 $why
 restarted, it exited again with [$again]: $(grep -E ' error |runtime error' "$WORK/iso-$name-restarted.log" | head -n 2 | cut -c 1-300)
 dead letters: $(sql "SELECT count(*) FROM dead_letter_events"), good rows stored: $(sql "SELECT count(*) FROM $(echo "$pipeline" | tr - _)"), committed offset: $(broker_committed "$GROUP_PREFIX.$pipeline" "$topic" 0)"
     fi
-    assert_eq 0 "$(service_stop "iso-$name")" "exit code on SIGTERM"
+    assert_eq 0 "$(svc_stop "iso-$name")" "exit code on SIGTERM"
     no_sanitizer_report "$WORK/iso-$name.log"
     assert_eq 2 "$(sql "SELECT count(*) FROM $(echo "$pipeline" | tr - _)")" "the good records around it"
     assert_eq "1|$(awk -F'\t' -v f="$file" '$1 == f {print $3}' "$HOSTILE/manifest.tsv")" \
@@ -625,7 +620,7 @@ run_forged_name() { # name [VAR=value...]
     } | produce "$TOPIC_REVIEWS" -p 0
     start_service "$name" "$@"
     wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 3 60
-    assert_eq 0 "$(service_stop "$name")" "exit code on SIGTERM"
+    assert_eq 0 "$(svc_stop "$name")" "exit code on SIGTERM"
     no_sanitizer_report "$WORK/$name.log"
     assert_eq "2" "$(sql "SELECT count(*) FROM reviews")" "the good reviews around it"
     assert_eq "unregistered_app" "$(sql "SELECT error_type FROM dead_letter_events")" "its dead letter"

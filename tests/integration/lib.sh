@@ -1,5 +1,8 @@
-# Shared by the integration suites: a throw-away PostgreSQL per suite, TAP
-# output, and small assertions. A suite defines functions named test_* after
+# Shared by the integration suites: a throw-away PostgreSQL and broker per
+# suite, TAP output, small assertions, and each test's database, topics and
+# services. The service's processes, PostgreSQL and broker helpers and the
+# lock that catches a batch mid-write are tests/support/service.sh's, shared
+# with the reliability suite. A suite defines functions named test_* after
 # the behaviour they protect and ends with `run_tests`.
 #
 # Each test runs in a subshell with `set -e`: the first failing command or
@@ -18,9 +21,16 @@ export -n STORAGE_TEST_TOP STORAGE_TEST_BUILD 2>/dev/null || true
 WORK=$(mktemp -d /tmp/storage-test.XXXXXX)
 chmod 755 "$WORK"
 
+. "$TOP/tests/support/service.sh"
+SVC_DIR=$WORK
+PG_DIR=$WORK/pg
+BROKER_DIR=$WORK/kafka
+
+# No service, lock holder or broker survives the suite.
 cleanup_suite() {
-    [ -n "${SUITE_CLEANUP:-}" ] && eval "$SUITE_CLEANUP"
-    "$PG" destroy "$WORK/pg" >/dev/null 2>&1 || true
+    svc_cleanup
+    "$BROKER" stop "$BROKER_DIR" >/dev/null 2>&1 || true
+    "$PG" destroy "$PG_DIR" >/dev/null 2>&1 || true
     [ -n "${KEEP_WORK:-}" ] && { echo "# work kept in $WORK" >&2; return; }
     rm -rf "$WORK"
 }
@@ -30,6 +40,9 @@ fail() {
     echo "# FAIL: $*" >&2
     exit 1
 }
+
+# A check of tests/support/service.sh that failed fails the test.
+fail_check() { fail "$@"; }
 
 assert_eq() { # expected actual message
     [ "$1" = "$2" ] || fail "${3:-values differ}: expected [$1], got [$2]"
@@ -44,14 +57,12 @@ assert_contains() { # haystack needle message
 
 # Start the suite's PostgreSQL (once) and export DB (its conninfo).
 pg_start() {
-    DB=$("$PG" start "$WORK/pg")
+    DB=$("$PG" start "$PG_DIR")
     export DB
 }
 
-# Run SQL, print unaligned tuples only.
-sql() {
-    psql "$DB" -X -q -v ON_ERROR_STOP=1 -At -c "$1"
-}
+# SQL with timestamps shown in UTC, whatever the database's time zone.
+usql() { PGTZ=UTC sql "$1"; }
 
 # A fresh database per test keeps tests independent on one server.
 fresh_db() { # name
@@ -59,8 +70,6 @@ fresh_db() { # name
     DB="$(pg_root | sed "s/dbname=postgres/dbname=$1/")"
     export DB
 }
-
-pg_root() { "$PG" conninfo "$WORK/pg"; }
 
 # The applications table of the App API, which the consumer only reads.
 create_applications_table() {
@@ -97,12 +106,9 @@ run_tests() {
 # Start the suite's broker (3 brokers, the three topics with 3 partitions)
 # and export BOOTSTRAP. Extra TOPIC:PARTITIONS arguments create more topics.
 broker_start() {
-    BOOTSTRAP=$("$BROKER" start "$WORK/kafka" 3 app-stats:3 reviews:3 network-metrics:3 "$@")
+    BOOTSTRAP=$("$BROKER" start "$BROKER_DIR" 3 app-stats:3 reviews:3 network-metrics:3 "$@")
     export BOOTSTRAP
-    SUITE_CLEANUP="${SUITE_CLEANUP:+$SUITE_CLEANUP; }\"$BROKER\" stop \"$WORK/kafka\" >/dev/null 2>&1 || true"
 }
-
-broker_ctl() { "$BROKER" ctl "$WORK/kafka" "$@"; }
 
 # Produce stdin, one message per line, to TOPIC (extra args go to kcat, e.g.
 # -p 0 for a partition or -K: for keys).
@@ -112,19 +118,9 @@ produce() { # topic [kcat args...]
     kcat -P -b "$BOOTSTRAP" -t "$topic" -X compression.codec=lz4 "$@"
 }
 
-# The broker dropped nothing (low watermark 0) on every partition of TOPIC:
-# a test that claims "nothing lost" must first prove this.
-assert_broker_kept_everything() { # topic [partitions]
-    local p reply
-    for p in $(seq 0 $((${2:-3} - 1))); do
-        reply=$(broker_ctl watermarks "$1" "$p")
-        [ "$(echo "$reply" | awk '{print $2}')" = 0 ] || fail "broker retention dropped messages of $1 [$p]: $reply"
-    done
-}
-
 # Settings every test shares: small session timeouts make rebalances take
 # seconds instead of a minute on the mock cluster.
-service_env() {
+svc_env() { # name
     echo "STORAGE_DATABASE_URL=$DB"
     echo "STORAGE_KAFKA_BOOTSTRAP_SERVERS=$BOOTSTRAP"
     echo "STORAGE_SESSION_TIMEOUT_MS=6000"
@@ -151,97 +147,88 @@ fresh_topics() { # suffix
     broker_ctl topic-create "$TOPIC_NETWORK_METRICS" 3 >/dev/null
 }
 
-# Start `storage-consumer run` in the background as NAME; extra NAME=value
-# arguments override the environment. Its log is $WORK/NAME.log, its pid is
-# in $WORK/NAME.pid and, once it has exited, its exit code in $WORK/NAME.rc
-# (a watcher subshell waits for it: exit codes are then readable from any
-# subshell, command substitutions included).
-service_start() { # name [VAR=value...]
-    local name=$1
-    shift
-    rm -f "$WORK/$name.rc" "$WORK/$name.pid"
-    local vars
-    mapfile -t vars < <(service_env "$name") # values hold spaces (conninfo)
-    (
-        env "${vars[@]}" "$@" "$BIN" run >"$WORK/$name.log" 2>&1 &
-        echo $! >"$WORK/$name.pid"
-        rc=0
-        wait $! || rc=$? # the tests run under set -e
-        echo "$rc" >"$WORK/$name.rc.tmp"
-        mv "$WORK/$name.rc.tmp" "$WORK/$name.rc"
-    ) &
-    while [ ! -s "$WORK/$name.pid" ]; do sleep 0.01; done
-}
-
-service_pid() { cat "$WORK/$1.pid"; }
-
-# Wait for NAME to exit by itself (at most SECONDS) and print its exit code,
-# or "timeout".
-service_wait() { # name seconds
-    local i
-    for i in $(seq 1 $(($2 * 10))); do
-        [ -f "$WORK/$1.rc" ] && break
-        sleep 0.1
-    done
-    if [ -f "$WORK/$1.rc" ]; then cat "$WORK/$1.rc"; else echo timeout; fi
-}
-
-# SIGTERM NAME and print its exit code (or "timeout" after SECONDS).
-service_stop() { # name [seconds]
-    kill -TERM "$(service_pid "$1")" 2>/dev/null || true
-    service_wait "$1" "${2:-40}"
-}
-
-service_kill() { # name: kill -9, and wait until it is gone
-    kill -KILL "$(service_pid "$1")" 2>/dev/null || true
-    service_wait "$1" 10 >/dev/null
-}
-
-# A test's services: NAME is kept in $WORK as TEST_NAME-NAME (just NAME in
-# suites without TEST_NAME), so every log survives, and recorded in STARTED:
-# when the test ends, however it ends, end_test kills what is left running
-# (a failed assertion must not leave a service running into the next test).
-STARTED=""
+# A test's services (svc_start): TEST_NAME, set by begin_test, names their
+# files TEST_NAME-NAME, so every log survives the test. When the test ends,
+# however it ends, end_test kills what is left running (a failed assertion
+# must not leave a service running into the next test) and shows their logs
+# if it failed.
 TEST_NAME=""
 
-svc() { echo "${TEST_NAME:+$TEST_NAME-}$1"; }
+# Start a test: its database with the consumer's schema, its own topics and
+# consumer groups (fresh_topics; the default topics in a suite that sets
+# DEFAULT_TOPICS=1), and the exit trap. A test that sets up a fault outside
+# its services undoes it in that trap: trap 'end_test COMMAND...' EXIT.
+begin_test() { # name
+    SVC_STARTED=""
+    TEST_NAME=$1
+    trap end_test EXIT
+    fresh_schema "test_$1"
+    if [ -n "${DEFAULT_TOPICS:-}" ]; then
+        unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS GROUP_PREFIX
+    else
+        fresh_topics "$1"
+    fi
+}
 
+# svc_start, with end_test as the exit trap of a test that has none yet.
 start_service() { # name [VAR=value...]
-    local name=$1
-    shift
-    service_start "$(svc "$name")" "$@"
-    STARTED="$STARTED $name"
+    svc_start "$@"
     trap end_test EXIT
 }
 
 # SIGTERM NAME and require a clean stop (exit 0, logged).
 stop_clean() { # name
-    local rc name
-    name=$(svc "$1")
-    rc=$(service_stop "$name")
-    [ "$rc" = 0 ] || fail "service $name did not stop cleanly: exit [$rc]"
-    grep -q 'stopped exit=0' "$WORK/$name.log" || fail "service $name did not log 'stopped exit=0'"
+    local rc
+    rc=$(svc_stop "$1")
+    [ "$rc" = 0 ] || fail "service $(svc "$1") did not stop cleanly: exit [$rc]"
+    grep -q 'stopped exit=0' "$(svc_log "$1")" || fail "service $(svc "$1") did not log 'stopped exit=0'"
 }
 
-# Kill the test's services still running; if the test failed (RC), show
-# their last log lines.
+# NAME is still running (it did not fail and exit on its own).
+assert_running() { # name
+    svc_running "$1" ||
+        fail "service $(svc "$1") exited on its own ($(cat "$SVC_DIR/$(svc "$1").rc")): $(grep -E ' error ' "$(svc_log "$1")" | tail -n 2)"
+}
+
+# Wait until NAME's log has COUNT lines matching the extended regex REGEX.
+wait_for_log() { # name regex [count (1)] [seconds (30)]
+    wait_log "$1" "$2" "${3:-1}" "${4:-30}" ||
+        fail "waited for ${3:-1} lines [$2] in $(svc "$1")'s log, got $(log_count "$1" "$2")$(svc_running "$1" || echo "; it exited: $(tail -n 5 "$(svc_log "$1")")")"
+}
+
+# After the test: release the lock, kill the test's services still running
+# (if the test failed, RC, show their last log lines) and make sure the
+# suite's PostgreSQL is up for the next test.
 end_services() { # rc
     local name
-    for name in $STARTED; do
-        name=$(svc "$name")
-        [ -f "$WORK/$name.rc" ] || service_kill "$name"
+    release_lock
+    for name in ${SVC_STARTED:-}; do
+        svc_running "$name" && svc_kill "$name" >/dev/null
         if [ "$1" -ne 0 ]; then
-            echo "# --- last lines of service $name ---" >&2
-            tail -n 40 "$WORK/$name.log" 2>/dev/null | sed 's/^/# | /' >&2
+            echo "# --- last lines of service $(svc "$name") ---" >&2
+            tail -n 40 "$(svc_log "$name")" 2>/dev/null | sed 's/^/# | /' >&2
         fi
     done
+    pg_ensure_up || true
 }
 
-# The exit trap of a test; a suite may define its own, calling end_services.
-end_test() {
+# The exit trap of a test; COMMAND, if given, undoes a fault the test set
+# up. A suite may define its own, calling end_services.
+end_test() { # [command...]
     local rc=$?
+    [ $# -gt 0 ] && { "$@" >/dev/null 2>&1 || true; }
     end_services "$rc"
     exit "$rc"
+}
+
+# The sum of COUNTER over NAME's batch lines of PIPELINE.
+batch_sum() { # name pipeline counter
+    grep -E "info +\[$2\] batch size=" "$(svc_log "$1")" |
+        grep -oE " $3=[0-9]+" | cut -d= -f2 | awk '{s += $1} END {print s + 0}'
+}
+
+batch_lines() { # name pipeline
+    grep -cE "info +\[$2\] batch size=" "$(svc_log "$1")" || true
 }
 
 # tests/run.sh sends ThreadSanitizer's reports to files of their own; with
@@ -293,6 +280,16 @@ high_watermark() { # topic partition
     broker_ctl watermarks "$1" "$2" | awk '{print $3}'
 }
 
+group_of() { echo "$GROUP_PREFIX.$1"; } # pipeline
+
+app_id() { sql "SELECT id FROM apps_registry_application WHERE package_name = '$1'"; } # package
+
+# A whole table, every column, in a stable order: rows that were not
+# rewritten compare equal to the byte.
+dump_table() { # table
+    usql "SELECT t::text FROM $1 t ORDER BY id"
+}
+
 # Wait until GROUP's committed offset on TOPIC [PARTITION] is EXPECTED.
 wait_committed() { # group topic partition expected [seconds]
     local got i
@@ -314,31 +311,4 @@ wait_all_committed() { # group topic [seconds]
         [ "$hw" = 0 ] && hw=-1001
         wait_committed "$1" "$2" "$p" "$hw" "${3:-30}"
     done
-}
-
-# Hold an EXCLUSIVE lock on TABLE in a separate session (application_name
-# faults-locker) until release_lock: the service's next INSERT into it blocks
-# mid-batch, so a fault can be timed inside a batch deterministically.
-hold_lock() { # table
-    PGAPPNAME=faults-locker psql "$DB" -X -q -v ON_ERROR_STOP=1 \
-        -c "BEGIN" -c "LOCK TABLE $1 IN EXCLUSIVE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
-    LOCKER_PID=$!
-    wait_for_sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-                   WHERE a.application_name = 'faults-locker' AND l.granted AND l.mode = 'ExclusiveLock'
-                     AND l.relation = '$1'::regclass" 1 10
-}
-
-# Wait until a storage-consumer session waits for a lock (its batch is stuck
-# in the middle, behind hold_lock).
-wait_for_blocked_batch() {
-    wait_for_sql "SELECT count(*) FROM pg_stat_activity
-                   WHERE application_name = 'storage-consumer' AND wait_event_type = 'Lock'" 1 30
-}
-
-# End hold_lock's session (nothing when no lock is held).
-release_lock() {
-    [ -n "${LOCKER_PID:-}" ] || return 0
-    sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'faults-locker'" >/dev/null || true
-    wait "$LOCKER_PID" 2>/dev/null || true
-    LOCKER_PID=
 }

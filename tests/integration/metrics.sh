@@ -31,7 +31,7 @@ test_metrics_endpoint_reports_counters_dead_letters_and_lag() {
         echo "{\"package_name\":\"com.metrics\",\"review_id\":\"m$i\",\"score\":3,\"thumbs_up_count\":$i,\"reviewed_at\":\"2026-11-29T12:00:00Z\",\"last_synced_at\":\"2026-11-29T12:00:00Z\"}"
     done | produce "$TOPIC_REVIEWS" -p 0
     echo '{"package_name":' | produce "$TOPIC_REVIEWS" -p 0
-    service_start metrics STORAGE_METRICS_ADDR="127.0.0.1:$port"
+    svc_start metrics STORAGE_METRICS_ADDR="127.0.0.1:$port"
     wait_for_sql "SELECT count(*) FROM reviews" 5
     wait_for_sql "SELECT count(*) FROM dead_letter_events" 1
     sleep 0.5
@@ -44,7 +44,7 @@ test_metrics_endpoint_reports_counters_dead_letters_and_lag() {
     assert_contains "$body" "storage_consumer_lag{pipeline=\"reviews\",topic=\"$TOPIC_REVIEWS\",partition=\"0\"} 0"
     assert_contains "$body" 'storage_consumer_batch_duration_seconds_count{pipeline="reviews"}'
     assert_contains "$(http_get "$port" /nothing)" "404 Not Found"
-    assert_eq 0 "$(service_stop metrics)" "exit code"
+    assert_eq 0 "$(svc_stop metrics)" "exit code"
 }
 
 test_metrics_address_in_use_stops_start_up() {
@@ -52,12 +52,12 @@ test_metrics_address_in_use_stops_start_up() {
     fresh_topics metrics2
     local port
     port=$(free_port)
-    service_start holder STORAGE_METRICS_ADDR="127.0.0.1:$port"
+    svc_start holder STORAGE_METRICS_ADDR="127.0.0.1:$port"
     sleep 1.5
-    service_start second STORAGE_METRICS_ADDR="127.0.0.1:$port"
-    assert_eq 1 "$(service_wait second 20)" "exit code of the second process"
+    svc_start second STORAGE_METRICS_ADDR="127.0.0.1:$port"
+    assert_eq 1 "$(svc_wait second 20)" "exit code of the second process"
     assert_contains "$(cat "$WORK/second.log")" "STORAGE_METRICS_ADDR=127.0.0.1:$port"
-    assert_eq 0 "$(service_stop holder)" "exit code"
+    assert_eq 0 "$(svc_stop holder)" "exit code"
 }
 
 run_tests

@@ -9,19 +9,12 @@
 # (fresh_topics). A failing test prints the tail of every service log and
 # command output it produced and kills the services still running.
 #
-# STORAGE_TEST_KEEP_WORK=1 keeps the suite's work directory after the run.
+# KEEP_WORK=1 keeps the suite's work directory after the run.
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-if [ -n "${STORAGE_TEST_KEEP_WORK:-}" ]; then
-    export -n STORAGE_TEST_KEEP_WORK
-    trap '[ -n "${SUITE_CLEANUP:-}" ] && eval "$SUITE_CLEANUP"; "$PG" stop "$WORK/pg" >/dev/null 2>&1 || true; echo "# kept $WORK" >&2' EXIT
-fi
-
 pg_start
 broker_start
-# broker_start appends "; cmd" to an empty SUITE_CLEANUP, which eval rejects.
-SUITE_CLEANUP=${SUITE_CLEANUP#; }
 
 # The migrations the binary embeds (make compiles migrations/ in).
 MIGRATION_FILES=("$TOP"/migrations/*.sql)
@@ -32,18 +25,10 @@ MIGRATION_COUNT=${#MIGRATION_FILES[@]}
 
 OPS=""
 
-begin_test() { # name
-    STARTED=""
-    OPS=""
-    TEST_NAME=$1
-    trap end_test EXIT
-    fresh_schema "op_$1"
-    fresh_topics "$1"
-}
-
+# The exit trap of a test (begin_test): lib.sh's, and the output of the
+# commands the test ran if it failed.
 end_test() {
     local rc=$? name
-    release_lock
     end_services "$rc"
     if [ "$rc" -ne 0 ]; then
         for name in $OPS; do
@@ -54,8 +39,6 @@ end_test() {
     exit "$rc"
 }
 
-log_file() { echo "$WORK/$(svc "$1").log"; }
-
 # Run `storage-consumer ARGS...` once as NAME with the test's settings, plus
 # the VAR=value words in the OP_ENV array. Its stdout is out NAME, its
 # stderr err NAME, its exit status OP_RC.
@@ -65,7 +48,7 @@ op() { # name args...
     OPS="$OPS $name"
     OP_RC=0
     local vars
-    mapfile -t vars < <(service_env "$name") # values hold spaces (conninfo)
+    mapfile -t vars < <(svc_env "$name") # values hold spaces (conninfo)
     env "${vars[@]}" ${OP_ENV[@]+"${OP_ENV[@]}"} timeout 120 "$BIN" "$@" \
         >"$WORK/$(svc "$name").out" 2>"$WORK/$(svc "$name").err" || OP_RC=$?
     if grep -q 'Sanitizer' "$WORK/$(svc "$name").err"; then
@@ -92,26 +75,9 @@ assert_rc() { # expected name
     [ "$OP_RC" = "$1" ] || fail "$2 exited $OP_RC, expected $1: $(out "$2") $(err "$2")"
 }
 
-batch_sum() { # name pipeline counter
-    grep -E "info +\[$2\] batch size=" "$(log_file "$1")" |
-        grep -oE " $3=[0-9]+" | cut -d= -f2 | awk '{s += $1} END {print s + 0}'
-}
-
-batch_lines() { # name pipeline
-    grep -cE "info +\[$2\] batch size=" "$(log_file "$1")" || true
-}
-
 # "o0 o1 o2": GROUP's committed offsets on TOPIC.
 offsets_of() { # group topic
     echo "$(broker_committed "$1" "$2" 0) $(broker_committed "$1" "$2" 1) $(broker_committed "$1" "$2" 2)"
-}
-
-group_of() { echo "$GROUP_PREFIX.$1"; }
-
-usql() { PGTZ=UTC sql "$1"; }
-
-dump_table() { # table
-    usql "SELECT t::text FROM $1 t ORDER BY id"
 }
 
 # A review message: review PACKAGE ID THUMBS LAST_SYNCED_AT
@@ -364,13 +330,13 @@ test_stop_replay_start_reads_the_topic_again_from_the_start() {
     # A last review, whose batch is in flight when the stop comes.
     hold_lock reviews
     review com.example.flow f-late 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
-    wait_for_blocked_batch
+    wait_blocked || fail "no batch blocked on the lock"
 
     # Stop, then replay at once.
-    kill -TERM "$(service_pid "$(svc first)")"
+    svc_signal first TERM
     OPS="$OPS replay"
     local vars t0 elapsed replay_pid rc=0
-    mapfile -t vars < <(service_env replay)
+    mapfile -t vars < <(svc_env replay)
     t0=$(date +%s%N)
     env "${vars[@]}" timeout 120 "$BIN" replay reviews --to earliest \
         >"$WORK/$(svc replay).out" 2>"$WORK/$(svc replay).err" &
@@ -390,7 +356,7 @@ test_stop_replay_start_reads_the_topic_again_from_the_start() {
     # group answers again.
     [ "$elapsed" -lt 22000 ] || fail "the replay took $elapsed ms"
     assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions: 19 messages to read" "summary"
-    assert_eq 0 "$(service_wait "$(svc first)" 30)" "exit status of the stopped service"
+    assert_eq 0 "$(svc_wait first 30)" "exit status of the stopped service"
     assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
 
     # Start: everything is read again, and skipped.
@@ -437,7 +403,7 @@ test_replay_waits_out_a_member_that_crashed() {
     wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 2 4
     # Killed without leaving the group: the broker evicts it only after its
     # session timeout (6 s here); the replay waits for that, then proceeds.
-    service_kill "$(svc svc)"
+    svc_kill svc >/dev/null
     op replay replay reviews
     assert_rc 0 replay
     assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed 4 -> 0 (4 messages to read)" "partition 2"

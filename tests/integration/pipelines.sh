@@ -19,53 +19,24 @@ broker_start
 # ---------------------------------------------------------------------------
 # Helpers of this suite.
 
-# Start a test: its database, topics and groups, and the exit trap that
-# reports and cleans up whatever the test started.
-begin_test() { # name
-    STARTED=""
-    TEST_NAME=$1
-    trap end_test EXIT
-    fresh_schema "pl_$1"
-    fresh_topics "$1"
+log_of() { cat "$(svc_log "$1")"; }
+
+# Wait until the reviews group has committed partition 0 up to OFFSET: the
+# service stored every review produced there before it.
+wait_reviews_committed() { # offset
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 "$1"
 }
 
-# NAME is still running (it did not fail and exit on its own).
-assert_running() { # name
-    [ ! -f "$WORK/$(svc "$1").rc" ] ||
-        fail "service $(svc "$1") exited on its own ($(cat "$WORK/$(svc "$1").rc")): $(grep -E ' error ' "$(log_file "$1")" | tail -n 2)"
+# The review ids stored, in order, on one line.
+stored_review_ids() {
+    sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews"
 }
-
-log_file() { echo "$WORK/$(svc "$1").log"; }
-log_of() { cat "$(log_file "$1")"; }
-
-# Wait until NAME's log matches the extended regex PATTERN.
-wait_for_log() { # name pattern [seconds]
-    local i
-    for i in $(seq 1 $((${3:-30} * 5))); do
-        grep -qE -- "$2" "$(log_file "$1")" 2>/dev/null && return 0
-        sleep 0.2
-    done
-    fail "service $1 never logged /$2/"
-}
-
-# The sum of COUNTER over NAME's INFO batch lines of PIPELINE.
-batch_sum() { # name pipeline counter
-    grep -E "info +\[$2\] batch size=" "$(log_file "$1")" |
-        grep -oE " $3=[0-9]+" | cut -d= -f2 | awk '{s += $1} END {print s + 0}'
-}
-
-batch_lines() { # name pipeline
-    grep -cE "info +\[$2\] batch size=" "$(log_file "$1")" || true
-}
-
-# SQL with timestamps shown in UTC, whatever the database's time zone.
-usql() { PGTZ=UTC sql "$1"; }
 
 # DESIGN.md: Dead letters log volume, batch by batch: the first 5 dead letters of a batch in
 # detail, then (only if there were more) one summary line with their total.
 assert_dead_letter_logging() { # name pipeline
     local problems
-    problems=$(grep -E "\[$2\] (dead_letter |batch size=)" "$(log_file "$1")" | awk '
+    problems=$(grep -E "\[$2\] (dead_letter |batch size=)" "$(svc_log "$1")" | awk '
         / dead_letter topic=/ { details++; next }
         / dead_letter summary total=/ {
             match($0, /total=[0-9]+/); total = substr($0, RSTART + 6, RLENGTH - 6)
@@ -84,16 +55,6 @@ assert_committed() { # group topic partition expected
     assert_eq "$4" "$(broker_committed "$1" "$2" "$3")" "offset committed by $1 on $2 [$3]"
 }
 
-group_of() { echo "$GROUP_PREFIX.$1"; }
-
-# A whole table, every column, in a stable order: rows that were not
-# rewritten compare equal to the byte.
-dump_table() { # table
-    usql "SELECT t::text FROM $1 t ORDER BY id"
-}
-
-app_id() { sql "SELECT id FROM apps_registry_application WHERE package_name = '$1'"; }
-
 # A review message: review PACKAGE ID THUMBS LAST_SYNCED_AT [SCORE]
 review() {
     printf '{"package_name":"%s","review_id":"%s","user_name":"u-%s","content":"c %s %s","score":%s,"thumbs_up_count":%s,"app_version":"1.0","reviewed_at":"2026-11-01T00:00:00Z","last_synced_at":"%s"}\n' \
@@ -110,7 +71,7 @@ test_each_pipeline_stores_every_field_exactly() {
     app=$(app_id com.example.fields)
     # Naive timestamps are UTC by policy, whatever the session's time zone:
     # run the service's sessions in a zone that is not UTC.
-    sql "ALTER DATABASE pl_fields SET timezone = 'Asia/Tehran'"
+    sql "ALTER DATABASE test_fields SET timezone = 'Asia/Tehran'"
 
     produce "$TOPIC_APP_STATS" -p 1 <<'EOF'
 {"package_name":"com.example.fields","crawled_at":"2026-11-29T15:30:00.123456+03:30","title":"Fields — «Ünïcode» \\ tab\there \\N","score":4.25,"ratings_count":12345,"reviews_count":678,"min_installs":9223372036854775807,"real_installs":9007199254740993,"histogram":[0,1,22,333,4444],"price":1234567890.12,"is_free":false,"version":"2.3.1-beta","app_updated_at":"2026-11-20T08:00:00","added_later":{"x":[1,2]}}
@@ -338,7 +299,7 @@ test_bad_records_are_dead_lettered_beside_the_good_rows_of_their_batch() {
     done
     assert_broker_kept_everything "$TOPIC_REVIEWS"
 
-    assert_eq "good-1 good-2 good-3" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "good rows stored"
+    assert_eq "good-1 good-2 good-3" "$(stored_review_ids)" "good rows stored"
     assert_eq "0 1 invalid_json
 0 2 invalid_json
 0 3 invalid_json
@@ -409,7 +370,7 @@ test_an_app_registered_later_is_stored_at_once_and_inactive_apps_are_stored() {
         review com.example.retired retired-1 1 "2026-11-29T10:00:00Z"
     } | produce "$TOPIC_REVIEWS" -p 0
     wait_committed "$group" "$TOPIC_REVIEWS" 0 3
-    assert_eq "k-1 retired-1" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "registered apps stored, inactive included"
+    assert_eq "k-1 retired-1" "$(stored_review_ids)" "registered apps stored, inactive included"
     assert_eq "1|unregistered_app" "$(sql "SELECT kafka_offset, error_type FROM dead_letter_events")" "unregistered app dead-lettered"
     assert_eq "$(app_id com.example.retired)" "$(sql "SELECT application_id FROM reviews WHERE review_id = 'retired-1'")" "inactive app's id"
 
@@ -461,7 +422,7 @@ test_a_name_whose_ttl_passes_while_the_registry_query_waits_is_still_bound() {
     register_apps com.example.cached com.example.queried
     start_service svc STORAGE_PIPELINES=reviews STORAGE_APPLICATION_CACHE_TTL_SECONDS=3
     review com.example.cached c-1 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 1
+    wait_reviews_committed 1
     # com.example.cached is now fresh for 3 s. The next batch holds it and a
     # name the cache lacks; the query for that one waits 6 s on a lock.
     sql "BEGIN; LOCK TABLE apps_registry_application IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(6); COMMIT" >/dev/null &
@@ -472,9 +433,9 @@ test_a_name_whose_ttl_passes_while_the_registry_query_waits_is_still_bound() {
         review com.example.queried q-1 1 "2026-11-29T10:00:00Z"
     } | produce "$TOPIC_REVIEWS" -p 0
     wait "$locker"
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 3
+    wait_reviews_committed 3
     assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
-    assert_eq "c-1 c-2 q-1" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "stored reviews"
+    assert_eq "c-1 c-2 q-1" "$(stored_review_ids)" "stored reviews"
     stop_clean svc
 }
 
@@ -487,12 +448,12 @@ test_an_app_registered_again_under_a_new_id_is_stored_despite_the_cached_old_id(
     register_apps com.example.again
     start_service svc STORAGE_PIPELINES=reviews
     review com.example.again a-1 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 1
+    wait_reviews_committed 1
     sql "BEGIN; DELETE FROM reviews WHERE review_id = 'a-1';
          DELETE FROM apps_registry_application WHERE package_name = 'com.example.again'; COMMIT" >/dev/null
     register_apps com.example.again
     review com.example.again a-2 1 "2026-11-29T11:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 2
+    wait_reviews_committed 2
     assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
     assert_eq "$(app_id com.example.again)" "$(sql "SELECT application_id FROM reviews WHERE review_id = 'a-2'")" \
         "stored under the app's new id"
@@ -509,15 +470,15 @@ test_a_cache_ttl_of_zero_asks_the_registry_for_every_batch() {
         review com.example.kept k-1 1 "2026-11-29T10:00:00Z"
         review com.example.removed r-1 1 "2026-11-29T10:00:00Z"
     } | produce "$TOPIC_REVIEWS" -p 0
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 2
+    wait_reviews_committed 2
     sql "BEGIN; DELETE FROM reviews WHERE review_id = 'r-1';
          DELETE FROM apps_registry_application WHERE package_name = 'com.example.removed'; COMMIT" >/dev/null
     {
         review com.example.kept k-2 1 "2026-11-29T10:00:00Z"
         review com.example.removed r-2 1 "2026-11-29T10:00:00Z"
     } | produce "$TOPIC_REVIEWS" -p 0
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 4
-    assert_eq "k-1 k-2" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "stored reviews"
+    wait_reviews_committed 4
+    assert_eq "k-1 k-2" "$(stored_review_ids)" "stored reviews"
     assert_eq "3|unregistered_app" "$(sql "SELECT kafka_offset, error_type FROM dead_letter_events")" "the removed app's next message"
     stop_clean svc
 }
@@ -535,9 +496,9 @@ test_a_row_the_database_refuses_is_dead_lettered_alone() {
         review com.example.refused "r$i" "$([ "$i" = 3 ] || [ "$i" = 7 ] && echo 13 || echo "$i")" "2026-11-29T10:00:00Z"
     done | produce "$TOPIC_REVIEWS" -p 0
     start_service svc
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 8
+    wait_reviews_committed 8
 
-    assert_eq "r1 r2 r4 r5 r6 r8" "$(sql "SELECT string_agg(review_id, ' ' ORDER BY review_id) FROM reviews")" "the rest of the batch is stored"
+    assert_eq "r1 r2 r4 r5 r6 r8" "$(stored_review_ids)" "the rest of the batch is stored"
     assert_eq "2|database_rejected
 6|database_rejected" "$(sql "SELECT kafka_offset, error_type FROM dead_letter_events ORDER BY kafka_offset")" "refused rows dead-lettered"
     local detail
@@ -569,7 +530,7 @@ test_the_older_observation_is_stored_when_the_database_refuses_the_newer_one() {
         review com.example.sup gone 3000 "2026-11-29T11:00:00Z"
     } | produce "$TOPIC_REVIEWS" -p 0
     start_service svc STORAGE_PIPELINES=reviews
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 5
+    wait_reviews_committed 5
     assert_eq "kept|7|2026-11-29 11:00:00+00" "$(usql "SELECT review_id, thumbs_up_count, last_synced_at FROM reviews")" \
         "the newest observation the database accepts"
     assert_eq "1|database_rejected
@@ -616,8 +577,8 @@ test_each_pipeline_commits_only_its_own_offsets() {
     done
     assert_committed "$reviews" "$TOPIC_REVIEWS" 0 -1001
     assert_committed "$reviews" "$TOPIC_REVIEWS" 2 -1001
-    if grep -qE '\[(app-stats|network-metrics)\]' "$(log_file only-reviews)"; then
-        fail "STORAGE_PIPELINES=reviews ran another pipeline: $(grep -E '\[(app-stats|network-metrics)\]' "$(log_file only-reviews)" | head -3)"
+    if grep -qE '\[(app-stats|network-metrics)\]' "$(svc_log only-reviews)"; then
+        fail "STORAGE_PIPELINES=reviews ran another pipeline: $(grep -E '\[(app-stats|network-metrics)\]' "$(svc_log only-reviews)" | head -3)"
     fi
 
     # All three: each group commits exactly its own topic's offsets, and the
@@ -646,7 +607,7 @@ test_each_pipeline_commits_only_its_own_offsets() {
 
 # The last "owned=N" a service logged for PIPELINE (0 if none yet).
 owned_partitions() { # name pipeline
-    { grep -E "\[$2\] partitions (assigned|revoked)" "$(log_file "$1")" 2>/dev/null || true; } |
+    { grep -E "\[$2\] partitions (assigned|revoked)" "$(svc_log "$1")" 2>/dev/null || true; } |
         tail -n 1 | grep -oE 'owned=[0-9]+' | cut -d= -f2 | awk '{print $1 + 0} END {if (NR == 0) print 0}'
 }
 
@@ -696,7 +657,7 @@ assert_burst_stored_once_by() { # one two
     stop_clean "$2"
     local n
     for n in "$1" "$2"; do
-        grep -qE '\[reviews\] partitions assigned count=[1-9]' "$(log_file "$n")" || fail "$n was never assigned a partition"
+        grep -qE '\[reviews\] partitions assigned count=[1-9]' "$(svc_log "$n")" || fail "$n was never assigned a partition"
         [ "$(batch_lines "$n" reviews)" -gt 0 ] || fail "$n stored no batch"
     done
     assert_eq 2900 "$(( $(batch_sum "$1" reviews inserted) + $(batch_sum "$2" reviews inserted) ))" "inserted= over both processes"
@@ -749,7 +710,7 @@ test_an_oversized_bad_payload_is_dead_lettered_truncated_to_64_KiB() {
     size=$(stat -c %s "$big")
     { cat "$big"; echo; review com.example.big after-big 1 "2026-11-29T10:00:00Z"; } | produce "$TOPIC_REVIEWS" -p 0
     start_service svc
-    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 0 2
+    wait_reviews_committed 2
     assert_eq "after-big" "$(sql "SELECT string_agg(review_id, ' ') FROM reviews")" "the good record beside it"
     assert_eq "0|invalid_json|65536|$size|$(head -c 65536 "$big" | md5sum | cut -d' ' -f1)" \
         "$(sql "SELECT kafka_offset, error_type, length(payload), payload_size, md5(payload) FROM dead_letter_events")" \

@@ -109,7 +109,7 @@ test_peak_rss_of_a_200000_message_backlog_stays_under_256_mib() {
     psql "$DB" -X -q -c "BEGIN; LOCK TABLE reviews IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep($STALL_SECONDS); COMMIT" >/dev/null 2>&1 &
     local locker=$!
     BIN=$RELEASE_BIN start_service rss
-    pid=$(service_pid rss)
+    pid=$(svc_pid rss)
     done_at=""
     for i in $(seq 1 $((180 * 4))); do
         [ -f "$WORK/rss.rc" ] && fail "the service exited with $(cat "$WORK/rss.rc"): $(grep -E ' error ' "$WORK/rss.log" | head -3)"
@@ -126,7 +126,7 @@ test_peak_rss_of_a_200000_message_backlog_stays_under_256_mib() {
     wait "$locker" 2>/dev/null || true
     hwm=$(status_kib "$pid" VmHWM)
     [ -n "$done_at" ] || fail "the backlog was not consumed within 180 s ($consumed of $BACKLOG)"
-    assert_eq 0 "$(service_stop rss)" "exit code on SIGTERM"
+    assert_eq 0 "$(svc_stop rss)" "exit code on SIGTERM"
     assert_eq "$BACKLOG $BACKLOG" "$(sql "SELECT count(*) || ' ' || count(DISTINCT review_id) FROM reviews")" "reviews stored"
     assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
     echo "# peak RSS (VmHWM) of the release build: $((hwm / 1024)) MiB ($hwm kB); RSS at the end of the ${STALL_SECONDS} s database stall: $((stalled_rss / 1024)) MiB; limit $RSS_LIMIT_MIB MiB; backlog stored after $done_at s"
@@ -164,7 +164,7 @@ test_fds_and_sessions_do_not_grow_across_100_forced_reconnects() {
     register_apps com.example.reconnect
     fresh_topics reconnect
     start_service reconnect STORAGE_DB_RETRY_BASE_MS=10 STORAGE_POLL_TIMEOUT_MS=100
-    pid=$(service_pid reconnect)
+    pid=$(svc_pid reconnect)
     # Warm up: every pipeline connected, assigned and idle.
     produce_round 0
     wait_for_sql "$ROWS_OF_ALL" "1/1/1" 60
@@ -196,11 +196,10 @@ test_fds_and_sessions_do_not_grow_across_100_forced_reconnects() {
     assert_eq 3 "$s_before" "service sessions before"
     assert_eq 3 "$s_after" "service sessions after"
     [ "$fd_after" -le "$fd_before" ] || fail "file descriptors grew from $fd_before to $fd_after: $(ls -l "/proc/$pid/fd" | tail -n +2 | awk '{print $NF}' | sort | uniq -c | sort -rn | head)"
-    assert_eq 0 "$(service_stop reconnect)" "exit code on SIGTERM"
+    assert_eq 0 "$(svc_stop reconnect)" "exit code on SIGTERM"
     no_sanitizer_report "$WORK/reconnect.log"
 }
 
 pg_start
 broker_start
-SUITE_CLEANUP=${SUITE_CLEANUP#; }
 run_tests

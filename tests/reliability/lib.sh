@@ -1,12 +1,14 @@
 # Shared by the reliability scenarios (run.sh sources it): the scenario's
 # database and topics, the published stream and its model, the service's
-# processes, the faults' helpers, checkpoints and the checker.
+# settings, checkpoints and the checker. The service's processes, the
+# PostgreSQL and broker helpers and the lock that catches a batch mid-write
+# are tests/support/service.sh's, shared with the integration suites.
 #
-# Set by run.sh: TOP, HERE, BIN, PG, BROKER, RWORK, ROOT_DB, BOOTSTRAP.
-# Set by scenario_begin for one scenario (each runs in its own subshell):
-#   SC (name), SW (its work directory), DB (its database), PIPES (the
-#   pipelines it consumes), T_REVIEWS, T_APP_STATS, T_NETWORK_METRICS,
-#   GROUP_PREFIX.
+# Set by run.sh: TOP, HERE, BIN, PG, PG_DIR, BROKER, BROKER_DIR, RWORK,
+# ROOT_DB, BOOTSTRAP; for one scenario (each runs in its own subshell) SC
+# (its name), SW (its work directory) and SVC_DIR (the same).
+# Set by scenario_begin: DB (its database), PIPES (the pipelines it
+# consumes), T_REVIEWS, T_APP_STATS, T_NETWORK_METRICS, GROUP_PREFIX.
 #
 # Checks never stop a scenario: a failed expectation is written to
 # $SW/failures and the scenario goes on to the checker, so that the table
@@ -16,6 +18,14 @@
 # (CI runners are shared) slows the harness and the service alike. Each is
 # derived from a clock a load cannot stretch (the settings svc_env gives the
 # service, the mock cluster's group protocol timers) or waits for progress.
+
+. "$TOP/tests/support/service.sh"
+# The service sees only PATH and its settings; its PostgreSQL sessions are
+# named sc-NAME (svc_env), the lock holder's rel-locker, so that
+# scenario_cleanup ends every session of the scenario.
+SVC_CLEAN_ENV=1
+SVC_SESSIONS=sc-%
+LOCKER_APP=rel-locker
 
 # ---------------------------------------------------------------------------
 # The clocks the limits are derived from.
@@ -53,9 +63,6 @@ STALL_S=$GROUP_WAIT_S
 # A stopped process exits within its shutdown timeout, or its supervisor
 # exits 1 at that timeout: three of them and it is hung.
 STOP_WAIT_S=$((3 * SHUTDOWN_TIMEOUT_S))
-# pg_ctl -w waits up to 60 s (its default) for a start, crash recovery
-# included.
-PG_START_WAIT_S=60
 
 # The scenario moved forward (records stored, a chunk produced, a process's
 # log grew): run.sh's watchdog stops only a scenario that made none for long.
@@ -64,25 +71,8 @@ progress() { : >"$SW/progress"; }
 # ---------------------------------------------------------------------------
 # Reporting.
 
-ts_ms() { echo $(($(date +%s%N) / 1000000)); }
-
 # "1234 ms" for a number, the word itself ("timeout", "exited") otherwise.
 ms() { case $1 in '' | *[!0-9]*) echo "${1:-?}" ;; *) echo "$1 ms" ;; esac; }
-
-# Processes are ended by their id only, and only while that id is still the
-# process that was started: pids are reused (pid_max may be 32768), so each
-# one is recorded with its start time (/proc/PID/stat, field 22) and checked
-# before a signal is sent.
-proc_start() { sed -E 's/^[0-9]+ \(.*\) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
-
-track() { # pid: a background process of this scenario, ended at its end
-    echo "$1 $(proc_start "$1")" >>"$SW/bg.pids"
-}
-
-signal_if_same() { # signal pid start_time
-    [ -n "$3" ] && [ "$(proc_start "$2")" = "$3" ] && kill "-$1" "$2" 2>/dev/null
-    return 0
-}
 
 note() { # text: a line of the scenario's notes (printed in the report)
     echo "$*" >>"$SW/notes"
@@ -125,23 +115,7 @@ expect_no_log() { # service regex description
 # ---------------------------------------------------------------------------
 # PostgreSQL and the broker.
 
-sql() { psql "$DB" -X -q -v ON_ERROR_STOP=1 -At -c "$1"; }
 sql_root() { psql "$ROOT_DB" -X -q -v ON_ERROR_STOP=1 -At -c "$1"; }
-bctl() { "$BROKER" ctl "$RWORK/kafka" "$@"; }
-pg_ctl_() { "$PG" ctl "$RWORK/pg" "$@"; }
-
-pg_is_up() { pg_ctl_ status >/dev/null 2>&1 && psql "$ROOT_DB" -X -q -At -c "SELECT 1" >/dev/null 2>&1; }
-
-pg_ensure_up() {
-    local end=$((SECONDS + PG_START_WAIT_S))
-    pg_ctl_ status >/dev/null 2>&1 || pg_ctl_ start >/dev/null 2>&1 || true
-    while [ "$SECONDS" -lt "$end" ]; do
-        pg_is_up && return 0
-        sleep 0.1
-    done
-    echo "# cannot bring PostgreSQL back within ${PG_START_WAIT_S} s" >&2
-    return 1
-}
 
 topic_of() { # pipeline
     case $1 in
@@ -158,13 +132,13 @@ scenario_topics() {
 
 watermarks() { # topic partition -> "LO HI"
     local r
-    r=$(bctl watermarks "$1" "$2") || { echo "? ?"; return 1; }
+    r=$(broker_ctl watermarks "$1" "$2") || { echo "? ?"; return 1; }
     echo "${r#ok }"
 }
 
 committed() { # pipeline partition -> offset (-1001: nothing committed)
     local r
-    r=$(bctl committed "$GROUP_PREFIX.$1" "$(topic_of "$1")" "$2") || { echo "?"; return 1; }
+    r=$(broker_ctl committed "$GROUP_PREFIX.$1" "$(topic_of "$1")" "$2") || { echo "?"; return 1; }
     echo "${r#ok }"
 }
 
@@ -203,7 +177,7 @@ scenario_begin() { # name pipelines...
     local p t
     for p in $PIPES; do
         t=$(topic_of "$p")
-        bctl topic-create "$t" 3 >/dev/null
+        broker_ctl topic-create "$t" 3 >/dev/null
         sql "INSERT INTO rel.topics VALUES ('$t', '$p')" >/dev/null
     done
     trace "database $db, topics $(scenario_topics | xargs), groups $GROUP_PREFIX.*"
@@ -330,22 +304,16 @@ load_coords() {
 }
 
 # A claim of "nothing lost" needs the broker to hold everything produced:
-# low watermark 0 on every partition.
-assert_broker_kept_everything() {
-    local t p wm
-    for t in $(scenario_topics); do
-        for p in 0 1 2; do
-            wm=$(watermarks "$t" "$p")
-            [ "${wm%% *}" = 0 ] || fail_check "the broker dropped records of $t [$p] (watermarks $wm): the scenario cannot prove that nothing was lost"
-        done
-    done
+# low watermark 0 on every partition of the scenario's topics.
+assert_scenario_kept_everything() {
+    local t
+    for t in $(scenario_topics); do assert_broker_kept_everything "$t"; done
 }
 
 # ---------------------------------------------------------------------------
-# The service. Each process has a name; its log is $SW/NAME.log, its pid
-# $SW/NAME.pid, and once it has exited its exit code is in $SW/NAME.rc (a
-# watcher subshell waits for it). Its PostgreSQL sessions are named sc-NAME
-# (application_name), so a fault can pick one process's session.
+# The service (svc_start and the rest: tests/support/service.sh). Its
+# PostgreSQL sessions are named sc-NAME (application_name), so a fault can
+# pick one process's session.
 
 svc_env() { # name
     echo "STORAGE_DATABASE_URL=$DB application_name=sc-$1"
@@ -368,41 +336,10 @@ svc_env() { # name
     echo "STORAGE_HEARTBEAT_DIR=$SW/heartbeat-$1"
 }
 
-svc_start() { # name [VAR=value...]: later values override the defaults
-    local name=$1 vars
+svc_started() { # name [VAR=value...]
+    local name=$1
     shift
-    mapfile -t vars < <(svc_env "$name")
-    rm -f "$SW/$name.rc" "$SW/$name.pid"
-    (
-        env -i PATH="$PATH" "${vars[@]}" "$@" "$BIN" run >"$SW/$name.log" 2>&1 3>&- &
-        proc_start $! >"$SW/$name.start"
-        echo $! >"$SW/$name.pid"
-        rc=0
-        wait $! || rc=$?
-        echo "$rc" >"$SW/$name.rc.tmp"
-        mv "$SW/$name.rc.tmp" "$SW/$name.rc"
-    ) &
-    track $!
-    while [ ! -s "$SW/$name.pid" ]; do sleep 0.01; done
-    echo "$name" >>"$SW/services"
     trace "started $name (pid $(svc_pid "$name")) $*"
-}
-
-svc_pid() { cat "$SW/$1.pid"; }
-
-# Signal NAME if it is still the process svc_start started.
-svc_signal() { # name signal
-    [ -f "$SW/$1.rc" ] || signal_if_same "$2" "$(svc_pid "$1")" "$(cat "$SW/$1.start" 2>/dev/null)"
-}
-svc_running() { [ ! -f "$SW/$1.rc" ]; }
-
-svc_wait() { # name seconds -> exit code, or "timeout"
-    local end=$((SECONDS + $2))
-    while [ "$SECONDS" -lt "$end" ]; do
-        [ -f "$SW/$1.rc" ] && break
-        sleep 0.05
-    done
-    if [ -f "$SW/$1.rc" ]; then cat "$SW/$1.rc"; else echo timeout; fi
 }
 
 # Wait for NAME to exit on its own (a fault point, a fatal error) as long as
@@ -411,29 +348,6 @@ svc_wait() { # name seconds -> exit code, or "timeout"
 svc_wait_progress() { # name
     wait_while_moving "$SW/$1.rc" "stat -c %s '$SW/$1.log'"
     if [ -f "$SW/$1.rc" ]; then cat "$SW/$1.rc"; else echo timeout; fi
-}
-
-svc_stop() { # name -> exit code after SIGTERM (a number after the name is ignored)
-    svc_signal "$1" TERM
-    svc_wait "$1" "$STOP_WAIT_S"
-}
-
-# SIGKILL is not the service's to delay: the wait is for the watcher.
-svc_kill() { # name -> exit code after SIGKILL (137)
-    svc_signal "$1" KILL
-    svc_wait "$1" "$STOP_WAIT_S"
-}
-
-log_count() { grep -cE -- "$2" "$SW/$1.log" 2>/dev/null || true; } # name regex
-
-wait_log() { # name regex [count] [seconds (STALL_S)]: 0 when seen, 1 otherwise
-    local end=$((SECONDS + ${4:-$STALL_S}))
-    while [ "$SECONDS" -lt "$end" ]; do
-        [ "$(log_count "$1" "$2")" -ge "${3:-1}" ] && return 0
-        svc_running "$1" || { [ "$(log_count "$1" "$2")" -ge "${3:-1}" ]; return; }
-        sleep 0.05
-    done
-    return 1
 }
 
 batches() { log_count "$1" '\] batch size='; } # name: batches logged
@@ -449,8 +363,8 @@ owned() { # name pipeline
 wait_owners() { # seconds pipeline names...: "exited" at once if one exited
     local secs=$1 pipe=$2 t0 n total ok
     shift 2
-    t0=$(ts_ms)
-    while [ $(($(ts_ms) - t0)) -lt $((secs * 1000)) ]; do
+    t0=$(now_ms)
+    while [ $(($(now_ms) - t0)) -lt $((secs * 1000)) ]; do
         total=0
         ok=1
         for n in "$@"; do
@@ -459,7 +373,7 @@ wait_owners() { # seconds pipeline names...: "exited" at once if one exited
             [ "$(owned "$n" "$pipe")" -gt 0 ] || ok=0
         done
         if [ "$ok" = 1 ] && [ "$total" = 3 ]; then
-            echo $(($(ts_ms) - t0))
+            echo $(($(now_ms) - t0))
             return 0
         fi
         sleep 0.1
@@ -495,47 +409,6 @@ expect_below() { # description limit value
     else
         fail_check "$1: $3 ms, limit $2 ms"
     fi
-}
-
-# ---------------------------------------------------------------------------
-# Catching a batch in the middle: an EXCLUSIVE lock on a table (in a session
-# named rel-locker) blocks the service's INSERT into it, so a fault can be
-# timed inside a batch.
-
-hold_lock() { # table
-    PGAPPNAME=rel-locker psql "$DB" -X -q -c "BEGIN" -c "LOCK TABLE $1 IN EXCLUSIVE MODE" \
-        -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
-    LOCKER_PID=$!
-    track "$LOCKER_PID"
-    # The lock may wait behind a batch in flight: as long as any wait.
-    local end=$((SECONDS + STALL_S))
-    while [ "$SECONDS" -lt "$end" ]; do
-        [ "$(sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-                  WHERE a.application_name = 'rel-locker' AND l.granted AND l.mode = 'ExclusiveLock'
-                    AND l.relation = '$1'::regclass" 2>/dev/null)" = 1 ] && return 0
-        sleep 0.05
-    done
-    fail_check "could not lock $1"
-    return 1
-}
-
-# Wait until a session named like PATTERN (default: any service) waits for
-# a lock: its batch is stuck in the middle.
-wait_blocked() { # [pattern] [seconds (STALL_S)] [service: give up when it exits]
-    local end=$((SECONDS + ${2:-$STALL_S}))
-    while [ "$SECONDS" -lt "$end" ]; do
-        [ -n "${3:-}" ] && ! svc_running "$3" && return 1
-        [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE '${1:-sc-%}'
-                  AND wait_event_type = 'Lock'" 2>/dev/null)" -ge 1 ] 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-release_lock() {
-    sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'rel-locker'" >/dev/null 2>&1 || true
-    [ -n "${LOCKER_PID:-}" ] && { wait "$LOCKER_PID" 2>/dev/null || true; }
-    LOCKER_PID=
 }
 
 # ---------------------------------------------------------------------------
@@ -671,26 +544,14 @@ finish() { # service names still running, stopped with SIGTERM (exit 0 expected)
     trace "checker: $line"
 }
 
-# Exit trap of a scenario: no process it started survives it, and the
-# shared PostgreSQL and broker are left healthy for the next one.
-scenario_cleanup_processes() {
-    local n pid start
-    for n in $(cat "$SW/services" 2>/dev/null); do
-        pid=$(cat "$SW/$n.pid" 2>/dev/null) || continue
-        [ -f "$SW/$n.rc" ] || signal_if_same KILL "$pid" "$(cat "$SW/$n.start" 2>/dev/null)"
-    done
-    [ -f "$SW/bg.pids" ] || return 0
-    while read -r pid start; do
-        signal_if_same TERM "$pid" "$start"
-    done <"$SW/bg.pids"
-}
-
+# Exit trap of a scenario: no process it started survives it (svc_cleanup),
+# and the shared PostgreSQL and broker are left healthy for the next one.
 scenario_cleanup() {
-    scenario_cleanup_processes
+    svc_cleanup
     sql_root "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'rel-%'" >/dev/null 2>&1 || true
     pg_ensure_up || true
-    bctl broker-up -1 >/dev/null 2>&1 || true
-    bctl broker-rtt -1 0 >/dev/null 2>&1 || true
-    bctl clear-request-errors Fetch >/dev/null 2>&1 || true
-    bctl clear-request-errors OffsetCommit >/dev/null 2>&1 || true
+    broker_ctl broker-up -1 >/dev/null 2>&1 || true
+    broker_ctl broker-rtt -1 0 >/dev/null 2>&1 || true
+    broker_ctl clear-request-errors Fetch >/dev/null 2>&1 || true
+    broker_ctl clear-request-errors OffsetCommit >/dev/null 2>&1 || true
 }

@@ -32,6 +32,8 @@ done
 
 RWORK=$(mktemp -d /tmp/storage-reliability.XXXXXX)
 chmod 755 "$RWORK"
+PG_DIR=$RWORK/pg
+BROKER_DIR=$RWORK/kafka
 SUITE_T0=$(date +%s)
 
 . "$HERE/lib.sh"
@@ -41,10 +43,10 @@ suite_cleanup() {
     local d
     for d in "$RWORK"/*/; do
         [ -f "$d/services" ] || [ -f "$d/bg.pids" ] || continue
-        SC=$(basename "$d") SW=${d%/} scenario_cleanup_processes
+        SVC_DIR=${d%/} svc_cleanup
     done
-    "$BROKER" stop "$RWORK/kafka" >/dev/null 2>&1 || true
-    "$PG" destroy "$RWORK/pg" >/dev/null 2>&1 || true
+    "$BROKER" stop "$BROKER_DIR" >/dev/null 2>&1 || true
+    "$PG" destroy "$PG_DIR" >/dev/null 2>&1 || true
     if [ -n "${RELIABILITY_KEEP:-}" ]; then
         echo "# work kept in $RWORK"
     else
@@ -56,9 +58,9 @@ trap 'exit 130' INT TERM
 
 # A small max_connections, so a scenario can exhaust it; ALTER SYSTEM keeps
 # it across the restarts the scenarios cause.
-ROOT_DB=$(PG_MAX_CONNECTIONS=30 "$PG" start "$RWORK/pg") || { echo "reliability: PostgreSQL did not start" >&2; exit 1; }
+ROOT_DB=$(PG_MAX_CONNECTIONS=30 "$PG" start "$PG_DIR") || { echo "reliability: PostgreSQL did not start" >&2; exit 1; }
 psql "$ROOT_DB" -X -q -c "ALTER SYSTEM SET max_connections = 30" >/dev/null
-BOOTSTRAP=$("$BROKER" start "$RWORK/kafka" 3) || { echo "reliability: the broker did not start" >&2; exit 1; }
+BOOTSTRAP=$("$BROKER" start "$BROKER_DIR" 3) || { echo "reliability: the broker did not start" >&2; exit 1; }
 export PGCONNECT_TIMEOUT=5
 
 case "$(basename "$BUILD")" in
@@ -107,6 +109,7 @@ run_scenario() { # name (a number after it, an older call's limit, is ignored)
     (
         SC=$name
         SW=$dir
+        SVC_DIR=$dir
         trap scenario_cleanup EXIT
         trap 'exit 143' TERM
         "scenario_$name"
@@ -123,7 +126,7 @@ run_scenario() { # name (a number after it, an older call's limit, is ignored)
             local c
             for c in "$pid" $(descendants "$pid"); do kill -TERM "$c" 2>/dev/null || true; done
             sleep 3
-            SC=$name SW=$dir scenario_cleanup
+            SC=$name SW=$dir SVC_DIR=$dir scenario_cleanup
             break
         fi
         sleep 1

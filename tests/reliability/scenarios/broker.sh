@@ -15,14 +15,14 @@ scenario_broker_down_one() {
     # Each broker in turn (so the leader of some partitions and, once, the
     # group coordinator), 2.5 s each, while records keep coming.
     for b in 1 2 3; do
-        bctl broker-down "$b" >/dev/null
+        broker_ctl broker-down "$b" >/dev/null
         sleep 2.5
-        bctl broker-up "$b" >/dev/null
+        broker_ctl broker-up "$b" >/dev/null
         sleep 0.5
     done
     checkpoint "after the outages"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle s1
     expect_alive s1
     finish_running s1
@@ -48,21 +48,21 @@ scenario_brokers_all_down() {
     third 1
     wait_blocked sc-s1 "$STALL_S" s1 || fail_check "no batch caught mid-write"
     local t0 took
-    bctl broker-down -1 >/dev/null
-    t0=$(ts_ms)
+    broker_ctl broker-down -1 >/dev/null
+    t0=$(now_ms)
     release_lock
     # The batch ends (its rows were written), then its commit gives up at
     # the deadline: the log line says so, however long the harness takes
     # to see it.
     if wait_log s1 "offset commit did not complete within $commit_ms ms" 1; then
-        took=$(($(ts_ms) - t0))
+        took=$(($(now_ms) - t0))
     else
         took=never
         fail_check "no commit gave up at its $commit_ms ms deadline"
     fi
     # Down for six commit deadlines in all: several commits give up.
-    sleep "$(awk -v t="$(($(ts_ms) - t0))" -v d="$((6 * commit_ms))" 'BEGIN {r = (d - t) / 1000; printf "%.1f", (r > 0 ? r : 0)}')"
-    bctl broker-up -1 >/dev/null
+    sleep "$(awk -v t="$(($(now_ms) - t0))" -v d="$((6 * commit_ms))" 'BEGIN {r = (d - t) / 1000; printf "%.1f", (r > 0 ? r : 0)}')"
+    broker_ctl broker-up -1 >/dev/null
     # DESIGN.md: The batch loop: each batch stored during the outage makes one commit that
     # gives up at the deadline; STORAGE_COMMIT_FAILURE_LIMIT (5) of them in a
     # row are a livelock and exit 1. Fewer: the process stays up. Either is
@@ -84,7 +84,7 @@ scenario_brokers_all_down() {
     fi
     checkpoint "after the outage"
     third 2
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     if ! svc_running s1; then svc_start s2; settle s2; finish s2; else settle s1; expect_alive s1; finish_running s1; fi
     note "all 3 brokers down $((6 * commit_ms / 1000)) s with a batch in flight: its commit gave up after $(ms "$took"), $failures reviews commit(s) failed during the outage, $outcome; nothing lost"
 }
@@ -96,17 +96,17 @@ scenario_leader_changes() {
     for i in $(seq 1 10); do
         for t in $(scenario_topics); do
             p=$((RANDOM % 3))
-            bctl leader "$t" "$p" $((1 + RANDOM % 3)) >/dev/null && moves=$((moves + 1))
+            broker_ctl leader "$t" "$p" $((1 + RANDOM % 3)) >/dev/null && moves=$((moves + 1))
         done
         sleep 0.4
     done
     # A partition with no leader at all for 3 s.
-    bctl leader "$T_REVIEWS" 1 -1 >/dev/null
+    broker_ctl leader "$T_REVIEWS" 1 -1 >/dev/null
     sleep 3
-    bctl leader "$T_REVIEWS" 1 2 >/dev/null
+    broker_ctl leader "$T_REVIEWS" 1 2 >/dev/null
     checkpoint "after the leader changes"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle s1
     expect_alive s1
     finish_running s1
@@ -119,7 +119,7 @@ scenario_coordinator_moves() {
     local i pipe moves=0
     for i in $(seq 0 7); do
         for pipe in $PIPES; do
-            bctl coordinator group "$GROUP_PREFIX.$pipe" $((1 + (i + ${#pipe}) % 3)) >/dev/null && moves=$((moves + 1))
+            broker_ctl coordinator group "$GROUP_PREFIX.$pipe" $((1 + (i + ${#pipe}) % 3)) >/dev/null && moves=$((moves + 1))
         done
         sleep 0.8
     done
@@ -127,7 +127,7 @@ scenario_coordinator_moves() {
     local before
     before=$(batches s1)
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle s1
     expect_alive s1
     finish_running s1
@@ -139,14 +139,14 @@ scenario_fetch_errors() {
     start_ingest s1
     local errs="NOT_LEADER_FOR_PARTITION LEADER_NOT_AVAILABLE REQUEST_TIMED_OUT UNKNOWN_TOPIC_OR_PART KAFKA_STORAGE_ERROR FENCED_LEADER_EPOCH UNKNOWN _TRANSPORT"
     # shellcheck disable=SC2086
-    bctl request-errors Fetch $errs $errs >/dev/null || fail_check "could not inject Fetch errors"
+    broker_ctl request-errors Fetch $errs $errs >/dev/null || fail_check "could not inject Fetch errors"
     sleep 3
     # shellcheck disable=SC2086
-    bctl request-errors Fetch $errs >/dev/null || fail_check "could not inject Fetch errors"
+    broker_ctl request-errors Fetch $errs >/dev/null || fail_check "could not inject Fetch errors"
     sleep 2
     checkpoint "after the Fetch errors"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle s1
     expect_alive s1
     finish_running s1
@@ -173,7 +173,7 @@ scenario_commit_errors() {
         wait_log "$svc" '\[reviews\] batch size=' $((before + 1)) || fail_check "record $i was not stored in a batch of its own within ${STALL_S} s"
     }
     # A: four failures, then a success: a warning each, no exit.
-    bctl request-errors OffsetCommit GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED \
+    broker_ctl request-errors OffsetCommit GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED \
         GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED >/dev/null
     for _ in 1 2 3 4 5 6; do one_record; done
     expect_eq "commit failures logged in phase A" 4 "$(log_count s1 'offset commit failed \([0-9]/5 in a row')"
@@ -189,22 +189,22 @@ scenario_commit_errors() {
     # meeting the next injected error, until none is left.
     local refusals=2
     # shellcheck disable=SC2046
-    bctl request-errors OffsetCommit $(printf 'REBALANCE_IN_PROGRESS %.0s' $(seq 1 "$refusals")) >/dev/null
+    broker_ctl request-errors OffsetCommit $(printf 'REBALANCE_IN_PROGRESS %.0s' $(seq 1 "$refusals")) >/dev/null
     for _ in 1 2 3 4 5 6 7; do one_record; done
     expect_eq "refusal warnings (one per rebalance)" 1 "$(log_count s1 'offset commit refused while the group rebalances')"
     local held=$i held_ms t_b
-    t_b=$(ts_ms)
+    t_b=$(now_ms)
     # Each refusal holds the commits one session timeout: the offset is
     # committed within one more than there were refusals.
-    while [ "$(committed reviews 0)" != "$held" ] && [ $(($(ts_ms) - t_b)) -lt $(((refusals + 1) * SESSION_TIMEOUT_MS)) ]; do sleep 0.2; done
-    held_ms=$(($(ts_ms) - t_b))
+    while [ "$(committed reviews 0)" != "$held" ] && [ $(($(now_ms) - t_b)) -lt $(((refusals + 1) * SESSION_TIMEOUT_MS)) ]; do sleep 0.2; done
+    held_ms=$(($(now_ms) - t_b))
     expect_eq "offset committed once the refusals ended, with no record after them" "$held" "$(committed reviews 0)"
     expect_eq "commits resumed" 1 "$(log_count s1 'offset commits resumed')"
     expect_no_log s1 'commit livelock' "REBALANCE_IN_PROGRESS is not counted toward the limit"
     expect_alive s1
     checkpoint "after REBALANCE_IN_PROGRESS"
     # C: the limit in a row: exit 1.
-    bctl request-errors OffsetCommit GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED \
+    broker_ctl request-errors OffsetCommit GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED \
         GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED >/dev/null
     for _ in 1 2 3 4; do one_record; done
     i=$((i + 1))
@@ -215,7 +215,7 @@ scenario_commit_errors() {
     expect_eq "exit code after 5 commit failures in a row" 1 "$rc"
     expect_log s1 'commit livelock: 5 offset commits failed in a row' "the failure names the commit livelock"
     checkpoint "after exit 1"
-    bctl clear-request-errors OffsetCommit >/dev/null
+    broker_ctl clear-request-errors OffsetCommit >/dev/null
     # D: commits refused by a rebalance that outlasts the max poll interval
     # (10 s here; the retry settings must fit in it) are a livelock too.
     local max_poll_ms=10000
@@ -225,13 +225,13 @@ scenario_commit_errors() {
     local errs=""
     for _ in $(seq 1 60); do errs="$errs REBALANCE_IN_PROGRESS"; done
     # shellcheck disable=SC2086
-    bctl request-errors OffsetCommit $errs >/dev/null
+    broker_ctl request-errors OffsetCommit $errs >/dev/null
     local t0 rc_d
-    t0=$(ts_ms)
+    t0=$(now_ms)
     # The refusals outlast the max poll interval; the next commit (a
     # record's, or the probe a session timeout after a refusal) sees it;
     # the stop then takes at most the shutdown timeout.
-    while svc_running s2 && [ $(($(ts_ms) - t0)) -lt $((max_poll_ms + SESSION_TIMEOUT_MS + SHUTDOWN_TIMEOUT_S * 1000)) ]; do
+    while svc_running s2 && [ $(($(now_ms) - t0)) -lt $((max_poll_ms + SESSION_TIMEOUT_MS + SHUTDOWN_TIMEOUT_S * 1000)) ]; do
         one_record s2
         sleep 0.5
     done
@@ -241,11 +241,11 @@ scenario_commit_errors() {
         "the failure names the refusals that outlasted the max poll interval"
     local refused_for
     refused_for=$(grep -oE 'refused for [0-9]+ ms, longer' "$SW/s2.log" | head -n 1 | grep -oE '[0-9]+')
-    bctl clear-request-errors OffsetCommit >/dev/null
+    broker_ctl clear-request-errors OffsetCommit >/dev/null
     checkpoint "after the long rebalance"
     # The rest of the stream, to a restarted process.
     sed -n "$((i + 1)),\$p" "$kv" | kcat_produce "$T_REVIEWS"
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     svc_start s3
     finish s3
     note "4 failures then a success: up; 2 REBALANCE_IN_PROGRESS: commits held, up, committed $(ms "$held_ms") after the last batch; 5 GROUP_AUTHORIZATION_FAILED in a row: exit $rc; commits refused by a rebalance for $(ms "$refused_for") (max poll interval 10 s): exit $rc_d; restarted, nothing lost"
@@ -254,15 +254,15 @@ scenario_commit_errors() {
 scenario_latency_spikes() {
     broker_scenario_begin latency_spikes 37
     start_ingest s1
-    bctl broker-rtt -1 400 >/dev/null
+    broker_ctl broker-rtt -1 400 >/dev/null
     sleep 3
-    bctl broker-rtt -1 0 >/dev/null
-    bctl broker-rtt 2 2500 >/dev/null
+    broker_ctl broker-rtt -1 0 >/dev/null
+    broker_ctl broker-rtt 2 2500 >/dev/null
     sleep 3
-    bctl broker-rtt 2 0 >/dev/null
+    broker_ctl broker-rtt 2 0 >/dev/null
     checkpoint "after the latency spikes"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle s1
     expect_alive s1
     local slowest

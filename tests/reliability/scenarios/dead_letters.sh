@@ -38,7 +38,7 @@ scenario_dead_letter_refused() {
     expect_eq "rows stored = records below the committed offset (the refused batch left nothing)" "$c" "$rows"
     expect_eq "dead letters after the refusal" 0 "$dl"
     sql "ALTER TABLE dead_letter_events DROP CONSTRAINT rel_refuse_invalid_json" >/dev/null
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     svc_start s2 STORAGE_MAX_POLL_RECORDS_REVIEWS=100
     finish s2
     note "dead letter refused (CHECK constraint): exit $rc, committed offset $c, $rows rows (nothing of the refused batch); restarted without the constraint, all stored"

@@ -75,7 +75,7 @@ wait_stable() { # names... (a number first, an older call's seconds, is ignored)
     local end=$((SECONDS + GROUP_WAIT_S)) n last now quiet
     while [ "$SECONDS" -lt "$end" ]; do
         quiet=1
-        now=$(ts_ms)
+        now=$(now_ms)
         for n in "$@"; do
             last=$(log_ms "$n" "$REBALANCE_LINES" 0 "" last)
             [ -z "$last" ] && continue
@@ -173,7 +173,7 @@ expect_takeover() { # leaver survivors...
     who=$(echo "$@" | tr ' ' '+')
     wait_owners "$GROUP_WAIT_S" reviews "$@" >/dev/null ||
         fail_check "$who did not own every partition within $GROUP_WAIT_S s of $leaver's stop"
-    t_owned=$(ts_ms)
+    t_owned=$(now_ms)
     left=$(log_ms "$leaver" '\[reviews\] pipeline stopped' 0 "" last)
     if [ -z "$left" ]; then
         fail_check "$leaver logged no stop of its reviews pipeline"
@@ -250,7 +250,7 @@ scenario_group_churn() {
     expect_all_alive A D
     checkpoint "C left"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle A
     expect_all_alive A D
     finish_running A D
@@ -275,7 +275,7 @@ scenario_zombie_member() {
     wait_blocked sc-B || fail_check "no batch of B caught mid-write"
     svc_signal B STOP
     local t0 take
-    t0=$(ts_ms)
+    t0=$(now_ms)
     sleep 0.5
     # B's INSERT now completes on the server; its transaction stays open,
     # uncommitted, with B frozen.
@@ -286,7 +286,7 @@ scenario_zombie_member() {
     checkpoint "B frozen, A took over"
     sleep 2
     svc_signal B CONT
-    local frozen=$(($(ts_ms) - t0)) refused
+    local frozen=$(($(now_ms) - t0)) refused
     # B finishes its batch: the database commit succeeds (idempotent rows),
     # the offset commit of a member that is no longer one must not.
     # Its commit gives up at the latest at its commit timeout.
@@ -299,7 +299,7 @@ scenario_zombie_member() {
     checkpoint "B resumed"
     wait_owners "$GROUP_WAIT_S" reviews A B >/dev/null || fail_check "B did not rejoin the group"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle A
     expect_all_alive A B
     finish_running A B
@@ -336,7 +336,7 @@ scenario_graceful_stop() {
     expect_alive B
     checkpoint "C stopped"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle B
     expect_alive B
     finish_running B
@@ -353,20 +353,20 @@ scenario_sigterm_while_joining() {
     scenario_begin sigterm_while_joining reviews
     gen_stream 44 1000 0 0
     produce_all
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     local sync_delay_ms=4000
-    bctl coordinator group "$GROUP_PREFIX.reviews" 1 >/dev/null
-    bctl broker-request-errors 1 SyncGroup NO_ERROR:$sync_delay_ms >/dev/null || fail_check "could not delay SyncGroup"
+    broker_ctl coordinator group "$GROUP_PREFIX.reviews" 1 >/dev/null
+    broker_ctl broker-request-errors 1 SyncGroup NO_ERROR:$sync_delay_ms >/dev/null || fail_check "could not delay SyncGroup"
     svc_start E
     local sub wait_ms
     wait_log E '\[reviews\] pipeline started' 1 || fail_check "E's reviews pipeline did not start within ${STALL_S} s"
     sub=$(log_ms E '\[reviews\] pipeline started')
-    wait_ms=$((${sub:-$(ts_ms)} + FIRST_JOIN_MS + sync_delay_ms / 2 - $(ts_ms)))
+    wait_ms=$((${sub:-$(now_ms)} + FIRST_JOIN_MS + sync_delay_ms / 2 - $(now_ms)))
     [ "$wait_ms" -gt 0 ] && sleep "$(awk -v m="$wait_ms" 'BEGIN {printf "%.3f", m / 1000}')"
     local t0 rc ms
-    t0=$(ts_ms)
+    t0=$(now_ms)
     rc=$(svc_stop E)
-    ms=$(($(ts_ms) - t0))
+    ms=$(($(now_ms) - t0))
     # The signal must have come before the first assignment, or this tested
     # an ordinary stop.
     if grep -qE 'partitions assigned' <(awk '/received (Terminated|Interrupt)/ {exit} {print}' "$SW/E.log"); then

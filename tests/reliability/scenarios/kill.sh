@@ -106,7 +106,7 @@ scenario_kill9() {
     done
     for n in $producers; do wait "$n" 2>/dev/null || true; done
     [ -f "$SW/producer.failed" ] && fail_check "kcat could not produce: $(xargs <"$SW/producer.failed")"
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     svc_start final "${KILL9_ENV[@]}"
     finish final
     note "$i kill -9: $(echo "$counts" | tr ' ' '\n' | grep . | sort | uniq -c | awk 'NF {printf "%s%d %s", s, $1, $2; s = ", "}')"

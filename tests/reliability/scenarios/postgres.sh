@@ -36,18 +36,18 @@ pg_restarts_mid_ingest() { # scenario seed mode what
     hold_lock reviews
     wait_blocked sc-s1 || fail_check "no batch caught mid-write"
     local t r1 r2
-    t=$(ts_ms)
+    t=$(now_ms)
     pg_ctl_ restart -m "$3" >/dev/null || fail_check "pg_ctl restart -m $3 failed"
-    r1=$(($(ts_ms) - t))
+    r1=$(($(now_ms) - t))
     release_lock
     checkpoint "after restart 1"
     sleep 2
-    t=$(ts_ms)
+    t=$(now_ms)
     pg_ctl_ restart -m "$3" >/dev/null || fail_check "pg_ctl restart -m $3 failed"
-    r2=$(($(ts_ms) - t))
+    r2=$(($(now_ms) - t))
     checkpoint "after restart 2"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle s1
     expect_alive s1
     local n
@@ -81,7 +81,7 @@ scenario_pg_terminate_backend() {
     done
     checkpoint "after the terminations"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle s1
     expect_alive s1
     local n
@@ -131,13 +131,13 @@ scenario_pg_max_connections() {
     # reconnection (1 s back-off).
     local k t_full full_ms
     k=$(hq "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'sc-s1';")
-    t_full=$(ts_ms)
+    t_full=$(now_ms)
     spawn_holders $((k + 3))
     wait_log s1 'too many clients' 1 "$hold_s" || fail_check "the service never met 'too many clients' while the holders held the server ($hold_s s)"
     # Refused: release the server; the service must be back within its
     # retry schedule.
     hq "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'rel-holder' AND pid <> pg_backend_pid();" >/dev/null
-    full_ms=$(($(ts_ms) - t_full))
+    full_ms=$(($(now_ms) - t_full))
     echo '\q' >&"${HOLD[1]}"
     wait "$HOLD_PID" 2>/dev/null || true
     end=$((SECONDS + STALL_S))
@@ -147,7 +147,7 @@ scenario_pg_max_connections() {
     done
     checkpoint "after the exhaustion"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle s1
     expect_alive s1
     local n
@@ -166,13 +166,13 @@ scenario_pg_statement_timeout() {
     # within the retry schedule (6 attempts of 500 ms and 0.2+0.4+0.8+1.6+3.2
     # s of back-off); how long it really was is in the note.
     local t_lock held_ms
-    t_lock=$(ts_ms)
+    t_lock=$(now_ms)
     sleep 2.5
     release_lock
-    held_ms=$(($(ts_ms) - t_lock))
+    held_ms=$(($(now_ms) - t_lock))
     checkpoint "after the timeouts"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     settle s1
     expect_alive s1
     local n
@@ -186,11 +186,11 @@ scenario_pg_down_past_retries() {
     # 3 attempts from 100 ms: 0.7 s of back-off in all.
     start_ingest s1 STORAGE_DB_RETRY_BASE_MS=100 STORAGE_DB_RETRY_MAX_ATTEMPTS=3
     local t0 rc elapsed
-    t0=$(ts_ms)
+    t0=$(now_ms)
     pg_ctl_ stop -m fast >/dev/null || fail_check "pg_ctl stop failed"
     # It retries (a line each), then fails and stops.
     rc=$(svc_wait_progress s1)
-    elapsed=$(($(ts_ms) - t0))
+    elapsed=$(($(now_ms) - t0))
     expect_eq "exit code with PostgreSQL down longer than the retry schedule" 1 "$rc"
     expect_log s1 'retries exhausted' "the failure names the exhausted retries"
     expect_log s1 'stopped exit=1' "the supervisor stops with exit 1"
@@ -199,7 +199,7 @@ scenario_pg_down_past_retries() {
     pg_ensure_up
     checkpoint "after exit 1"
     producer_wait
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     svc_start s2
     finish s2
     note "server stopped mid-ingest: s1 exit $rc after $elapsed ms (retries 100+200+400 ms); restarted, nothing lost"

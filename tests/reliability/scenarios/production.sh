@@ -412,7 +412,7 @@ scenario_production() {
     if [ -n "${RELIABILITY_SOAK_MINUTES:-}" ]; then
         prod_broker_soak_note
     else
-        assert_broker_kept_everything
+        assert_scenario_kept_everything
     fi
     # The end checkpoint (finish's) comes after every hard delete.
     sql "INSERT INTO rel.ckpt_at VALUES ($((CK + 1)), clock_timestamp())" >/dev/null

@@ -9,7 +9,7 @@ scenario_checker_selftest() {
     scenario_begin checker_selftest reviews app-stats network-metrics
     gen_stream 61 3000 300 100
     produce_all
-    assert_broker_kept_everything
+    assert_scenario_kept_everything
     svc_start s1
     finish s1
     local clean
