@@ -36,6 +36,7 @@
 #include "core/batch.h"
 #include "core/utf8.h"
 #include "ops/ops.h"
+#include "ops/print.h"
 #include "pg/db.h"
 #include "pg/store.h"
 
@@ -50,60 +51,6 @@ enum { DL_OK = 0, DL_RUNTIME = 1, DL_USAGE = 2 };
 
 /* Timestamps printed in UTC whatever the server's or session's time zone. */
 #define SQL_UTC(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-
-/* ------------------------------------------------------------------------ */
-/* Terminal-safe text. */
-
-/* Code points that would steer a terminal or reorder what the reader sees:
- * C0, DEL, C1, the line/paragraph separators and the bidi controls. */
-static bool needs_escape(uint32_t cp)
-{
-    return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 ||
-           (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E ||
-           cp == 0x200F || cp == 0x061C;
-}
-
-/* Print len bytes of s between double quotes: valid UTF-8 as itself, except
- * \" \\ \n \r \t, other control characters as \xNN (ASCII) or \uNNNN, and
- * every byte that is not part of valid UTF-8 as \xNN. Prints at most
- * `max_bytes` input bytes (0: all), then "..." outside the quotes. */
-static void print_escaped(FILE *out, const void *data, size_t len, size_t max_bytes)
-{
-    const unsigned char *s = data;
-    size_t limit = max_bytes && len > max_bytes ? max_bytes : len;
-    size_t i = 0;
-    uint32_t cp;
-    fputc('"', out);
-    while (i < limit) {
-        size_t n = utf8_sequence(s + i, len - i, &cp);
-        if (n == 0) {
-            fprintf(out, "\\x%02x", s[i]);
-            i++;
-            continue;
-        }
-        if (i + n > limit) break; /* never cut a character in half */
-        switch (cp) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\r': fputs("\\r", out); break;
-        case '\t': fputs("\\t", out); break;
-        default:
-            if (needs_escape(cp) && cp < 0x80) fprintf(out, "\\x%02x", (unsigned)cp);
-            else if (needs_escape(cp)) fprintf(out, "\\u%04x", (unsigned)cp);
-            else fwrite(s + i, 1, n, out);
-        }
-        i += n;
-    }
-    fputc('"', out);
-    if (i < len) fputs("...", out);
-}
-
-static void print_hex(FILE *out, const void *data, size_t len)
-{
-    const unsigned char *s = data;
-    for (size_t i = 0; i < len; i++) fprintf(out, "%02x", s[i]);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Shared helpers. */
@@ -294,7 +241,7 @@ static int dl_list(const settings_t *s, int argc, char **argv)
         const pipeline_def_t *p = pipeline_of_topic(s, topic);
         printf("count pipeline=%s error_type=%s unresolved=%s resolved=%s topic=", p ? p->name : "-",
                PQgetvalue(counts, r, 1), PQgetvalue(counts, r, 2), PQgetvalue(counts, r, 3));
-        print_escaped(stdout, topic, strlen(topic), 0);
+        print_quoted(stdout, topic, strlen(topic), 0);
         printf(" newest=%s%s\n", PQgetvalue(counts, r, 4), p ? "" : " (no pipeline reads this topic)");
     }
     printf("recent shown=%d limit=%lld%s\n", PQntuples(rows), limit, unresolved_only ? " unresolved_only" : "");
@@ -309,7 +256,7 @@ static int dl_list(const settings_t *s, int argc, char **argv)
                PQgetvalue(rows, r, 8), PQgetvalue(rows, r, 4),
                PQgetvalue(rows, r, 7)[0] == 't' ? "resolved" : "unresolved", size,
                size > kept ? " truncated" : "");
-        print_escaped(stdout, detail, strlen(detail), DL_LIST_DETAIL_BYTES);
+        print_quoted(stdout, detail, strlen(detail), DL_LIST_DETAIL_BYTES);
         putchar('\n');
     }
     rc = DL_OK;
@@ -345,7 +292,7 @@ static void show_bytes(const char *name, const PGresult *res, int col)
     size_t len = (size_t)PQgetlength(res, 0, col);
     bool utf8 = utf8_valid(v, len);
     printf("%s_bytes: %zu\n%s_utf8: %s\n%s: ", name, len, name, utf8 ? "yes" : "no", name);
-    print_escaped(stdout, v, len, 0);
+    print_quoted(stdout, v, len, 0);
     putchar('\n');
     if (!utf8) {
         printf("%s_hex: ", name);
@@ -361,7 +308,7 @@ static void show_text(const char *name, const PGresult *res, int col)
         return;
     }
     printf("%s: ", name);
-    print_escaped(stdout, PQgetvalue(res, 0, col), (size_t)PQgetlength(res, 0, col), 0);
+    print_quoted(stdout, PQgetvalue(res, 0, col), (size_t)PQgetlength(res, 0, col), 0);
     putchar('\n');
 }
 
@@ -725,7 +672,7 @@ static int redrive_batch(redrive_t *rd, const PGresult *rows, char *err, size_t 
             if (rd->printed_failing++ < DL_DETAIL_LINES) {
                 printf("still_failing id=%" PRId64 " pipeline=%s error_type=%s detail=", rd->ids[i], name,
                        e->rejection.error_type);
-                print_escaped(stdout, e->rejection.detail, strlen(e->rejection.detail), 0);
+                print_quoted(stdout, e->rejection.detail, strlen(e->rejection.detail), 0);
                 putchar('\n');
             }
         } else {
@@ -818,7 +765,7 @@ static int report_unknown_topics(const settings_t *s, PGconn *conn, const char *
     for (int r = 0; r < PQntuples(res); r++) {
         const char *topic = PQgetvalue(res, r, 0);
         printf("redrive skipped topic=");
-        print_escaped(stdout, topic, strlen(topic), 0);
+        print_quoted(stdout, topic, strlen(topic), 0);
         printf(" unresolved=%s note=\"no pipeline reads this topic (STORAGE_TOPIC_*): left as is\"\n",
                PQgetvalue(res, r, 1));
     }

@@ -50,6 +50,7 @@
 
 #include "kafka/consumer.h"
 #include "ops/cluster.h"
+#include "ops/print.h"
 #include "pg/db.h"
 #include "pg/migrate.h"
 
@@ -125,11 +126,11 @@ static void stage_raise(stage_t *st, stage_status_t status)
 static void stage_finish(verify_t *v, const char *name, stage_t *st)
 {
     static const char *const word[] = {"ok", "warn", "BROKEN", "skip"};
-    /* One line per stage: a newline from the database (an error_detail, a
-     * server message) must not split it. */
-    for (size_t i = 0; i < st->len; i++)
-        if ((unsigned char)st->detail[i] < 0x20) st->detail[i] = ' ';
-    printf("%-13s %-6s %s\n", name, word[st->status], st->len ? st->detail : "-");
+    /* One line per stage, safe for a terminal: text from the database (an
+     * error_detail, a server message) is escaped (ops/print.h). */
+    char *detail = print_escape(st->len ? st->detail : "-");
+    printf("%-13s %-6s %s\n", name, word[st->status], detail);
+    free(detail);
     fflush(stdout);
     if (st->status == STAGE_BROKEN && !v->first_broken) v->first_broken = name;
     if (st->status == STAGE_WARN) {
