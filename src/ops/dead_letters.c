@@ -37,7 +37,7 @@
 #include "core/utf8.h"
 #include "ops/ops.h"
 #include "ops/print.h"
-#include "pg/db.h"
+#include "pg/db_internal.h"
 #include "pg/store.h"
 
 enum { DL_OK = 0, DL_RUNTIME = 1, DL_USAGE = 2 };

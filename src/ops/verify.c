@@ -51,7 +51,7 @@
 #include "kafka/consumer.h"
 #include "ops/cluster.h"
 #include "ops/print.h"
-#include "pg/db.h"
+#include "pg/db_internal.h"
 #include "pg/migrate.h"
 
 /* Exit codes (ops.h). */

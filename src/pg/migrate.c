@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "pg/db.h"
+#include "pg/db_internal.h"
 
 /* Arbitrary but fixed: every storage-consumer instance takes the same lock. */
 #define MIGRATE_LOCK_KEY "7301946530471288117"

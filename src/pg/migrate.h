@@ -8,8 +8,9 @@
 #ifndef STORAGE_MIGRATE_H
 #define STORAGE_MIGRATE_H
 
-#include <libpq-fe.h>
 #include <stddef.h>
+
+#include "pg/db.h"
 
 typedef struct {
     const char *name; /* "0001_app_stats.sql" */
@@ -23,6 +24,6 @@ extern const unsigned migration_count;
  * schema is current), or -1 with the reason in `err`: the applications table
  * is missing, an applied file was edited, or a statement failed (then
  * nothing of this run is kept). */
-int migrate_apply(PGconn *conn, char *err, size_t errlen);
+int migrate_apply(db_conn_t *conn, char *err, size_t errlen);
 
 #endif

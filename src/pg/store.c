@@ -7,7 +7,7 @@
 #include "core/app_cache.h"
 #include "core/timestamp.h"
 #include "log.h"
-#include "pg/db.h"
+#include "pg/db_internal.h"
 
 /* Payloads over 64 KiB are truncated in dead_letter_events; the truncation
  * is stated in error_detail and payload_size keeps the original size. */
@@ -144,26 +144,10 @@ static void arm_deadline(store_t *st)
     st->deadline = db_now_ms() + settings_db_attempt_ms(st->settings);
 }
 
-/* {"a","b"}: a text[] literal; names hold no NUL (decode rejects it). */
-static void append_array_literal(buf_t *b, const char **names, size_t n)
-{
-    buf_str(b, "{");
-    for (size_t i = 0; i < n; i++) {
-        if (i) buf_str(b, ",");
-        buf_str(b, "\"");
-        for (const char *p = names[i]; *p; p++) {
-            if (*p == '"' || *p == '\\') buf_add(b, "\\", 1);
-            buf_add(b, p, 1);
-        }
-        buf_str(b, "\"");
-    }
-    buf_str(b, "}");
-}
-
 int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
     const char **names = malloc((b->count ? b->count : 1) * 2 * sizeof *names);
-    buf_t literal = {0};
+    char *literal = NULL;
     int rc = -1;
 
     if (!names) abort();
@@ -174,8 +158,8 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
 
     if (k > 0) {
         if (store_connect(st, err, errlen, cls)) goto out;
-        append_array_literal(&literal, stale, k);
-        const char *params[1] = {literal.data};
+        literal = db_array_literal(stale, NULL, k);
+        const char *params[1] = {literal};
         /* No is_active filter: a soft-deleted app still gets its
          * already-produced data stored. */
         PGresult *res = db_query(st->conn,
@@ -196,7 +180,7 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
     rc = 0;
 out:
     if (rc) st->deadline = 0;
-    free(literal.data);
+    free(literal);
     free(names);
     return rc;
 }

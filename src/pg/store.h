@@ -6,7 +6,7 @@
 #ifndef STORAGE_STORE_H
 #define STORAGE_STORE_H
 
-#include <libpq-fe.h>
+#include "pg/db_internal.h"
 #include <stdbool.h>
 #include <stddef.h>
 
