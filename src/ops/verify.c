@@ -139,6 +139,14 @@ static void stage_finish(verify_t *v, const char *name, stage_t *st)
     }
 }
 
+/* The first line of a server message: the rest (LINE 1: ..., a caret) does
+ * not fit a one-line report. */
+static const char *first_line(char *err)
+{
+    err[strcspn(err, "\n")] = '\0';
+    return err;
+}
+
 /* Run a query; returns its result (the caller clears it) or NULL with the
  * server's "SQLSTATE: message" in `err`, the failed result cleared. */
 static PGresult *query(PGconn *conn, const char *sql, int nparams, const char *const *params,
@@ -162,7 +170,7 @@ static void check_schema(verify_t *v)
 {
     stage_t st = {0};
     char err[1024];
-    PGresult *res = NULL;
+    schema_status_t schema;
 
     if (!v->conn) {
         char *masked = db_mask_conninfo(v->s->database_url);
@@ -171,82 +179,46 @@ static void check_schema(verify_t *v)
         free(masked);
         goto out;
     }
-    res = query(v->conn,
-                "SELECT to_regclass('apps_registry_application') IS NOT NULL,"
-                " to_regclass('storage_consumer_migrations') IS NOT NULL",
-                0, NULL, err, sizeof err);
-    if (!res) {
-        stage_raise(&st, STAGE_BROKEN);
-        stage_add(&st, "cannot read the catalog: %s", err);
-        goto out;
-    }
-    bool apps = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-    bool tracked = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-    PQclear(res);
-    res = NULL;
-    if (!apps) {
+    int rc = migrate_status(v->conn, &schema, err, sizeof err);
+    /* The catalog was read unless it was the read that failed. */
+    if ((rc == 0 || schema.tracked) && !schema.apps_table) {
         stage_raise(&st, STAGE_BROKEN);
         stage_add(&st, "table apps_registry_application does not exist: apply the App API migrations first");
     }
-    if (!tracked) {
+    if (rc != 0) {
+        stage_raise(&st, STAGE_BROKEN);
+        stage_add(&st, "%s", first_line(err));
+    } else if (!schema.tracked) {
         stage_raise(&st, STAGE_BROKEN);
         stage_add(&st, "no migration applied (no table storage_consumer_migrations): run storage-consumer migrate");
-        goto out;
-    }
-
-    unsigned applied = 0;
-    for (unsigned i = 0; i < migration_count; i++) {
-        const migration_t *m = &migrations[i];
-        const char *params[2] = {m->name, m->sql};
-        /* The same checksum migrate records: PostgreSQL's md5 of the file. */
-        res = query(v->conn,
-                    "SELECT md5($2), (SELECT checksum FROM storage_consumer_migrations WHERE name = $1)",
-                    2, params, err, sizeof err);
-        if (!res) {
-            stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "cannot read storage_consumer_migrations: %s", err);
-            goto out;
+    } else {
+        unsigned applied = 0;
+        for (unsigned i = 0; i < migration_count; i++) {
+            const migration_status_t *m = &schema.migrations[i];
+            if (m->state == MIGRATION_PENDING) {
+                stage_raise(&st, STAGE_BROKEN);
+                stage_add(&st, "migration %s is not applied: run storage-consumer migrate", migrations[i].name);
+            } else if (m->state == MIGRATION_EDITED) {
+                stage_raise(&st, STAGE_BROKEN);
+                stage_add(&st, "migration %s was edited after it was applied (applied checksum %s, this binary's %s)",
+                          migrations[i].name, m->applied_checksum, m->checksum);
+            } else {
+                applied++;
+            }
         }
-        if (PQgetisnull(res, 0, 1)) {
-            stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "migration %s is not applied: run storage-consumer migrate", m->name);
-        } else if (strcmp(PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1)) != 0) {
-            stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "migration %s was edited after it was applied (applied checksum %s, this binary's %s)",
-                      m->name, PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 0));
-        } else {
-            applied++;
-        }
-        PQclear(res);
-        res = NULL;
-    }
-
-    /* Applied files this binary does not have: a newer version migrated the
-     * database. This binary still works with the columns it knows. */
-    res = query(v->conn, "SELECT name FROM storage_consumer_migrations ORDER BY name", 0, NULL, err,
-                sizeof err);
-    if (!res) {
-        stage_raise(&st, STAGE_BROKEN);
-        stage_add(&st, "cannot read storage_consumer_migrations: %s", err);
-        goto out;
-    }
-    for (int r = 0; r < PQntuples(res); r++) {
-        const char *name = PQgetvalue(res, r, 0);
-        bool known = false;
-        for (unsigned i = 0; i < migration_count && !known; i++)
-            known = strcmp(migrations[i].name, name) == 0;
-        if (!known) {
+        /* Applied files this binary does not have: a newer version migrated
+         * the database. This binary still works with the columns it knows. */
+        for (size_t i = 0; i < schema.unknown_count; i++) {
             stage_raise(&st, STAGE_WARN);
             stage_add(&st, "migration %s is applied but unknown to this binary (a newer version migrated this database)",
-                      name);
+                      schema.unknown[i]);
         }
+        if (applied == migration_count)
+            stage_add(&st, "applied=%u/%u checksums match", applied, migration_count);
+        else
+            stage_add(&st, "applied=%u/%u", applied, migration_count);
     }
-    PQclear(res);
-    res = NULL;
-    if (applied == migration_count)
-        stage_add(&st, "applied=%u/%u checksums match", applied, migration_count);
-    else
-        stage_add(&st, "applied=%u/%u", applied, migration_count);
+    migrate_status_free(&schema);
 out:
     stage_finish(v, "schema", &st);
 }
@@ -350,7 +322,7 @@ static void check_messages(verify_t *v)
 static void check_rows(verify_t *v)
 {
     stage_t st = {.status = STAGE_SKIP};
-    char err[1024], sql[256];
+    char err[1024];
 
     if (!v->conn) {
         stage_add(&st, "database unreachable");
@@ -358,18 +330,15 @@ static void check_rows(verify_t *v)
     }
     for (int i = 0; i < PIPELINE_COUNT; i++) {
         target_t *t = &v->t[i];
+        long long rows;
         if (!t->enabled) continue;
-        /* The table name is a constant of the pipeline table, never input. */
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", t->def->table);
-        PGresult *res = query(v->conn, sql, 0, NULL, err, sizeof err);
-        if (!res) {
+        if (db_count_rows(v->conn, t->def->table, &rows, err, sizeof err)) {
             stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "%s: %s", t->def->table, err);
+            stage_add(&st, "%s: %s", t->def->table, first_line(err));
             continue;
         }
         stage_raise(&st, STAGE_OK);
-        stage_add(&st, "%s=%s", t->def->table, PQgetvalue(res, 0, 0));
-        PQclear(res);
+        stage_add(&st, "%s=%lld", t->def->table, rows);
     }
 out:
     stage_finish(v, "rows", &st);
