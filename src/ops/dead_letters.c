@@ -9,7 +9,7 @@
  *          of it: decode_record (batch_decode), the store's resolver with its
  *          bind (store_resolve), batch_deduplicate, and the store's COPY +
  *          INSERT ... ON CONFLICT with its data-error isolation
- *          (store_write_with). So a redriven review older than the stored
+ *          (store_write with a hook). So a redriven review older than the stored
  *          row is a no-op by the same last_synced_at guard, and a row the
  *          database refuses does not abort the others. In the same
  *          transaction as the rows, the dead letters that stored are marked
@@ -489,9 +489,10 @@ static int exec_update(PGconn *conn, const char *sql, int nparams, const char *c
     return 0;
 }
 
-/* store_step_fn: inside the batch's transaction, after its rows. Stored and
- * superseded entries resolve their dead letters; rejected ones refresh the
- * reason, only where it changed, so a second run touches nothing. A reason
+/* The store hook: inside the batch's transaction, before its upsert and
+ * COMMIT, every entry in its final state. Stored and superseded entries
+ * resolve their dead letters; rejected ones refresh the reason, only where
+ * it changed, so a second run touches nothing. A reason
  * changed when its error_type or the first line of its detail did: the
  * database's DETAIL line (database_rejected) quotes the failing row with a
  * fresh sequence value on every attempt, and would rewrite the row on every
@@ -654,9 +655,8 @@ static int redrive_batch(redrive_t *rd, const PGresult *rows, char *err, size_t 
     batch_decode(&rd->batch, rd->records, m);
     if (store_resolve(rd->store, &rd->batch, err, errlen, &cls)) return -1;
     counts.superseded = batch_deduplicate(&rd->batch);
-    if (store_write_with(rd->store, &rd->batch, mark_dead_letters, rd, !rd->dry_run, &counts, err, errlen,
-                         &cls))
-        return -1;
+    store_hook_t hook = {.fn = mark_dead_letters, .ctx = rd, .commit = !rd->dry_run};
+    if (store_write(rd->store, &rd->batch, &hook, &counts, err, errlen, &cls)) return -1;
 
     rd->counts.inserted += counts.inserted;
     rd->counts.updated += counts.updated;
