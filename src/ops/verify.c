@@ -41,7 +41,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <libpq-fe.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -51,7 +50,8 @@
 #include "kafka/consumer.h"
 #include "ops/cluster.h"
 #include "ops/print.h"
-#include "pg/db_internal.h"
+#include "pg/dead_letters.h"
+#include "pg/db.h"
 #include "pg/migrate.h"
 
 /* Exit codes (ops.h). */
@@ -87,7 +87,7 @@ typedef struct {
 
 typedef struct {
     const settings_t *s;
-    PGconn *conn; /* NULL: the database is unreachable, see db_error */
+    db_conn_t *conn; /* NULL: the database is unreachable, see db_error */
     char db_error[1024];
     target_t t[PIPELINE_COUNT];
     long long max_lag; /* -1: lag alone never breaks the lag stage */
@@ -145,23 +145,6 @@ static const char *first_line(char *err)
 {
     err[strcspn(err, "\n")] = '\0';
     return err;
-}
-
-/* Run a query; returns its result (the caller clears it) or NULL with the
- * server's "SQLSTATE: message" in `err`, the failed result cleared. */
-static PGresult *query(PGconn *conn, const char *sql, int nparams, const char *const *params,
-                       char *err, size_t errlen)
-{
-    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        db_describe(conn, res, err, errlen);
-        /* The first line says it; the rest (LINE 1: ..., a caret) does not
-         * fit a one-line report. */
-        err[strcspn(err, "\n")] = '\0';
-        PQclear(res);
-        return NULL;
-    }
-    return res;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -344,91 +327,49 @@ out:
     stage_finish(v, "rows", &st);
 }
 
-/* The enabled pipelines' topics as a PostgreSQL text[] literal. Returns a
- * string the caller frees. */
-static char *topics_array(const verify_t *v)
-{
-    size_t cap = 3;
-    for (int i = 0; i < PIPELINE_COUNT; i++)
-        if (v->t[i].enabled) cap += 2 * strlen(v->t[i].topic) + 3;
-    char *out = malloc(cap), *p = out;
-    if (!out) abort();
-    *p++ = '{';
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
-        if (!v->t[i].enabled) continue;
-        if (p > out + 1) *p++ = ',';
-        *p++ = '"';
-        for (const char *c = v->t[i].topic; *c; c++) {
-            if (*c == '"' || *c == '\\') *p++ = '\\';
-            *p++ = *c;
-        }
-        *p++ = '"';
-    }
-    *p++ = '}';
-    *p = '\0';
-    return out;
-}
-
 static void check_dead_letters(verify_t *v)
 {
     stage_t st = {0};
     char err[1024];
-    char *topics = NULL;
-    PGresult *res = NULL;
+    const char *topics[PIPELINE_COUNT];
+    size_t n = 0;
+    dead_letter_summary_t sum;
 
     if (!v->conn) {
         st.status = STAGE_SKIP;
         stage_add(&st, "database unreachable");
-        goto out;
+        stage_finish(v, "dead-letters", &st);
+        return;
     }
-    topics = topics_array(v);
-    const char *params[1] = {topics};
-    res = query(v->conn,
-                "SELECT error_type, count(*) FROM dead_letter_events WHERE topic = ANY($1::text[])"
-                " GROUP BY error_type ORDER BY count(*) DESC, error_type",
-                1, params, err, sizeof err);
-    if (!res) {
+    for (int i = 0; i < PIPELINE_COUNT; i++)
+        if (v->t[i].enabled) topics[n++] = v->t[i].topic;
+    int rc = dead_letters_summary(v->conn, topics, n, &sum, err, sizeof err);
+    if (!sum.counted) {
         stage_raise(&st, STAGE_BROKEN);
-        stage_add(&st, "cannot read dead_letter_events: %s", err);
+        stage_add(&st, "cannot read dead_letter_events: %s", first_line(err));
         goto out;
     }
-    long long total = 0;
     char reasons[2048];
     size_t len = 0;
     reasons[0] = '\0';
-    for (int r = 0; r < PQntuples(res); r++) {
-        total += strtoll(PQgetvalue(res, r, 1), NULL, 10);
-        int w = snprintf(reasons + len, sizeof reasons - len, " %s=%s", PQgetvalue(res, r, 0),
-                         PQgetvalue(res, r, 1));
+    for (size_t r = 0; r < sum.type_n; r++) {
+        int w = snprintf(reasons + len, sizeof reasons - len, " %s=%s", sum.types[r], sum.type_counts[r]);
         if (w > 0 && (size_t)w < sizeof reasons - len) len += (size_t)w;
     }
-    PQclear(res);
-    res = NULL;
-    stage_add(&st, "total=%lld%s", total, reasons);
-    if (total == 0) goto out;
+    stage_add(&st, "total=%lld%s", sum.total, reasons);
+    if (sum.total == 0) goto out;
 
     /* Stored, so every message moved on; still, someone should look. */
     stage_raise(&st, STAGE_WARN);
-    res = query(v->conn,
-                "SELECT id, topic, partition, kafka_offset, error_type,"
-                " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-                " left(error_detail, 200)"
-                " FROM dead_letter_events WHERE topic = ANY($1::text[]) ORDER BY id DESC LIMIT 1",
-                1, params, err, sizeof err);
-    if (!res) {
+    if (rc != 0) {
         stage_raise(&st, STAGE_BROKEN);
-        stage_add(&st, "cannot read the newest dead letter: %s", err);
-        goto out;
-    }
-    if (PQntuples(res) == 1)
+        stage_add(&st, "cannot read the newest dead letter: %s", first_line(err));
+    } else if (sum.id) {
         stage_add(&st, "newest id=%s topic=%s partition=%s offset=%s error_type=%s created_at=%s detail=\"%s\"",
-                  PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
-                  PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 5),
-                  PQgetvalue(res, 0, 6));
-    PQclear(res);
-    res = NULL;
+                  sum.id, sum.topic, sum.partition, sum.offset, sum.error_type, sum.created_at, sum.detail);
+    }
 out:
-    free(topics);
+    dead_letters_summary_free(&sum);
     stage_finish(v, "dead-letters", &st);
 }
 
@@ -611,7 +552,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
     else
         printf("verify: healthy\n");
 
-    if (v.conn) PQfinish(v.conn);
+    db_close(v.conn);
     for (int i = 0; i < PIPELINE_COUNT; i++) {
         cluster_client_destroy(v.t[i].rk);
         free(v.t[i].lo);

@@ -5,16 +5,9 @@
 #include <string.h>
 
 #include "core/app_cache.h"
-#include "core/timestamp.h"
 #include "log.h"
+#include "pg/dead_letters.h"
 #include "pg/db_internal.h"
-
-/* Payloads over 64 KiB are truncated in dead_letter_events; the truncation
- * is stated in error_detail and payload_size keeps the original size. */
-#define DEAD_LETTER_MAX_PAYLOAD 65536
-#define DEAD_LETTER_PARAMS 9
-/* A statement has at most 65,535 bind parameters. */
-#define DEAD_LETTER_ROWS_PER_STATEMENT (65535 / DEAD_LETTER_PARAMS)
 
 typedef struct {
     char *data;
@@ -319,93 +312,6 @@ static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, bat
     return isolate(st, b, pending + half, n - half, counts, err, errlen, cls);
 }
 
-static int write_dead_letters(store_t *st, batch_t *b, size_t *written, char *err, size_t errlen,
-                              error_class_t *cls)
-{
-    size_t total = 0;
-    for (size_t i = 0; i < b->count; i++) total += b->entries[i].state == ENTRY_REJECTED;
-    *written = total;
-    if (total == 0) return 0;
-
-    size_t rows = total < DEAD_LETTER_ROWS_PER_STATEMENT ? total : DEAD_LETTER_ROWS_PER_STATEMENT;
-    const char **values = calloc(rows * DEAD_LETTER_PARAMS, sizeof *values);
-    int *lengths = calloc(rows * DEAD_LETTER_PARAMS, sizeof *lengths);
-    int *formats = calloc(rows * DEAD_LETTER_PARAMS, sizeof *formats);
-    char (*text)[4][40] = calloc(rows, sizeof *text);
-    char(*details)[sizeof(((rejection_t *)0)->detail) + 96] = calloc(rows, sizeof *details);
-    buf_t sql = {0};
-    int rc = 0;
-    if (!values || !lengths || !formats || !text || !details) abort();
-
-    size_t i = 0;
-    while (i < b->count && rc == 0) {
-        size_t k = 0;
-        sql.len = 0;
-        buf_str(&sql, "INSERT INTO dead_letter_events (topic, partition, kafka_offset, kafka_timestamp, "
-                      "message_key, payload, payload_size, error_type, error_detail) VALUES ");
-        for (; i < b->count && k < rows; i++) {
-            const entry_t *e = &b->entries[i];
-            const record_t *r = &b->records[i];
-            if (e->state != ENTRY_REJECTED) continue;
-            size_t p = k * DEAD_LETTER_PARAMS;
-            size_t payload_len = r->value ? r->value_len : 0;
-            size_t stored = payload_len > DEAD_LETTER_MAX_PAYLOAD ? DEAD_LETTER_MAX_PAYLOAD : payload_len;
-            snprintf(text[k][0], sizeof text[k][0], "%d", r->partition);
-            snprintf(text[k][1], sizeof text[k][1], "%lld", (long long)r->offset);
-            snprintf(text[k][2], sizeof text[k][2], "%zu", payload_len);
-            /* Any int64 may come from a producer: outside what the column
-             * can hold, the dead letter keeps no timestamp rather than fail. */
-            bool has_ts = timestamp_format_kafka_ms(r->timestamp_ms, text[k][3]) == 0;
-            if (stored < payload_len)
-                snprintf(details[k], sizeof details[k], "%s (payload truncated to %zu of %zu bytes)",
-                         e->rejection.detail, stored, payload_len);
-            else
-                snprintf(details[k], sizeof details[k], "%s", e->rejection.detail);
-            values[p + 0] = r->topic;
-            values[p + 1] = text[k][0];
-            values[p + 2] = text[k][1];
-            values[p + 3] = has_ts ? text[k][3] : NULL;
-            /* bytea in binary format: the bytes exactly, invalid UTF-8 too. */
-            values[p + 4] = r->key;
-            lengths[p + 4] = (int)r->key_len;
-            formats[p + 4] = 1;
-            values[p + 5] = r->value ? r->value : "";
-            lengths[p + 5] = (int)stored;
-            formats[p + 5] = 1;
-            values[p + 6] = text[k][2];
-            values[p + 7] = e->rejection.error_type;
-            values[p + 8] = details[k];
-            char tuple[160];
-            snprintf(tuple, sizeof tuple, "%s($%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu)",
-                     k ? ", " : "", p + 1, p + 2, p + 3, p + 4, p + 5, p + 6, p + 7, p + 8, p + 9);
-            buf_str(&sql, tuple);
-            k++;
-        }
-        if (k == 0) break;
-        /* A record's coordinates are its identity: a replay adds nothing. */
-        buf_str(&sql, " ON CONFLICT (topic, partition, kafka_offset) DO NOTHING");
-        char why[1024];
-        PGresult *res = db_query(st->conn, sql.data, (int)(k * DEAD_LETTER_PARAMS), values, lengths,
-                                 formats, st->deadline, why, sizeof why, cls);
-        if (!res) {
-            snprintf(err, errlen, "writing dead letters: %s", why);
-            /* A dead letter the database refuses is not a record to isolate:
-             * the batch must not be committed without it. */
-            if (*cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
-            rc = -1;
-        } else {
-            PQclear(res);
-        }
-    }
-    free(values);
-    free(lengths);
-    free(formats);
-    free(text);
-    free(details);
-    free(sql.data);
-    return rc;
-}
-
 /* After a failure: leave the transaction, if the connection can still be
  * used before the deadline (else it is dropped before the retry anyway). */
 static void roll_back(store_t *st)
@@ -445,7 +351,7 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
         n = 0;
     }
     if (rc == 0)
-        rc = write_dead_letters(st, b, &st->done.dead_lettered, err, errlen, cls);
+        rc = dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls);
     if (rc == 0 && n) rc = copy_chunk(st, b, st->pending, n, err, errlen, cls);
     if (rc == 0 && hook->fn) {
         rc = hook->fn(hook->ctx, st->conn, b, err, errlen, cls);
