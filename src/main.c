@@ -103,7 +103,7 @@ static int cmd_migrate(const settings_t *s, bool quiet_when_current)
     char *masked = db_mask_conninfo(s->database_url);
     /* No statement timeout: a migration building an index on a large table,
      * or a second instance waiting on the advisory lock, may take long. */
-    PGconn *conn = db_connect(s->database_url, 0, 0, err, sizeof err);
+    db_conn_t *conn = db_connect(s->database_url, 0, 0, err, sizeof err);
     if (!conn) {
         LOG_ERROR("migrate", "cannot connect to PostgreSQL (%s): %s", masked, err);
         free(masked);
@@ -111,7 +111,7 @@ static int cmd_migrate(const settings_t *s, bool quiet_when_current)
     }
     free(masked);
     int applied = migrate_apply(conn, err, sizeof err);
-    PQfinish(conn);
+    db_close(conn);
     if (applied < 0) {
         LOG_ERROR("migrate", "%s", err);
         return EXIT_FAILED;

@@ -125,12 +125,12 @@ static int resolve_adapter(void *ctx, batch_t *b, char *err, size_t errlen, erro
 static int write_adapter(void *ctx, batch_t *b, batch_counts_t *c, char *err, size_t errlen,
                          error_class_t *cls)
 {
-    return store_write(ctx, b, c, err, errlen, cls);
+    return store_write(ctx, b, NULL, c, err, errlen, cls);
 }
 static void disconnect_adapter(void *ctx) { store_disconnect(ctx); }
 static int start_adapter(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
-    return store_write_start(ctx, b, err, errlen, cls);
+    return store_write_start(ctx, b, NULL, err, errlen, cls);
 }
 static int finish_adapter(void *ctx, batch_t *b, batch_counts_t *c, char *err, size_t errlen,
                           error_class_t *cls)

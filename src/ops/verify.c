@@ -41,7 +41,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <libpq-fe.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -50,6 +49,8 @@
 
 #include "kafka/consumer.h"
 #include "ops/cluster.h"
+#include "ops/print.h"
+#include "pg/dead_letters.h"
 #include "pg/db.h"
 #include "pg/migrate.h"
 
@@ -86,7 +87,7 @@ typedef struct {
 
 typedef struct {
     const settings_t *s;
-    PGconn *conn; /* NULL: the database is unreachable, see db_error */
+    db_conn_t *conn; /* NULL: the database is unreachable, see db_error */
     char db_error[1024];
     target_t t[PIPELINE_COUNT];
     long long max_lag; /* -1: lag alone never breaks the lag stage */
@@ -125,11 +126,11 @@ static void stage_raise(stage_t *st, stage_status_t status)
 static void stage_finish(verify_t *v, const char *name, stage_t *st)
 {
     static const char *const word[] = {"ok", "warn", "BROKEN", "skip"};
-    /* One line per stage: a newline from the database (an error_detail, a
-     * server message) must not split it. */
-    for (size_t i = 0; i < st->len; i++)
-        if ((unsigned char)st->detail[i] < 0x20) st->detail[i] = ' ';
-    printf("%-13s %-6s %s\n", name, word[st->status], st->len ? st->detail : "-");
+    /* One line per stage, safe for a terminal: text from the database (an
+     * error_detail, a server message) is escaped (ops/print.h). */
+    char *detail = print_escape(st->len ? st->detail : "-");
+    printf("%-13s %-6s %s\n", name, word[st->status], detail);
+    free(detail);
     fflush(stdout);
     if (st->status == STAGE_BROKEN && !v->first_broken) v->first_broken = name;
     if (st->status == STAGE_WARN) {
@@ -138,21 +139,12 @@ static void stage_finish(verify_t *v, const char *name, stage_t *st)
     }
 }
 
-/* Run a query; returns its result (the caller clears it) or NULL with the
- * server's "SQLSTATE: message" in `err`, the failed result cleared. */
-static PGresult *query(PGconn *conn, const char *sql, int nparams, const char *const *params,
-                       char *err, size_t errlen)
+/* The first line of a server message: the rest (LINE 1: ..., a caret) does
+ * not fit a one-line report. */
+static const char *first_line(char *err)
 {
-    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        db_describe(conn, res, err, errlen);
-        /* The first line says it; the rest (LINE 1: ..., a caret) does not
-         * fit a one-line report. */
-        err[strcspn(err, "\n")] = '\0';
-        PQclear(res);
-        return NULL;
-    }
-    return res;
+    err[strcspn(err, "\n")] = '\0';
+    return err;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -161,7 +153,7 @@ static void check_schema(verify_t *v)
 {
     stage_t st = {0};
     char err[1024];
-    PGresult *res = NULL;
+    schema_status_t schema;
 
     if (!v->conn) {
         char *masked = db_mask_conninfo(v->s->database_url);
@@ -170,82 +162,46 @@ static void check_schema(verify_t *v)
         free(masked);
         goto out;
     }
-    res = query(v->conn,
-                "SELECT to_regclass('apps_registry_application') IS NOT NULL,"
-                " to_regclass('storage_consumer_migrations') IS NOT NULL",
-                0, NULL, err, sizeof err);
-    if (!res) {
-        stage_raise(&st, STAGE_BROKEN);
-        stage_add(&st, "cannot read the catalog: %s", err);
-        goto out;
-    }
-    bool apps = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-    bool tracked = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-    PQclear(res);
-    res = NULL;
-    if (!apps) {
+    int rc = migrate_status(v->conn, &schema, err, sizeof err);
+    /* The catalog was read unless it was the read that failed. */
+    if ((rc == 0 || schema.tracked) && !schema.apps_table) {
         stage_raise(&st, STAGE_BROKEN);
         stage_add(&st, "table apps_registry_application does not exist: apply the App API migrations first");
     }
-    if (!tracked) {
+    if (rc != 0) {
+        stage_raise(&st, STAGE_BROKEN);
+        stage_add(&st, "%s", first_line(err));
+    } else if (!schema.tracked) {
         stage_raise(&st, STAGE_BROKEN);
         stage_add(&st, "no migration applied (no table storage_consumer_migrations): run storage-consumer migrate");
-        goto out;
-    }
-
-    unsigned applied = 0;
-    for (unsigned i = 0; i < migration_count; i++) {
-        const migration_t *m = &migrations[i];
-        const char *params[2] = {m->name, m->sql};
-        /* The same checksum migrate records: PostgreSQL's md5 of the file. */
-        res = query(v->conn,
-                    "SELECT md5($2), (SELECT checksum FROM storage_consumer_migrations WHERE name = $1)",
-                    2, params, err, sizeof err);
-        if (!res) {
-            stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "cannot read storage_consumer_migrations: %s", err);
-            goto out;
+    } else {
+        unsigned applied = 0;
+        for (unsigned i = 0; i < migration_count; i++) {
+            const migration_status_t *m = &schema.migrations[i];
+            if (m->state == MIGRATION_PENDING) {
+                stage_raise(&st, STAGE_BROKEN);
+                stage_add(&st, "migration %s is not applied: run storage-consumer migrate", migrations[i].name);
+            } else if (m->state == MIGRATION_EDITED) {
+                stage_raise(&st, STAGE_BROKEN);
+                stage_add(&st, "migration %s was edited after it was applied (applied checksum %s, this binary's %s)",
+                          migrations[i].name, m->applied_checksum, m->checksum);
+            } else {
+                applied++;
+            }
         }
-        if (PQgetisnull(res, 0, 1)) {
-            stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "migration %s is not applied: run storage-consumer migrate", m->name);
-        } else if (strcmp(PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1)) != 0) {
-            stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "migration %s was edited after it was applied (applied checksum %s, this binary's %s)",
-                      m->name, PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 0));
-        } else {
-            applied++;
-        }
-        PQclear(res);
-        res = NULL;
-    }
-
-    /* Applied files this binary does not have: a newer version migrated the
-     * database. This binary still works with the columns it knows. */
-    res = query(v->conn, "SELECT name FROM storage_consumer_migrations ORDER BY name", 0, NULL, err,
-                sizeof err);
-    if (!res) {
-        stage_raise(&st, STAGE_BROKEN);
-        stage_add(&st, "cannot read storage_consumer_migrations: %s", err);
-        goto out;
-    }
-    for (int r = 0; r < PQntuples(res); r++) {
-        const char *name = PQgetvalue(res, r, 0);
-        bool known = false;
-        for (unsigned i = 0; i < migration_count && !known; i++)
-            known = strcmp(migrations[i].name, name) == 0;
-        if (!known) {
+        /* Applied files this binary does not have: a newer version migrated
+         * the database. This binary still works with the columns it knows. */
+        for (size_t i = 0; i < schema.unknown_count; i++) {
             stage_raise(&st, STAGE_WARN);
             stage_add(&st, "migration %s is applied but unknown to this binary (a newer version migrated this database)",
-                      name);
+                      schema.unknown[i]);
         }
+        if (applied == migration_count)
+            stage_add(&st, "applied=%u/%u checksums match", applied, migration_count);
+        else
+            stage_add(&st, "applied=%u/%u", applied, migration_count);
     }
-    PQclear(res);
-    res = NULL;
-    if (applied == migration_count)
-        stage_add(&st, "applied=%u/%u checksums match", applied, migration_count);
-    else
-        stage_add(&st, "applied=%u/%u", applied, migration_count);
+    migrate_status_free(&schema);
 out:
     stage_finish(v, "schema", &st);
 }
@@ -349,7 +305,7 @@ static void check_messages(verify_t *v)
 static void check_rows(verify_t *v)
 {
     stage_t st = {.status = STAGE_SKIP};
-    char err[1024], sql[256];
+    char err[1024];
 
     if (!v->conn) {
         stage_add(&st, "database unreachable");
@@ -357,108 +313,63 @@ static void check_rows(verify_t *v)
     }
     for (int i = 0; i < PIPELINE_COUNT; i++) {
         target_t *t = &v->t[i];
+        long long rows;
         if (!t->enabled) continue;
-        /* The table name is a constant of the pipeline table, never input. */
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", t->def->table);
-        PGresult *res = query(v->conn, sql, 0, NULL, err, sizeof err);
-        if (!res) {
+        if (db_count_rows(v->conn, t->def->table, &rows, err, sizeof err)) {
             stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "%s: %s", t->def->table, err);
+            stage_add(&st, "%s: %s", t->def->table, first_line(err));
             continue;
         }
         stage_raise(&st, STAGE_OK);
-        stage_add(&st, "%s=%s", t->def->table, PQgetvalue(res, 0, 0));
-        PQclear(res);
+        stage_add(&st, "%s=%lld", t->def->table, rows);
     }
 out:
     stage_finish(v, "rows", &st);
-}
-
-/* The enabled pipelines' topics as a PostgreSQL text[] literal. Returns a
- * string the caller frees. */
-static char *topics_array(const verify_t *v)
-{
-    size_t cap = 3;
-    for (int i = 0; i < PIPELINE_COUNT; i++)
-        if (v->t[i].enabled) cap += 2 * strlen(v->t[i].topic) + 3;
-    char *out = malloc(cap), *p = out;
-    if (!out) abort();
-    *p++ = '{';
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
-        if (!v->t[i].enabled) continue;
-        if (p > out + 1) *p++ = ',';
-        *p++ = '"';
-        for (const char *c = v->t[i].topic; *c; c++) {
-            if (*c == '"' || *c == '\\') *p++ = '\\';
-            *p++ = *c;
-        }
-        *p++ = '"';
-    }
-    *p++ = '}';
-    *p = '\0';
-    return out;
 }
 
 static void check_dead_letters(verify_t *v)
 {
     stage_t st = {0};
     char err[1024];
-    char *topics = NULL;
-    PGresult *res = NULL;
+    const char *topics[PIPELINE_COUNT];
+    size_t n = 0;
+    dead_letter_summary_t sum;
 
     if (!v->conn) {
         st.status = STAGE_SKIP;
         stage_add(&st, "database unreachable");
-        goto out;
+        stage_finish(v, "dead-letters", &st);
+        return;
     }
-    topics = topics_array(v);
-    const char *params[1] = {topics};
-    res = query(v->conn,
-                "SELECT error_type, count(*) FROM dead_letter_events WHERE topic = ANY($1::text[])"
-                " GROUP BY error_type ORDER BY count(*) DESC, error_type",
-                1, params, err, sizeof err);
-    if (!res) {
+    for (int i = 0; i < PIPELINE_COUNT; i++)
+        if (v->t[i].enabled) topics[n++] = v->t[i].topic;
+    int rc = dead_letters_summary(v->conn, topics, n, &sum, err, sizeof err);
+    if (!sum.counted) {
         stage_raise(&st, STAGE_BROKEN);
-        stage_add(&st, "cannot read dead_letter_events: %s", err);
+        stage_add(&st, "cannot read dead_letter_events: %s", first_line(err));
         goto out;
     }
-    long long total = 0;
     char reasons[2048];
     size_t len = 0;
     reasons[0] = '\0';
-    for (int r = 0; r < PQntuples(res); r++) {
-        total += strtoll(PQgetvalue(res, r, 1), NULL, 10);
-        int w = snprintf(reasons + len, sizeof reasons - len, " %s=%s", PQgetvalue(res, r, 0),
-                         PQgetvalue(res, r, 1));
+    for (size_t r = 0; r < sum.type_n; r++) {
+        int w = snprintf(reasons + len, sizeof reasons - len, " %s=%s", sum.types[r], sum.type_counts[r]);
         if (w > 0 && (size_t)w < sizeof reasons - len) len += (size_t)w;
     }
-    PQclear(res);
-    res = NULL;
-    stage_add(&st, "total=%lld%s", total, reasons);
-    if (total == 0) goto out;
+    stage_add(&st, "total=%lld%s", sum.total, reasons);
+    if (sum.total == 0) goto out;
 
     /* Stored, so every message moved on; still, someone should look. */
     stage_raise(&st, STAGE_WARN);
-    res = query(v->conn,
-                "SELECT id, topic, partition, kafka_offset, error_type,"
-                " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-                " left(error_detail, 200)"
-                " FROM dead_letter_events WHERE topic = ANY($1::text[]) ORDER BY id DESC LIMIT 1",
-                1, params, err, sizeof err);
-    if (!res) {
+    if (rc != 0) {
         stage_raise(&st, STAGE_BROKEN);
-        stage_add(&st, "cannot read the newest dead letter: %s", err);
-        goto out;
-    }
-    if (PQntuples(res) == 1)
+        stage_add(&st, "cannot read the newest dead letter: %s", first_line(err));
+    } else if (sum.id) {
         stage_add(&st, "newest id=%s topic=%s partition=%s offset=%s error_type=%s created_at=%s detail=\"%s\"",
-                  PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
-                  PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 5),
-                  PQgetvalue(res, 0, 6));
-    PQclear(res);
-    res = NULL;
+                  sum.id, sum.topic, sum.partition, sum.offset, sum.error_type, sum.created_at, sum.detail);
+    }
 out:
-    free(topics);
+    dead_letters_summary_free(&sum);
     stage_finish(v, "dead-letters", &st);
 }
 
@@ -641,7 +552,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
     else
         printf("verify: healthy\n");
 
-    if (v.conn) PQfinish(v.conn);
+    db_close(v.conn);
     for (int i = 0; i < PIPELINE_COUNT; i++) {
         cluster_client_destroy(v.t[i].rk);
         free(v.t[i].lo);

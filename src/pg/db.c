@@ -1,6 +1,7 @@
-#include "pg/db.h"
+#include "pg/db_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -343,5 +344,58 @@ char *db_mask_conninfo(const char *conninfo)
                                 secret ? "********" : o->val);
     }
     PQconninfoFree(opts);
+    return out;
+}
+
+void db_close(db_conn_t *conn)
+{
+    if (conn) PQfinish(conn);
+}
+
+PGresult *db_select(PGconn *conn, const char *sql, int nparams, const char *const *params, int format,
+                    char *err, size_t errlen)
+{
+    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, format);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        db_describe(conn, res, err, errlen);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+int db_count_rows(db_conn_t *conn, const char *table, long long *count, char *err, size_t errlen)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
+    PGresult *res = db_select(conn, sql, 0, NULL, 0, err, errlen);
+    if (!res) return -1;
+    *count = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    return 0;
+}
+
+char *db_array_literal(const char *const *texts, const int64_t *ids, size_t n)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f) abort();
+    fputc('{', f);
+    for (size_t i = 0; i < n; i++) {
+        if (i) fputc(',', f);
+        if (!texts) {
+            fprintf(f, "%" PRId64, ids[i]);
+            continue;
+        }
+        fputc('"', f);
+        for (const char *p = texts[i]; *p; p++) {
+            if (*p == '"' || *p == '\\') fputc('\\', f);
+            fputc(*p, f);
+        }
+        fputc('"', f);
+    }
+    fputc('}', f);
+    if (fclose(f) != 0 || !out) abort();
     return out;
 }

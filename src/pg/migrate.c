@@ -1,10 +1,11 @@
 #include "pg/migrate.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
-#include "pg/db.h"
+#include "pg/db_internal.h"
 
 /* Arbitrary but fixed: every storage-consumer instance takes the same lock. */
 #define MIGRATE_LOCK_KEY "7301946530471288117"
@@ -19,6 +20,27 @@ static int query_one(PGconn *conn, const char *sql, int nparams, const char *con
         return -1;
     }
     *out = res;
+    return 0;
+}
+
+/* Where migration m stands: its checksum against the one recorded when it
+ * was applied. Returns 0, or -1 with err. */
+static int check_migration(PGconn *conn, const migration_t *m, migration_status_t *ms, char *err, size_t errlen)
+{
+    PGresult *res;
+    const char *params[2] = {m->name, m->sql};
+    /* The checksum is PostgreSQL's md5 of the file: no extra dependency,
+     * and anyone can recompute it with psql. */
+    if (query_one(conn, "SELECT md5($2), (SELECT checksum FROM storage_consumer_migrations WHERE name = $1)",
+                  2, params, &res, err, errlen))
+        return -1;
+    snprintf(ms->checksum, sizeof ms->checksum, "%s", PQgetvalue(res, 0, 0));
+    snprintf(ms->applied_checksum, sizeof ms->applied_checksum, "%s",
+             PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+    ms->state = PQgetisnull(res, 0, 1)                            ? MIGRATION_PENDING
+                : strcmp(ms->applied_checksum, ms->checksum) == 0 ? MIGRATION_APPLIED
+                                                                  : MIGRATION_EDITED;
+    PQclear(res);
     return 0;
 }
 
@@ -53,27 +75,17 @@ static int apply_all(PGconn *conn, char *err, size_t errlen)
 
     for (unsigned i = 0; i < migration_count; i++) {
         const migration_t *m = &migrations[i];
-        const char *params[2] = {m->name, m->sql};
-        /* The checksum is PostgreSQL's md5 of the file: no extra dependency,
-         * and anyone can recompute it with psql. */
-        if (query_one(conn,
-                      "SELECT md5($2), (SELECT checksum FROM storage_consumer_migrations WHERE name = $1)",
-                      2, params, &res, err, errlen))
-            return -1;
-        char checksum[33];
-        snprintf(checksum, sizeof checksum, "%s", PQgetvalue(res, 0, 0));
-        int done = !PQgetisnull(res, 0, 1);
-        int same = done && strcmp(PQgetvalue(res, 0, 1), checksum) == 0;
-        if (done && !same) {
+        migration_status_t ms;
+        if (check_migration(conn, m, &ms, err, errlen)) return -1;
+        const char *checksum = ms.checksum;
+        if (ms.state == MIGRATION_EDITED) {
             snprintf(err, errlen,
                      "migration %s was edited after it was applied (applied checksum %s, file checksum %s): "
                      "restore the file and add a new migration instead",
-                     m->name, PQgetvalue(res, 0, 1), checksum);
-            PQclear(res);
+                     m->name, ms.applied_checksum, checksum);
             return -1;
         }
-        PQclear(res);
-        if (done) continue;
+        if (ms.state == MIGRATION_APPLIED) continue;
 
         if (db_exec(conn, m->sql, why, sizeof why, NULL)) {
             snprintf(err, errlen, "migration %s failed: %s", m->name, why);
@@ -106,4 +118,55 @@ int migrate_apply(PGconn *conn, char *err, size_t errlen)
     }
     if (db_exec(conn, "COMMIT", err, errlen, NULL)) return -1;
     return applied;
+}
+
+int migrate_status(db_conn_t *conn, schema_status_t *status, char *err, size_t errlen)
+{
+    char why[1024];
+    PGresult *res = db_select(conn,
+                              "SELECT to_regclass('apps_registry_application') IS NOT NULL,"
+                              " to_regclass('storage_consumer_migrations') IS NOT NULL",
+                              0, NULL, 0, why, sizeof why);
+    memset(status, 0, sizeof *status);
+    if (!res) {
+        snprintf(err, errlen, "cannot read the catalog: %s", why);
+        return -1;
+    }
+    status->apps_table = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    status->tracked = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+    PQclear(res);
+    if (!status->tracked) return 0;
+
+    status->migrations = calloc(migration_count ? migration_count : 1, sizeof *status->migrations);
+    if (!status->migrations) abort();
+    for (unsigned i = 0; i < migration_count; i++)
+        if (check_migration(conn, &migrations[i], &status->migrations[i], why, sizeof why)) {
+            snprintf(err, errlen, "cannot read storage_consumer_migrations: %s", why);
+            return -1;
+        }
+    res = db_select(conn, "SELECT name FROM storage_consumer_migrations ORDER BY name", 0, NULL, 0, why,
+                    sizeof why);
+    if (!res) {
+        snprintf(err, errlen, "cannot read storage_consumer_migrations: %s", why);
+        return -1;
+    }
+    status->unknown = calloc((size_t)PQntuples(res) + 1, sizeof *status->unknown);
+    if (!status->unknown) abort();
+    for (int r = 0; r < PQntuples(res); r++) {
+        const char *name = PQgetvalue(res, r, 0);
+        bool known = false;
+        for (unsigned i = 0; i < migration_count && !known; i++) known = strcmp(migrations[i].name, name) == 0;
+        if (known) continue;
+        if (!(status->unknown[status->unknown_count++] = strdup(name))) abort();
+    }
+    PQclear(res);
+    return 0;
+}
+
+void migrate_status_free(schema_status_t *status)
+{
+    for (size_t i = 0; i < status->unknown_count; i++) free(status->unknown[i]);
+    free(status->unknown);
+    free(status->migrations);
+    memset(status, 0, sizeof *status);
 }

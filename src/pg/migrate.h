@@ -8,8 +8,10 @@
 #ifndef STORAGE_MIGRATE_H
 #define STORAGE_MIGRATE_H
 
-#include <libpq-fe.h>
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "pg/db.h"
 
 typedef struct {
     const char *name; /* "0001_app_stats.sql" */
@@ -23,6 +25,29 @@ extern const unsigned migration_count;
  * schema is current), or -1 with the reason in `err`: the applications table
  * is missing, an applied file was edited, or a statement failed (then
  * nothing of this run is kept). */
-int migrate_apply(PGconn *conn, char *err, size_t errlen);
+int migrate_apply(db_conn_t *conn, char *err, size_t errlen);
+
+/* Where a migration of this binary stands in a database. */
+typedef enum { MIGRATION_APPLIED, MIGRATION_PENDING, MIGRATION_EDITED } migration_state_t;
+
+typedef struct {
+    migration_state_t state;
+    char checksum[33];         /* this binary's file */
+    char applied_checksum[33]; /* as recorded when it was applied ("" if pending) */
+} migration_status_t;
+
+/* What verify reports about the schema, read without changing anything. */
+typedef struct {
+    bool apps_table; /* apps_registry_application exists */
+    bool tracked;    /* storage_consumer_migrations exists (else nothing below is filled) */
+    migration_status_t *migrations; /* [migration_count] */
+    char **unknown;  /* applied migrations this binary does not know */
+    size_t unknown_count;
+} schema_status_t;
+
+/* Fill *status (free it with migrate_status_free). Returns 0, or -1 with the
+ * reason in `err`, naming what could not be read. */
+int migrate_status(db_conn_t *conn, schema_status_t *status, char *err, size_t errlen);
+void migrate_status_free(schema_status_t *status);
 
 #endif

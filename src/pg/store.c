@@ -5,16 +5,9 @@
 #include <string.h>
 
 #include "core/app_cache.h"
-#include "core/timestamp.h"
 #include "log.h"
-#include "pg/db.h"
-
-/* Payloads over 64 KiB are truncated in dead_letter_events; the truncation
- * is stated in error_detail and payload_size keeps the original size. */
-#define DEAD_LETTER_MAX_PAYLOAD 65536
-#define DEAD_LETTER_PARAMS 9
-/* A statement has at most 65,535 bind parameters. */
-#define DEAD_LETTER_ROWS_PER_STATEMENT (65535 / DEAD_LETTER_PARAMS)
+#include "pg/dead_letters.h"
+#include "pg/db_internal.h"
 
 typedef struct {
     char *data;
@@ -48,22 +41,22 @@ struct store {
     char *columns;    /* "application_id, crawled_at, ..." */
     char *copy_sql;   /* COPY storage_stage (...) FROM STDIN */
     char *insert_sql; /* INSERT INTO table (...) SELECT ... FROM storage_stage ON CONFLICT ... */
-    char *insert_commit_sql; /* insert_sql; COMMIT */
-    bool in_flight;          /* store_write_start sent insert_commit_sql */
-    size_t in_flight_rows;
+    char *insert_commit_sql;   /* insert_sql; COMMIT */
+    char *insert_rollback_sql; /* insert_sql; ROLLBACK (a hook that does not commit) */
+    /* The attempt whose end was sent and is not yet waited for. */
+    struct {
+        bool active;
+        size_t rows;       /* staged rows the upsert was sent for */
+        store_hook_t hook; /* the batch's hook, for a second attempt */
+    } in_flight;
     batch_counts_t done;     /* counts of the batch being written */
     buf_t copy;       /* reused COPY data of one chunk */
     app_cache_t *apps; /* this pipeline's package_name -> application_id */
     /* The current attempt's deadline (db_now_ms; 0: none yet): resolving and
      * writing one batch, connecting included, end by it. */
     int64_t deadline;
-    /* Reused per batch. */
+    /* Reused per batch: the indexes of the entries to upsert. */
     size_t *pending;
-    /* Set only during store_write_with: run before the end of the
-     * transaction, which is COMMIT unless roll_back. */
-    store_step_fn step;
-    void *step_ctx;
-    bool roll_back;
 };
 
 store_t *store_new(const settings_t *s, const pipeline_def_t *def)
@@ -89,7 +82,9 @@ store_t *store_new(const settings_t *s, const pipeline_def_t *def)
                  def->conflict_sql) < 0)
         abort();
     st->columns = cols.data;
-    if (asprintf(&st->insert_commit_sql, "%s; COMMIT", st->insert_sql) < 0) abort();
+    if (asprintf(&st->insert_commit_sql, "%s; COMMIT", st->insert_sql) < 0 ||
+        asprintf(&st->insert_rollback_sql, "%s; ROLLBACK", st->insert_sql) < 0)
+        abort();
     st->apps = app_cache_new((int64_t)s->application_cache_ttl_seconds * 1000);
     return st;
 }
@@ -109,6 +104,7 @@ void store_free(store_t *st)
     free(st->copy_sql);
     free(st->insert_sql);
     free(st->insert_commit_sql);
+    free(st->insert_rollback_sql);
     free(st->copy.data);
     free(st->pending);
     free(st);
@@ -145,26 +141,10 @@ static void arm_deadline(store_t *st)
     st->deadline = db_now_ms() + settings_db_attempt_ms(st->settings);
 }
 
-/* {"a","b"}: a text[] literal; names hold no NUL (decode rejects it). */
-static void append_array_literal(buf_t *b, const char **names, size_t n)
-{
-    buf_str(b, "{");
-    for (size_t i = 0; i < n; i++) {
-        if (i) buf_str(b, ",");
-        buf_str(b, "\"");
-        for (const char *p = names[i]; *p; p++) {
-            if (*p == '"' || *p == '\\') buf_add(b, "\\", 1);
-            buf_add(b, p, 1);
-        }
-        buf_str(b, "\"");
-    }
-    buf_str(b, "}");
-}
-
 int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
     const char **names = malloc((b->count ? b->count : 1) * 2 * sizeof *names);
-    buf_t literal = {0};
+    char *literal = NULL;
     int rc = -1;
 
     if (!names) abort();
@@ -175,8 +155,8 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
 
     if (k > 0) {
         if (store_connect(st, err, errlen, cls)) goto out;
-        append_array_literal(&literal, stale, k);
-        const char *params[1] = {literal.data};
+        literal = db_array_literal(stale, NULL, k);
+        const char *params[1] = {literal};
         /* No is_active filter: a soft-deleted app still gets its
          * already-produced data stored. */
         PGresult *res = db_query(st->conn,
@@ -197,7 +177,7 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
     rc = 0;
 out:
     if (rc) st->deadline = 0;
-    free(literal.data);
+    free(literal);
     free(names);
     return rc;
 }
@@ -333,93 +313,6 @@ static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, bat
     return isolate(st, b, pending + half, n - half, counts, err, errlen, cls);
 }
 
-static int write_dead_letters(store_t *st, batch_t *b, size_t *written, char *err, size_t errlen,
-                              error_class_t *cls)
-{
-    size_t total = 0;
-    for (size_t i = 0; i < b->count; i++) total += b->entries[i].state == ENTRY_REJECTED;
-    *written = total;
-    if (total == 0) return 0;
-
-    size_t rows = total < DEAD_LETTER_ROWS_PER_STATEMENT ? total : DEAD_LETTER_ROWS_PER_STATEMENT;
-    const char **values = calloc(rows * DEAD_LETTER_PARAMS, sizeof *values);
-    int *lengths = calloc(rows * DEAD_LETTER_PARAMS, sizeof *lengths);
-    int *formats = calloc(rows * DEAD_LETTER_PARAMS, sizeof *formats);
-    char (*text)[4][40] = calloc(rows, sizeof *text);
-    char(*details)[sizeof(((rejection_t *)0)->detail) + 96] = calloc(rows, sizeof *details);
-    buf_t sql = {0};
-    int rc = 0;
-    if (!values || !lengths || !formats || !text || !details) abort();
-
-    size_t i = 0;
-    while (i < b->count && rc == 0) {
-        size_t k = 0;
-        sql.len = 0;
-        buf_str(&sql, "INSERT INTO dead_letter_events (topic, partition, kafka_offset, kafka_timestamp, "
-                      "message_key, payload, payload_size, error_type, error_detail) VALUES ");
-        for (; i < b->count && k < rows; i++) {
-            const entry_t *e = &b->entries[i];
-            const record_t *r = &b->records[i];
-            if (e->state != ENTRY_REJECTED) continue;
-            size_t p = k * DEAD_LETTER_PARAMS;
-            size_t payload_len = r->value ? r->value_len : 0;
-            size_t stored = payload_len > DEAD_LETTER_MAX_PAYLOAD ? DEAD_LETTER_MAX_PAYLOAD : payload_len;
-            snprintf(text[k][0], sizeof text[k][0], "%d", r->partition);
-            snprintf(text[k][1], sizeof text[k][1], "%lld", (long long)r->offset);
-            snprintf(text[k][2], sizeof text[k][2], "%zu", payload_len);
-            /* Any int64 may come from a producer: outside what the column
-             * can hold, the dead letter keeps no timestamp rather than fail. */
-            bool has_ts = timestamp_format_kafka_ms(r->timestamp_ms, text[k][3]) == 0;
-            if (stored < payload_len)
-                snprintf(details[k], sizeof details[k], "%s (payload truncated to %zu of %zu bytes)",
-                         e->rejection.detail, stored, payload_len);
-            else
-                snprintf(details[k], sizeof details[k], "%s", e->rejection.detail);
-            values[p + 0] = r->topic;
-            values[p + 1] = text[k][0];
-            values[p + 2] = text[k][1];
-            values[p + 3] = has_ts ? text[k][3] : NULL;
-            /* bytea in binary format: the bytes exactly, invalid UTF-8 too. */
-            values[p + 4] = r->key;
-            lengths[p + 4] = (int)r->key_len;
-            formats[p + 4] = 1;
-            values[p + 5] = r->value ? r->value : "";
-            lengths[p + 5] = (int)stored;
-            formats[p + 5] = 1;
-            values[p + 6] = text[k][2];
-            values[p + 7] = e->rejection.error_type;
-            values[p + 8] = details[k];
-            char tuple[160];
-            snprintf(tuple, sizeof tuple, "%s($%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu, $%zu)",
-                     k ? ", " : "", p + 1, p + 2, p + 3, p + 4, p + 5, p + 6, p + 7, p + 8, p + 9);
-            buf_str(&sql, tuple);
-            k++;
-        }
-        if (k == 0) break;
-        /* A record's coordinates are its identity: a replay adds nothing. */
-        buf_str(&sql, " ON CONFLICT (topic, partition, kafka_offset) DO NOTHING");
-        char why[1024];
-        PGresult *res = db_query(st->conn, sql.data, (int)(k * DEAD_LETTER_PARAMS), values, lengths,
-                                 formats, st->deadline, why, sizeof why, cls);
-        if (!res) {
-            snprintf(err, errlen, "writing dead letters: %s", why);
-            /* A dead letter the database refuses is not a record to isolate:
-             * the batch must not be committed without it. */
-            if (*cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
-            rc = -1;
-        } else {
-            PQclear(res);
-        }
-    }
-    free(values);
-    free(lengths);
-    free(formats);
-    free(text);
-    free(details);
-    free(sql.data);
-    return rc;
-}
-
 /* After a failure: leave the transaction, if the connection can still be
  * used before the deadline (else it is dropped before the retry anyway). */
 static void roll_back(store_t *st)
@@ -429,87 +322,119 @@ static void roll_back(store_t *st)
         db_command(st->conn, "ROLLBACK", st->deadline, why, sizeof why, NULL);
 }
 
-/* One attempt: BEGIN, events, dead letters, COMMIT. `isolating` writes the
- * events under savepoints to narrow down a data error. */
-static int write_once(store_t *st, batch_t *b, bool isolating, batch_counts_t *counts, char *err,
-                      size_t errlen, error_class_t *cls)
+/* The entries to upsert, in batch order, into st->pending. Returns how
+ * many. */
+static size_t fill_pending(store_t *st, const batch_t *b)
 {
     size_t n = 0;
-
     for (size_t i = 0; i < b->count; i++)
         if (b->entries[i].state == ENTRY_EVENT) st->pending[n++] = i;
+    return n;
+}
 
-    if (exec_simple(st, "BEGIN", err, errlen, cls)) return -1;
-    int rc = isolating ? isolate(st, b, st->pending, n, counts, err, errlen, cls)
-                       : (n ? write_chunk(st, b, st->pending, n, counts, err, errlen, cls) : 0);
-    if (rc == 0) rc = write_dead_letters(st, b, &counts->dead_lettered, err, errlen, cls);
-    if (rc == 0 && st->step) {
-        rc = st->step(st->step_ctx, st->conn, b, err, errlen, cls);
+/* One attempt, up to what it sends without waiting: BEGIN; the dead letters,
+ * then the COPY of the events into the stage; the hook; then the upsert and
+ * the end of the transaction together (wait_attempt collects them).
+ * `isolating` (after a data error) upserts the events first, under
+ * savepoints, so the records the database refuses join the dead letters
+ * written after them; only the end of the transaction is left to send.
+ * Counts go to st->done. Returns 0, or -1 with err/cls and the transaction
+ * left for the caller to roll back. */
+static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool isolating, char *err,
+                        size_t errlen, error_class_t *cls)
+{
+    size_t n = fill_pending(st, b);
+
+    memset(&st->done, 0, sizeof st->done);
+    int rc = exec_simple(st, "BEGIN", err, errlen, cls);
+    if (rc == 0 && isolating) {
+        rc = isolate(st, b, st->pending, n, &st->done, err, errlen, cls);
+        n = 0;
+    }
+    if (rc == 0)
+        rc = dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls);
+    if (rc == 0 && n) rc = copy_chunk(st, b, st->pending, n, err, errlen, cls);
+    if (rc == 0 && hook->fn) {
+        rc = hook->fn(hook->ctx, st->conn, b, err, errlen, cls);
         if (rc != 0 && *cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
     }
-    if (rc == 0) rc = exec_simple(st, st->roll_back ? "ROLLBACK" : "COMMIT", err, errlen, cls);
+    if (rc == 0) {
+        const char *end = n ? (hook->commit ? st->insert_commit_sql : st->insert_rollback_sql)
+                            : (hook->commit ? "COMMIT" : "ROLLBACK");
+        rc = db_send(st->conn, end, st->deadline, err, errlen, cls);
+    }
+    if (rc == 0) {
+        st->in_flight.active = true;
+        st->in_flight.rows = n;
+        st->in_flight.hook = *hook;
+    }
+    return rc;
+}
+
+/* Wait for what send_attempt sent: the upsert's rows are counted into
+ * st->done. Returns 0 once the transaction ended, or -1 with err/cls. */
+static int wait_attempt(store_t *st, char *err, size_t errlen, error_class_t *cls)
+{
+    PGresult *res;
+    bool failed = false, timed_out;
+
+    st->in_flight.active = false;
+    while ((res = db_result(st->conn, st->deadline, &timed_out, err, errlen))) {
+        ExecStatusType status = PQresultStatus(res);
+        if (!failed && status == PGRES_TUPLES_OK) {
+            count_upsert(res, st->in_flight.rows, &st->done);
+        } else if (!failed && status != PGRES_COMMAND_OK) {
+            db_describe(st->conn, res, err, errlen);
+            *cls = db_classify(st->conn, res);
+            failed = true;
+        }
+        PQclear(res);
+    }
+    if (timed_out) {
+        /* Outcome unknown, as below. */
+        *cls = ERROR_CLASS_TRANSIENT;
+        return -1;
+    }
+    if (!failed && PQstatus(st->conn) != CONNECTION_OK) {
+        /* The connection broke before COMMIT answered: outcome unknown, and
+         * the idempotent upsert makes the retry safe. */
+        db_describe(st->conn, NULL, err, errlen);
+        *cls = ERROR_CLASS_TRANSIENT;
+        return -1;
+    }
+    return failed ? -1 : 0;
+}
+
+/* After a failed attempt: leave its transaction and, when the database
+ * refused a value (a data-class error), isolate the offending records in a
+ * second attempt, waited for at once. Returns 0, or -1 with err/cls. */
+static int isolate_and_retry(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
+                             error_class_t *cls)
+{
+    roll_back(st);
+    if (*cls != ERROR_CLASS_DATA) return -1;
+    LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
+    int rc = send_attempt(st, b, hook, true, err, errlen, cls);
+    if (rc == 0) rc = wait_attempt(st, err, errlen, cls);
     if (rc != 0) roll_back(st);
     return rc;
 }
 
-/* The synchronous path: one attempt, then, on a data-class error, a second
- * one that isolates the offending records. */
-static int write_sync(store_t *st, batch_t *b, batch_counts_t *c, char *err, size_t errlen,
+int store_write_start(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
                       error_class_t *cls)
 {
-    int rc = write_once(st, b, false, c, err, errlen, cls);
-    if (rc != 0 && *cls == ERROR_CLASS_DATA) {
-        LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
-        memset(c, 0, sizeof *c);
-        rc = write_once(st, b, true, c, err, errlen, cls);
-    }
-    return rc;
-}
+    static const store_hook_t none = {.commit = true};
+    if (!hook) hook = &none;
 
-static int prepare(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
-{
     st->pending = realloc(st->pending, (b->count ? b->count : 1) * sizeof *st->pending);
     if (!st->pending) abort();
-    st->in_flight = false;
-    memset(&st->done, 0, sizeof st->done);
+    st->in_flight.active = false;
+    /* The attempt began with store_resolve, which armed its deadline. */
     if (!st->deadline) arm_deadline(st);
-    return store_connect(st, err, errlen, cls);
-}
-
-int store_write_start(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
-{
-    size_t n = 0;
-
-    if (prepare(st, b, err, errlen, cls)) {
-        st->deadline = 0;
-        return -1;
-    }
-    for (size_t i = 0; i < b->count; i++)
-        if (b->entries[i].state == ENTRY_EVENT) st->pending[n++] = i;
-
-    int rc = exec_simple(st, "BEGIN", err, errlen, cls);
-    if (rc == 0) rc = write_dead_letters(st, b, &st->done.dead_lettered, err, errlen, cls);
-    if (rc == 0 && n) rc = copy_chunk(st, b, st->pending, n, err, errlen, cls);
-    if (rc == 0) {
-        /* The upsert and the COMMIT go out together and run while the
-         * worker takes and decodes its next batch. */
-        rc = db_send(st->conn, n ? st->insert_commit_sql : "COMMIT", st->deadline, err, errlen, cls);
-        if (rc == 0) {
-            st->in_flight = true;
-            st->in_flight_rows = n;
-            return 0;
-        }
-    }
-    roll_back(st);
-    if (*cls != ERROR_CLASS_DATA) {
-        st->deadline = 0;
-        return -1;
-    }
-    /* A staged value the database refuses: isolate now. */
-    LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
-    memset(&st->done, 0, sizeof st->done);
-    rc = write_once(st, b, true, &st->done, err, errlen, cls);
-    if (rc) st->deadline = 0;
+    int rc = store_connect(st, err, errlen, cls);
+    if (rc == 0 && send_attempt(st, b, hook, false, err, errlen, cls) != 0)
+        rc = isolate_and_retry(st, b, hook, err, errlen, cls);
+    if (rc != 0) st->deadline = 0;
     return rc;
 }
 
@@ -517,43 +442,9 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
                        error_class_t *cls)
 {
     int rc = 0;
-
-    if (st->in_flight) {
-        PGresult *res;
-        bool failed = false, timed_out;
-        st->in_flight = false;
-        while ((res = db_result(st->conn, st->deadline, &timed_out, err, errlen))) {
-            ExecStatusType status = PQresultStatus(res);
-            if (!failed && status == PGRES_TUPLES_OK) {
-                count_upsert(res, st->in_flight_rows, &st->done);
-            } else if (!failed && status != PGRES_COMMAND_OK) {
-                db_describe(st->conn, res, err, errlen);
-                *cls = db_classify(st->conn, res);
-                failed = true;
-            }
-            PQclear(res);
-        }
-        if (timed_out) {
-            /* Outcome unknown, as below. */
-            *cls = ERROR_CLASS_TRANSIENT;
-            failed = true;
-        } else if (!failed && PQstatus(st->conn) != CONNECTION_OK) {
-            /* The connection broke before COMMIT answered: outcome unknown,
-             * and the idempotent upsert makes the retry safe. */
-            db_describe(st->conn, NULL, err, errlen);
-            *cls = ERROR_CLASS_TRANSIENT;
-            failed = true;
-        }
-        if (failed) {
-            roll_back(st);
-            if (*cls != ERROR_CLASS_DATA) {
-                st->deadline = 0;
-                return -1;
-            }
-            LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
-            memset(&st->done, 0, sizeof st->done);
-            rc = write_once(st, b, true, &st->done, err, errlen, cls);
-        }
+    if (st->in_flight.active && wait_attempt(st, err, errlen, cls) != 0) {
+        store_hook_t hook = st->in_flight.hook;
+        rc = isolate_and_retry(st, b, &hook, err, errlen, cls);
     }
     if (rc == 0) {
         st->done.superseded = batch_superseded(b);
@@ -563,38 +454,9 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
     return rc;
 }
 
-int store_write(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
-                error_class_t *cls)
+int store_write(store_t *st, batch_t *b, const store_hook_t *hook, batch_counts_t *counts, char *err,
+                size_t errlen, error_class_t *cls)
 {
-    batch_counts_t c = {0};
-    int rc;
-    if (st->step) {
-        /* A step runs between the rows and COMMIT: no pipelining. */
-        if (prepare(st, b, err, errlen, cls)) {
-            st->deadline = 0;
-            return -1;
-        }
-        rc = write_sync(st, b, &c, err, errlen, cls);
-        if (rc == 0) {
-            c.superseded = batch_superseded(b);
-            *counts = c;
-        }
-        st->deadline = 0;
-        return rc;
-    }
-    if (store_write_start(st, b, err, errlen, cls)) return -1;
+    if (store_write_start(st, b, hook, err, errlen, cls)) return -1;
     return store_write_finish(st, b, counts, err, errlen, cls);
-}
-
-int store_write_with(store_t *st, batch_t *b, store_step_fn step, void *ctx, bool commit,
-                     batch_counts_t *counts, char *err, size_t errlen, error_class_t *cls)
-{
-    st->step = step;
-    st->step_ctx = ctx;
-    st->roll_back = !commit;
-    int rc = store_write(st, b, counts, err, errlen, cls);
-    st->step = NULL;
-    st->step_ctx = NULL;
-    st->roll_back = false;
-    return rc;
 }

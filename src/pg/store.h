@@ -6,12 +6,12 @@
 #ifndef STORAGE_STORE_H
 #define STORAGE_STORE_H
 
-#include <libpq-fe.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "core/batch.h"
 #include "core/retry.h"
+#include "pg/db.h"
 #include "settings.h"
 
 typedef struct store store_t;
@@ -26,42 +26,45 @@ void store_free(store_t *st);
  * needed. Returns 0, or -1 with `err` and *cls set. */
 int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls);
 
-/* Write the batch in one transaction: dead letters, then the events with one
- * bulk upsert. A data-class error (SQLSTATE class 22/23, 54001) is narrowed
- * down to the offending record(s), which are dead-lettered with the
- * database's message while the rest are written. Fills *counts. Returns 0
- * once COMMIT succeeded, or -1 with `err` and *cls set (nothing committed,
- * or — when the connection broke during COMMIT — unknown: the upserts are
- * idempotent, so the caller retries). */
-int store_write(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
-                error_class_t *cls);
+/* Run inside a batch's transaction, on the store's connection, after the
+ * dead letters and the COPY of the events and before the upsert and the end
+ * of the transaction are sent; `commit` false ends it with ROLLBACK instead
+ * of COMMIT (a dry run that still learns what the database would refuse and
+ * fills the counts as if committed). fn sees every entry in the state it is
+ * stored in if the transaction succeeds; when the database refuses a record,
+ * the store rolls back, rejects the record and runs fn again in a fresh
+ * transaction. fn returns 0, or -1 with `err` and *cls set: the transaction
+ * is rolled back (a data-class error of fn is reported as fatal: it is not a
+ * record to isolate). Dead-letter redrive marks its dead letters resolved
+ * with one (pg/dead_letters.h). */
+typedef struct {
+    int (*fn)(void *ctx, db_conn_t *conn, const batch_t *b, char *err, size_t errlen, error_class_t *cls);
+    void *ctx;
+    bool commit;
+} store_hook_t;
 
-/* A step store_write_with runs inside the batch's transaction, after the
- * events and dead letters are written and before COMMIT, on the store's
- * connection. Every entry has its final state by then (a data error the store
- * isolated is ENTRY_REJECTED). It may run more than once for one batch (the
- * store rewrites the batch to isolate a data error), each time in a fresh
- * transaction. Returns 0, or -1 with `err` and *cls set: the transaction is
- * rolled back (a data-class error of the step is reported as fatal: it is not
- * a record to isolate). */
-typedef int (*store_step_fn)(void *ctx, PGconn *conn, const batch_t *b, char *err, size_t errlen,
-                             error_class_t *cls);
-
-/* store_write, plus `step` (with `ctx`) in the same transaction; with
- * `commit` false the transaction is rolled back at the end instead of
- * committed (a dry run that still learns what the database would refuse and
- * fills *counts as if committed). Used by dead-letter redrive to mark its
- * dead letters resolved atomically with the rows it stores. */
-int store_write_with(store_t *st, batch_t *b, store_step_fn step, void *ctx, bool commit,
-                     batch_counts_t *counts, char *err, size_t errlen, error_class_t *cls);
+/* Write the batch in one transaction: BEGIN, its dead letters, the COPY of
+ * its events into the stage, `hook` (NULL: none, and COMMIT), then one bulk
+ * upsert and COMMIT. A data-class error (SQLSTATE class 22/23, 54001) is
+ * narrowed down to the offending record(s): the transaction is rolled back
+ * and a second one upserts the events first, under savepoints, so the
+ * records the database refuses join the dead letters written after them
+ * (with the database's message) while the rest are written. Fills *counts. Returns 0 once COMMIT succeeded, or -1
+ * with `err` and *cls set (nothing committed, or — when the connection broke
+ * during COMMIT — unknown: the upserts are idempotent, so the caller
+ * retries). */
+int store_write(store_t *st, batch_t *b, const store_hook_t *hook, batch_counts_t *counts, char *err,
+                size_t errlen, error_class_t *cls);
 
 /* store_write in two halves, so the caller can work while PostgreSQL does:
- * start sends BEGIN, the dead letters and the COPY of the events, then the
- * upsert and COMMIT without waiting; finish waits for them (and, on a
- * data-class error, isolates the offending records synchronously). Between
- * the two, nothing else may use the store. Same return conventions as
- * store_write; after a failed start, do not call finish. */
-int store_write_start(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls);
+ * start sends BEGIN, the dead letters and the COPY of the events, runs the
+ * hook, then sends the upsert and COMMIT without waiting; finish waits for
+ * them (and, on a data-class error, isolates the offending records
+ * synchronously). Between the two, nothing else may use the store. Same
+ * return conventions as store_write; after a failed start, do not call
+ * finish. */
+int store_write_start(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
+                      error_class_t *cls);
 int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
                        error_class_t *cls);
 

@@ -1,0 +1,108 @@
+#include "ops/redrive.h"
+
+#include <stdlib.h>
+
+#include "core/batch.h"
+#include "pg/dead_letters.h"
+#include "pg/store.h"
+
+/* One pipeline's redrive: its store, its batch and the per-batch arrays. */
+typedef struct {
+    const pipeline_def_t *def;
+    bool dry_run;
+    const redrive_report_t *report;
+    redrive_counts_t *counts;
+    store_t *store;
+    batch_t batch;
+    record_t *records; /* the batch's records; bytes borrowed from the fetched letters */
+    int64_t *ids;      /* dead letter id of each record */
+    size_t capacity;
+} redrive_t;
+
+/* Redrive one fetched batch. Returns 0 or -1 with err. */
+static int redrive_batch(redrive_t *rd, const stored_letters_t *letters, char *err, size_t errlen)
+{
+    size_t m = 0;
+    error_class_t cls = ERROR_CLASS_FATAL;
+    redrive_counts_t *c = rd->counts;
+
+    if (letters->n > rd->capacity) {
+        rd->records = realloc(rd->records, letters->n * sizeof *rd->records);
+        rd->ids = realloc(rd->ids, letters->n * sizeof *rd->ids);
+        if (!rd->records || !rd->ids) abort();
+        rd->capacity = letters->n;
+    }
+    for (size_t r = 0; r < letters->n; r++) {
+        const stored_letter_t *l = &letters->letters[r];
+        c->examined++;
+        if (l->payload_size > l->stored_bytes) {
+            c->not_redrivable++;
+            rd->report->not_redrivable(rd->report->ctx, l->id, l->payload_size, l->stored_bytes);
+            continue;
+        }
+        rd->records[m] = l->record;
+        rd->ids[m] = l->id;
+        m++;
+    }
+    if (m == 0) return 0;
+
+    /* The pipeline's own path: decode, resolve and bind, de-duplicate, then
+     * the store's upsert with the dead letters marked in its transaction. */
+    batch_counts_t counts = {0};
+    dead_letter_marks_t marks = {.def = rd->def, .ids = rd->ids};
+    store_hook_t hook = dead_letters_resolve_hook(&marks, !rd->dry_run);
+    batch_decode(&rd->batch, rd->records, m);
+    if (store_resolve(rd->store, &rd->batch, err, errlen, &cls)) return -1;
+    counts.superseded = batch_deduplicate(&rd->batch);
+    if (store_write(rd->store, &rd->batch, &hook, &counts, err, errlen, &cls)) return -1;
+
+    c->inserted += counts.inserted;
+    c->updated += counts.updated;
+    c->skipped += counts.skipped;
+    c->resolved += marks.resolved;
+    c->reasons_refreshed += marks.refreshed;
+    for (size_t i = 0; i < m; i++) {
+        const entry_t *e = &rd->batch.entries[i];
+        /* A superseded record's winner is stored: when the database refused
+         * a winner, the store put the next observation in its place. */
+        if (e->state == ENTRY_REJECTED) {
+            c->still_failing++;
+            rd->report->still_failing(rd->report->ctx, rd->ids[i], e->rejection.error_type, e->rejection.detail);
+        } else {
+            c->stored++;
+            if (e->state == ENTRY_SUPERSEDED) c->superseded++;
+        }
+    }
+    return 0;
+}
+
+int redrive_pipeline(const settings_t *s, db_conn_t *conn, const pipeline_def_t *def, const char *type,
+                     bool dry_run, const redrive_report_t *report, redrive_counts_t *counts, char *err,
+                     size_t errlen)
+{
+    redrive_t rd = {.def = def, .dry_run = dry_run, .report = report, .counts = counts};
+    const char *topic = s->topic[def->id];
+    int64_t after = 0;
+    int rc = 0;
+
+    rd.store = store_new(s, def);
+    batch_init(&rd.batch, def);
+    for (;;) {
+        stored_letters_t letters;
+        if (dead_letters_fetch(conn, topic, type, after, s->max_poll_records[def->id], &letters, err, errlen)) {
+            rc = -1;
+            break;
+        }
+        size_t n = letters.n;
+        if (n > 0) after = letters.letters[n - 1].id;
+        /* The records borrow the bytes of `letters`: free it only after. */
+        rc = n > 0 ? redrive_batch(&rd, &letters, err, errlen) : 0;
+        dead_letters_fetch_free(&letters);
+        if (rc != 0 || n == 0) break;
+    }
+    batch_free(&rd.batch);
+    store_free(rd.store);
+    free(rd.records);
+    free(rd.ids);
+    return rc;
+}

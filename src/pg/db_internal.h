@@ -1,0 +1,72 @@
+/* db_internal — queries on a connection, for src/pg/ only: the one header
+ * that brings libpq in (DESIGN.md: Architecture). */
+#ifndef STORAGE_DB_INTERNAL_H
+#define STORAGE_DB_INTERNAL_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/retry.h"
+#include "pg/db.h"
+
+/* Run a command that returns no rows. Returns 0, or -1 with the server's
+ * message in `err` and the error's class in *cls (if non-NULL). */
+int db_exec(PGconn *conn, const char *sql, char *err, size_t errlen, error_class_t *cls);
+
+/* Round trips with a deadline of our own.
+ *
+ * statement_timeout does not end everything: a COMMIT that waits for a
+ * synchronous standby waited 12 minutes with a 1.5 s timeout, and a
+ * connection to a host that stopped answering waits as long as TCP does.
+ * Deadlines are CLOCK_MONOTONIC milliseconds (db_now_ms). When one passes,
+ * the query is cancelled, the connection is shut down (nothing else may wait
+ * on it: the caller drops it) and the error is transient, with a message
+ * naming the time waited. */
+
+/* Like PQexecParams (nparams 0: a plain query, which may hold several
+ * statements) within `deadline_ms`. Returns the last result when every
+ * statement succeeded (the caller PQclears it), else NULL with `err` and *cls
+ * set from the first failure. */
+PGresult *db_query(PGconn *conn, const char *sql, int nparams, const char *const *values,
+                   const int *lengths, const int *formats, int64_t deadline_ms, char *err,
+                   size_t errlen, error_class_t *cls);
+
+/* db_query for commands: 0, or -1 with `err` and *cls set. */
+int db_command(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,
+               error_class_t *cls);
+
+/* COPY `sql` FROM STDIN with `data` (COPY text format), within the deadline.
+ * 0, or -1 with `err` and *cls set. */
+int db_copy_in(PGconn *conn, const char *sql, const char *data, size_t len, int64_t deadline_ms,
+               char *err, size_t errlen, error_class_t *cls);
+
+/* Send `sql` without waiting for its results (collect them with db_result).
+ * 0, or -1 with `err` and *cls set. */
+int db_send(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,
+            error_class_t *cls);
+
+/* The next result of what was sent, or NULL when every result has come. When
+ * the deadline passes first: NULL with *timed_out set (and `err`). */
+PGresult *db_result(PGconn *conn, int64_t deadline_ms, bool *timed_out, char *err, size_t errlen);
+
+/* Classify a failed result (NULL: the connection itself failed). */
+error_class_t db_classify(PGconn *conn, const PGresult *res);
+
+/* Write a one-line "SQLSTATE: message" description of a failed result. */
+void db_describe(PGconn *conn, const PGresult *res, char *err, size_t errlen);
+
+/* Like PQexecParams with text parameters and results in `format` (0 text, 1
+ * binary), no deadline (the one-shot commands' reads): the result when it
+ * returned rows (the caller PQclears it), else NULL with the server's
+ * "SQLSTATE: message" in `err`. */
+PGresult *db_select(PGconn *conn, const char *sql, int nparams, const char *const *params, int format,
+                    char *err, size_t errlen);
+
+/* A PostgreSQL array literal ({"a","b"} or {1,2}) of the n strings `texts`
+ * (which hold no NUL), or, when texts is NULL, of the n integers `ids`.
+ * Returns a string the caller frees. */
+char *db_array_literal(const char *const *texts, const int64_t *ids, size_t n);
+
+#endif

@@ -1,0 +1,131 @@
+/* dead_letters — every statement on dead_letter_events (DESIGN.md: Dead
+ * letters), but the migrations that create the table: the store's insert of
+ * a batch's rejected records, the commands' reads, redrive's marks and
+ * verify's summary. Results are plain C values; their strings point into
+ * memory the result owns until its _free. */
+#ifndef STORAGE_PG_DEAD_LETTERS_H
+#define STORAGE_PG_DEAD_LETTERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/batch.h"
+#include "core/pipeline.h"
+#include "core/retry.h"
+#include "pg/db.h"
+#include "pg/store.h"
+
+/* Inside the store's transaction, before `deadline_ms`: insert the batch's
+ * rejected entries (ON CONFLICT on their coordinates DO NOTHING); *written
+ * gets how many there were. Returns 0, or -1 with `err` and *cls set (a
+ * refused dead letter is fatal: the batch is not committed without it). */
+int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, size_t *written, char *err,
+                       size_t errlen, error_class_t *cls);
+
+/* Whether the table has the resolution columns (migration 0005): 1 yes, 0
+ * no, -1 the catalog could not be read (`err`). */
+int dead_letters_resolvable(db_conn_t *conn, char *err, size_t errlen);
+
+/* list: counts by topic and error_type, then the newest rows. */
+typedef struct {
+    const char *topic, *error_type, *newest; /* newest: created_at, UTC */
+    long long unresolved, resolved;
+} dead_letter_count_t;
+
+typedef struct {
+    const char *id, *topic, *partition, *offset, *error_type, *created_at, *detail;
+    long long payload_size, stored_bytes; /* stored_bytes < payload_size: truncated */
+    bool resolved;
+} dead_letter_row_t;
+
+typedef struct {
+    dead_letter_count_t *counts;
+    size_t count_n;
+    dead_letter_row_t *rows;
+    size_t row_n;
+    void *results;
+} dead_letter_list_t;
+
+/* Of `topic` and `type` (NULL: any), up to `limit` newest rows (only the
+ * unresolved ones with `unresolved_only`). Returns 0, or -1 with `err`. */
+int dead_letters_list(db_conn_t *conn, const char *topic, const char *type, long long limit,
+                      bool unresolved_only, dead_letter_list_t *out, char *err, size_t errlen);
+void dead_letters_list_free(dead_letter_list_t *l);
+
+/* show: one dead letter, every column (NULL: SQL null). */
+typedef struct {
+    const char *id, *topic, *partition, *kafka_offset, *kafka_timestamp, *created_at, *error_type,
+        *error_detail, *resolved_at, *resolution;
+    const char *key, *payload; /* exact bytes */
+    size_t key_len, payload_len;
+    long long payload_size;
+    void *result;
+} dead_letter_t;
+
+/* Returns 1 (found), 0 (no such id) or -1 with `err`. */
+int dead_letters_get(db_conn_t *conn, const char *id, dead_letter_t *out, char *err, size_t errlen);
+void dead_letters_get_free(dead_letter_t *d);
+
+/* redrive: a batch of unresolved dead letters as the records they were. */
+typedef struct {
+    int64_t id;
+    record_t record;                      /* topic borrowed from the caller */
+    long long payload_size, stored_bytes; /* stored_bytes < payload_size: truncated */
+} stored_letter_t;
+
+typedef struct {
+    stored_letter_t *letters;
+    size_t n;
+    void *result;
+} stored_letters_t;
+
+/* Up to `limit` unresolved dead letters of `topic` (and `type`, NULL: any)
+ * with an id above `after`, in id order. Returns 0, or -1 with `err`. */
+int dead_letters_fetch(db_conn_t *conn, const char *topic, const char *type, int64_t after, int limit,
+                       stored_letters_t *out, char *err, size_t errlen);
+void dead_letters_fetch_free(stored_letters_t *l);
+
+/* What redrive marks in a batch's transaction: entry i of the batch came
+ * from dead letter ids[i]. Stored and superseded entries resolve theirs with
+ * a note; rejected ones get their reason refreshed where it changed. */
+typedef struct {
+    const pipeline_def_t *def;
+    const int64_t *ids;
+    size_t resolved, refreshed; /* rows changed by the hook's last run */
+} dead_letter_marks_t;
+
+/* The store hook that makes the marks (committed, or rolled back when
+ * !commit: a dry run). */
+store_hook_t dead_letters_resolve_hook(dead_letter_marks_t *marks, bool commit);
+
+/* Unresolved dead letters (of `type`, NULL: any) by topic, of the topics
+ * not among the n `topics`. */
+typedef struct {
+    const char **topics, **unresolved;
+    size_t n;
+    void *result;
+} dead_letter_topics_t;
+
+int dead_letters_other_topics(db_conn_t *conn, const char *const *topics, size_t n, const char *type,
+                              dead_letter_topics_t *out, char *err, size_t errlen);
+void dead_letters_other_topics_free(dead_letter_topics_t *t);
+
+/* verify: counts by error_type of the n `topics`, and the newest. */
+typedef struct {
+    bool counted; /* the counts below were read */
+    long long total;
+    const char **types, **type_counts; /* by count, descending */
+    size_t type_n;
+    /* The newest (id NULL: none); detail: its first 200 characters. */
+    const char *id, *topic, *partition, *offset, *error_type, *created_at, *detail;
+    void *results[2];
+} dead_letter_summary_t;
+
+/* Returns 0, or -1 with `err` (out->counted says whether the counts were
+ * read before the newest could not be). */
+int dead_letters_summary(db_conn_t *conn, const char *const *topics, size_t n, dead_letter_summary_t *out,
+                         char *err, size_t errlen);
+void dead_letters_summary_free(dead_letter_summary_t *s);
+
+#endif
