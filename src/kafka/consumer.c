@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "log.h"
 
 /* A subscribed topic the cluster does not know fails its pipeline only when
@@ -84,13 +84,6 @@ static int set_conf(rd_kafka_conf_t *conf, const char *name, const char *value,
     return -1;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *offsets, int timeout_ms,
                        char *err, size_t errlen);
 
@@ -165,7 +158,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
          * it to hand the revoked partitions over. */
         c->hold = c->rejoin_follows;
         c->rejoin_follows = false;
-        if (c->hold) c->hold_since_ms = now_ms();
+        if (c->hold) c->hold_since_ms = clock_now_ms();
         LOG_INFO(c->def->name, "partitions assigned count=%d owned=%d", parts->cnt, c->owned->cnt);
         if (cooperative) error = rd_kafka_incremental_assign(rk, parts);
         else rd_kafka_assign(rk, parts);
@@ -178,7 +171,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         /* Never commit for a partition given up: the next owner's commits
          * must not be overwritten by ours. */
         drop_pending(c, parts);
-        if (!c->hold) c->hold_since_ms = now_ms();
+        if (!c->hold) c->hold_since_ms = clock_now_ms();
         c->hold = true;
         c->rejoin_follows = cooperative && !lost;
         LOG_INFO(c->def->name, "partitions revoked count=%d owned=%d reason=%s", parts->cnt,
@@ -368,12 +361,12 @@ int consumer_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms, int
  * again later. */
 static int check_missing_topic(consumer_t *c, char *err, size_t errlen)
 {
-    int64_t now = now_ms();
+    int64_t now = clock_now_ms();
     if (!c->topic_missing_since_ms || now < c->topic_check_ms) return 0;
     char why[512];
     int found = consumer_topic_lookup(c->rk, c->topic, CONSUMER_METADATA_TIMEOUT_MS, NULL, NULL, why,
                                       sizeof why);
-    now = now_ms();
+    now = clock_now_ms();
     c->topic_check_ms = now + CONSUMER_MISSING_TOPIC_RECHECK_MS;
     if (found < 0) {
         LOG_DEBUG(c->def->name, "cannot check whether topic %s exists: %s", c->topic, why);
@@ -428,7 +421,7 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
             /* The subscribed topic (the only one) is missing from the
              * cluster's metadata: librdkafka says so once, then waits. */
             if (!c->topic_missing_since_ms) {
-                c->topic_missing_since_ms = now_ms();
+                c->topic_missing_since_ms = clock_now_ms();
                 c->topic_check_ms = c->topic_missing_since_ms + CONSUMER_MISSING_TOPIC_RECHECK_MS;
                 LOG_WARN(c->def->name, "topic %s does not exist (consumer group %s): the pipeline fails unless it appears within %d s: %s",
                          topic, c->group, CONSUMER_MISSING_TOPIC_GRACE_MS / 1000,
@@ -462,7 +455,7 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
 int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records, char *err,
                   size_t errlen)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = clock_now_ms() + timeout_ms;
     int k = c->slot[0].busy ? 1 : 0;
     if (c->slot[k].busy) abort(); /* a caller bug: two batches not released */
     slot_grow(c, k, max);
@@ -473,7 +466,7 @@ int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records,
         int wait = 0;
         if (c->slot[k].count == 0) {
             if (check_missing_topic(c, err, errlen)) return -1;
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - clock_now_ms();
             if (left < 0) break;
             wait = (int)left;
             if (c->topic_missing_since_ms && wait > CONSUMER_MISSING_TOPIC_RECHECK_MS)
@@ -566,7 +559,7 @@ static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *off
     if (!group_in_flux(cause)) return -1;
     if (!c->hold) {
         c->hold = true;
-        c->hold_since_ms = now_ms();
+        c->hold_since_ms = clock_now_ms();
     }
     return 1;
 }
@@ -593,11 +586,11 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, int ti
         /* A hold that outlives a session timeout is probed with a real
          * commit: a rebalance that ended without telling this member must
          * not stop its commits for good. */
-        if (now_ms() - c->hold_since_ms < c->settings->session_timeout_ms) {
+        if (clock_now_ms() - c->hold_since_ms < c->settings->session_timeout_ms) {
             snprintf(err, errlen, "offset commit held: the group is rebalancing");
             return 1;
         }
-        c->hold_since_ms = now_ms();
+        c->hold_since_ms = clock_now_ms();
     }
     int rc = send_commit(c, c->pending, timeout_ms, err, errlen);
     if (rc == 0) {
@@ -667,12 +660,12 @@ void consumer_close(consumer_t *c)
      * (the assignor is chosen there, its state only comes with an
      * assignment); librdkafka reports the protocol "NONE" until then, and
      * ignores a JoinGroup answer once the close has begun. */
-    int64_t deadline = now_ms() + c->settings->shutdown_timeout_seconds * 500LL;
+    int64_t deadline = clock_now_ms() + c->settings->shutdown_timeout_seconds * 500LL;
     if (!c->ever_assigned && c->topic_unusable) {
         const char *protocol = rd_kafka_rebalance_protocol(c->rk);
         if (protocol && strcmp(protocol, "NONE") == 0) deadline = 0;
     }
-    while (!c->ever_assigned && deadline && now_ms() < deadline) {
+    while (!c->ever_assigned && deadline && clock_now_ms() < deadline) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 100);
         if (m) rd_kafka_message_destroy(m);
     }

@@ -35,8 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/timestamp.h"
 #include "kafka/consumer.h"
 #include "log.h"
@@ -70,13 +70,6 @@ typedef struct {
     int owned;      /* partitions of the topic assigned to us now */
     int rebalances; /* assignments received, empty ones included */
 } member_t;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Track the assignment and pause what we are given: the replay reads no
  * message through its membership, it only holds the partitions while it
@@ -158,7 +151,7 @@ static int scan_partition(rd_kafka_t *reader, const char *topic, int p, int64_t 
     int rc = -1;
     snprintf(err, errlen, "%s [%d]: could not read the messages from offset %" PRId64 " within %d ms",
              topic, p, from, REPLAY_SCAN_TIMEOUT_MS);
-    while (now_ms() < deadline) {
+    while (clock_now_ms() < deadline) {
         rd_kafka_message_t *msg = rd_kafka_consumer_poll(reader, REPLAY_POLL_MS);
         if (!msg) continue;
         if (msg->err) {
@@ -205,7 +198,7 @@ static int resolve_time(const settings_t *s, rd_kafka_t *rk, const replay_args_t
         snprintf(err, errlen, "cannot look the offsets up by time: %s", rd_kafka_err2str(e));
         goto out;
     }
-    int64_t deadline = now_ms() + REPLAY_SCAN_TIMEOUT_MS;
+    int64_t deadline = clock_now_ms() + REPLAY_SCAN_TIMEOUT_MS;
     for (int p = 0; p < n; p++) {
         const rd_kafka_topic_partition_t *r = rd_kafka_topic_partition_list_find(q, topic, p);
         if (!r || r->err) {
@@ -414,11 +407,11 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
      * round gives the replay the rest. One that keeps running never does:
      * the replay refuses at the bound, having held the partitions it was
      * given (paused) meanwhile. */
-    int64_t start = now_ms(), deadline = start + wait_ms, next_progress = start + REPLAY_PROGRESS_MS;
+    int64_t start = clock_now_ms(), deadline = start + wait_ms, next_progress = start + REPLAY_PROGRESS_MS;
     int seen = 0;
-    while (m.owned < info.partitions && now_ms() < deadline) {
+    while (m.owned < info.partitions && clock_now_ms() < deadline) {
         member_serve(rk, REPLAY_POLL_MS);
-        int64_t now = now_ms();
+        int64_t now = clock_now_ms();
         if (m.owned >= info.partitions || (m.rebalances == seen && now < next_progress)) continue;
         if (m.rebalances == 0)
             printf("replay %s: %lld s: no answer from group %s yet: it is still rebalancing (a member that "
