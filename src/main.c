@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "exit_code.h"
-#include "kafka/consumer.h"
+#include "kafka/conf.h"
 #include "log.h"
 #include "ops/ops.h"
 #include "pg/db.h"
@@ -125,7 +125,7 @@ static int cmd_run(const settings_t *s)
 {
     char err[1024];
     char *masked;
-    if (consumer_check_properties(s, err, sizeof err)) {
+    if (kafka_conf_check(s, err, sizeof err)) {
         fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
         return EXIT_USAGE;
     }

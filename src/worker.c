@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "log.h"
 
 /* The first few rejects of a batch are logged in detail, then one summary
@@ -15,20 +16,6 @@
 /* After a failed offset commit, an idle pipeline waits this long before it
  * commits the offsets left behind again. */
 #define IDLE_FLUSH_PAUSE_MS 5000
-
-static double elapsed_ms(const struct timespec *start)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - start->tv_sec) * 1e3 + (double)(now.tv_nsec - start->tv_nsec) / 1e6;
-}
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int fail(worker_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -120,7 +107,7 @@ typedef struct {
     batch_t batch;
     record_t *records; /* owned by the consumer until released */
     size_t n;
-    struct timespec start;
+    int64_t start_us; /* clock_now_us when it was polled */
 } slot_t;
 
 /* Store a decoded batch after `attempt` failed attempts (the last failed
@@ -188,7 +175,7 @@ static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, ba
         int m = w->consumer.poll(w->consumer.ctx, (size_t)s->max_poll_records[w->def->id], 0,
                                  &spare->records, perr, sizeof perr);
         if (m > 0) {
-            clock_gettime(CLOCK_MONOTONIC, &spare->start);
+            spare->start_us = clock_now_us();
             spare->n = (size_t)m;
             batch_decode(&spare->batch, spare->records, spare->n);
             *next = spare;
@@ -208,8 +195,8 @@ static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, ba
 /* What the loop knows about its offset commits. */
 typedef struct {
     int failures;             /* failed in a row (not refusals) */
-    long long refused_since;  /* first refusal of the current rebalance, 0: none */
-    long long next_flush;     /* idle flushes wait after a failure */
+    int64_t refused_since;    /* first refusal of the current rebalance, 0: none */
+    int64_t next_flush;       /* idle flushes wait after a failure */
 } commit_state_t;
 
 /* Account for one commit (or flush) outcome. Returns -1 when the pipeline
@@ -221,7 +208,7 @@ static int commit_outcome(worker_t *w, commit_state_t *cs, int committed, const 
     if (committed == 0) {
         if (cs->refused_since)
             LOG_INFO(w->def->name, "offset commits resumed after the rebalance (%lld ms)",
-                     now_ms() - cs->refused_since);
+                     (long long)(clock_now_ms() - cs->refused_since));
         cs->failures = 0;
         cs->refused_since = 0;
         return 0;
@@ -233,13 +220,13 @@ static int commit_outcome(worker_t *w, commit_state_t *cs, int committed, const 
          * waits for its members. Logged and counted once per rebalance (the
          * commits held meanwhile are never sent). */
         if (cs->refused_since == 0) {
-            cs->refused_since = now_ms();
+            cs->refused_since = clock_now_ms();
             if (w->metrics)
                 atomic_fetch_add_explicit(&w->metrics->commit_failures, 1, memory_order_relaxed);
             LOG_WARN(w->def->name, "offset commit refused while the group rebalances (the rows are stored; commits are held until this member's next assignment, which covers them): %s",
                      err);
         }
-        long long refused_for = now_ms() - cs->refused_since;
+        long long refused_for = clock_now_ms() - cs->refused_since;
         if (!idle && refused_for > s->max_poll_interval_ms)
             return fail(w, "commit livelock: offset commits refused for %lld ms, longer than STORAGE_MAX_POLL_INTERVAL_MS=%d: %s",
                         refused_for, s->max_poll_interval_ms, err);
@@ -250,7 +237,7 @@ static int commit_outcome(worker_t *w, commit_state_t *cs, int committed, const 
      * first refusal. */
     cs->refused_since = 0;
     /* An idle pipeline tries again after a pause, not at every poll. */
-    cs->next_flush = now_ms() + IDLE_FLUSH_PAUSE_MS;
+    cs->next_flush = clock_now_ms() + IDLE_FLUSH_PAUSE_MS;
     if (idle) {
         LOG_WARN(w->def->name, "offset commit of stored batches failed while idle (tried again in %d ms): %s",
                  IDLE_FLUSH_PAUSE_MS, err);
@@ -274,14 +261,14 @@ static int commit_outcome(worker_t *w, commit_state_t *cs, int committed, const 
  * pending. */
 static int commit_at_stop(worker_t *w, const record_t *records, size_t n, char *err, size_t errlen)
 {
-    long long until = now_ms() + w->settings->commit_timeout_ms;
+    int64_t until = clock_now_ms() + w->settings->commit_timeout_ms;
     int committed;
     for (;;) {
-        long long left = until - now_ms();
+        int64_t left = until - clock_now_ms();
         int timeout = left > 1 ? (int)left : 1;
         committed = records ? w->consumer.commit(w->consumer.ctx, records, n, timeout, err, errlen)
                             : w->consumer.flush(w->consumer.ctx, timeout, err, errlen);
-        if (committed <= 0 || now_ms() >= until) return committed;
+        if (committed <= 0 || clock_now_ms() >= until) return committed;
         record_t *dropped = NULL;
         if (w->consumer.poll(w->consumer.ctx, 1, 100, &dropped, err, errlen) > 0)
             w->consumer.release(w->consumer.ctx, dropped);
@@ -321,13 +308,13 @@ int worker_run(worker_t *w)
                 /* Idle: offsets a held or failed commit left behind are
                  * committed now, or lag never returns to 0 (at a stop, after
                  * the loop). */
-                if (w->consumer.flush && !atomic_load(w->stop) && now_ms() >= cs.next_flush) {
+                if (w->consumer.flush && !atomic_load(w->stop) && clock_now_ms() >= cs.next_flush) {
                     int committed = w->consumer.flush(w->consumer.ctx, s->commit_timeout_ms, err, sizeof err);
                     commit_outcome(w, &cs, committed, err, true);
                 }
                 continue;
             }
-            clock_gettime(CLOCK_MONOTONIC, &cur->start);
+            cur->start_us = clock_now_us();
             cur->n = (size_t)n;
             batch_decode(&cur->batch, cur->records, cur->n);
         }
@@ -357,7 +344,7 @@ int worker_run(worker_t *w)
                                                       err, sizeof err);
         committed_at_stop = stopping;
         rc = commit_outcome(w, &cs, committed, err, false);
-        double duration = elapsed_ms(&cur->start);
+        double duration = (double)(clock_now_us() - cur->start_us) / 1e3;
         metrics_record_batch(w->metrics, &cur->batch, &counts, duration);
         if (w->metrics && w->consumer.lag) w->consumer.lag(w->consumer.ctx, w->metrics->lag, METRICS_MAX_PARTITIONS);
         if (log_current_level() <= LOG_LEVEL_INFO) {

@@ -1,13 +1,13 @@
 #include "kafka/consumer.h"
 
-#include <librdkafka/rdkafka.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
+#include "kafka/internal.h"
 #include "log.h"
 
 /* A subscribed topic the cluster does not know fails its pipeline only when
@@ -65,32 +65,6 @@ struct consumer {
     } slot[2];
 };
 
-static int set_conf(rd_kafka_conf_t *conf, const char *name, const char *value,
-                    const char *variable, char *err, size_t errlen)
-{
-    char why[512];
-    rd_kafka_conf_res_t res = rd_kafka_conf_set(conf, name, value, why, sizeof why);
-    if (res == RD_KAFKA_CONF_OK) return 0;
-    /* A secret's value is never shown, nor that of a property librdkafka
-     * does not know (a misspelt secret's name does not say it is one), and
-     * librdkafka's message may quote the value too. */
-    if (res == RD_KAFKA_CONF_UNKNOWN || settings_kafka_property_is_secret(name)) {
-        log_redact_value(why, sizeof why, value);
-        log_redact(why, sizeof why);
-        snprintf(err, errlen, "%s: librdkafka property %s (value not shown): %s", variable, name, why);
-    } else {
-        snprintf(err, errlen, "%s: librdkafka property %s=%s: %s", variable, name, value, why);
-    }
-    return -1;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *offsets, int timeout_ms,
                        char *err, size_t errlen);
 
@@ -135,14 +109,10 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     consumer_t *c = opaque;
-    const char *protocol = rd_kafka_rebalance_protocol(rk);
-    rd_kafka_error_t *error = NULL;
+    kafka_rebalance_t r = kafka_rebalance_kind(rk, err);
 
-    if (!protocol) {
-        /* librdkafka 2.0.2 may still run a callback queued before the close
-         * once the close has ended the group logic (which then reports no
-         * protocol, and has already given up every partition): nothing is
-         * left to assign or unassign, or to commit. */
+    if (r.closed) {
+        /* Every partition is already given up: drop them, commit nothing. */
         for (int i = 0; i < parts->cnt; i++)
             rd_kafka_topic_partition_list_del(c->owned, parts->elems[i].topic,
                                               parts->elems[i].partition);
@@ -150,8 +120,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         LOG_DEBUG(c->def->name, "rebalance callback after the close: %d partition(s)", parts->cnt);
         return;
     }
-    int cooperative = strcmp(protocol, "COOPERATIVE") == 0;
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    if (r.assign) {
         for (int i = 0; i < parts->cnt; i++) {
             if (!rd_kafka_topic_partition_list_find(c->owned, parts->elems[i].topic,
                                                     parts->elems[i].partition))
@@ -165,105 +134,23 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
          * it to hand the revoked partitions over. */
         c->hold = c->rejoin_follows;
         c->rejoin_follows = false;
-        if (c->hold) c->hold_since_ms = now_ms();
+        if (c->hold) c->hold_since_ms = clock_now_ms();
         LOG_INFO(c->def->name, "partitions assigned count=%d owned=%d", parts->cnt, c->owned->cnt);
-        if (cooperative) error = rd_kafka_incremental_assign(rk, parts);
-        else rd_kafka_assign(rk, parts);
     } else {
-        bool lost = rd_kafka_assignment_lost(rk);
-        if (!lost) commit_revoked(c, parts);
+        if (!r.lost) commit_revoked(c, parts);
         for (int i = 0; i < parts->cnt; i++)
             rd_kafka_topic_partition_list_del(c->owned, parts->elems[i].topic,
                                               parts->elems[i].partition);
         /* Never commit for a partition given up: the next owner's commits
          * must not be overwritten by ours. */
         drop_pending(c, parts);
-        if (!c->hold) c->hold_since_ms = now_ms();
+        if (!c->hold) c->hold_since_ms = clock_now_ms();
         c->hold = true;
-        c->rejoin_follows = cooperative && !lost;
+        c->rejoin_follows = r.cooperative && !r.lost;
         LOG_INFO(c->def->name, "partitions revoked count=%d owned=%d reason=%s", parts->cnt,
                  c->owned->cnt, rd_kafka_err2str(err));
-        if (cooperative) error = rd_kafka_incremental_unassign(rk, parts);
-        else rd_kafka_assign(rk, NULL);
     }
-    if (error) {
-        LOG_ERROR(c->def->name, "rebalance failed: %s", rd_kafka_error_string(error));
-        rd_kafka_error_destroy(error);
-    }
-}
-
-static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    (void)rk;
-    /* librdkafka 2.0.2 resets an offset the broker no longer holds without
-     * telling the application, only its log: retention deleted messages
-     * that were never stored. That must be loud. */
-    if (strstr(buf, "offset reset") && strstr(buf, "Offset out of range")) {
-        LOG_ERROR("rdkafka", "MESSAGES LOST BEFORE THEY WERE STORED: the broker no longer holds the "
-                             "offset this group had reached (retention deleted them); consumption "
-                             "resumes at the log start: %s", buf);
-        return;
-    }
-    /* syslog levels: 0..3 error, 4 warning, 5..6 info, 7 debug. */
-    log_level_t lvl = level <= 3 ? LOG_LEVEL_ERROR : level == 4 ? LOG_LEVEL_WARN
-                    : level <= 6 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG;
-    LOG_AT(lvl, "rdkafka", "%s: %s", fac, buf);
-}
-
-static rd_kafka_conf_t *build_conf(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
-{
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char group[512], num[32];
-    settings_group_id(s, id, group, sizeof group);
-
-#define SET(name, value, var)                                          \
-    if (set_conf(conf, name, value, var, err, errlen)) goto error
-
-    SET("bootstrap.servers", s->bootstrap_servers, "STORAGE_KAFKA_BOOTSTRAP_SERVERS");
-    SET("group.id", group, "STORAGE_GROUP_PREFIX");
-    /* Auto-commit is time-based, not write-based: it would commit offsets of
-     * messages whose rows were never committed. */
-    SET("enable.auto.commit", "false", "(built in)");
-    SET("enable.auto.offset.store", "false", "(built in)");
-    SET("auto.offset.reset", s->auto_offset_reset, "STORAGE_AUTO_OFFSET_RESET");
-    snprintf(num, sizeof num, "%d", s->session_timeout_ms);
-    SET("session.timeout.ms", num, "STORAGE_SESSION_TIMEOUT_MS");
-    snprintf(num, sizeof num, "%d", s->max_poll_interval_ms);
-    SET("max.poll.interval.ms", num, "STORAGE_MAX_POLL_INTERVAL_MS");
-    /* Incremental rebalancing: a member joining or leaving does not stop
-     * the partitions that stay where they are. */
-    SET("partition.assignment.strategy", "cooperative-sticky", "(built in)");
-    SET("client.id", group, "(built in)");
-    /* Bounded local queue: memory stays flat with any backlog. */
-    SET("queued.max.messages.kbytes", "16384", "(built in)");
-    for (size_t i = 0; i < s->kafka_property_count; i++) {
-        char var[256];
-        size_t n = 0;
-        n += (size_t)snprintf(var, sizeof var, "%s", SETTINGS_RDKAFKA_PREFIX);
-        for (const char *p = s->kafka_properties[i].name; *p && n + 1 < sizeof var; p++)
-            var[n++] = *p == '.' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
-        var[n] = '\0';
-        SET(s->kafka_properties[i].name, s->kafka_properties[i].value, var);
-    }
-#undef SET
-    rd_kafka_conf_set_log_cb(conf, on_log);
-    return conf;
-error:
-    rd_kafka_conf_destroy(conf);
-    return NULL;
-}
-
-int consumer_check_properties(const settings_t *s, char *err, size_t errlen)
-{
-    rd_kafka_conf_t *conf = build_conf(s, PIPELINE_REVIEWS, err, errlen);
-    if (!conf) return -1;
-    rd_kafka_conf_destroy(conf);
-    return 0;
-}
-
-rd_kafka_conf_t *consumer_conf_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
-{
-    return build_conf(s, id, err, errlen);
+    kafka_rebalance_apply(rk, &r, parts, c->def->name);
 }
 
 /* Everything but the librdkafka handle. */
@@ -281,10 +168,9 @@ static void free_consumer(consumer_t *c)
 consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
 {
     consumer_t *c = calloc(1, sizeof *c);
-    rd_kafka_conf_t *conf;
     rd_kafka_topic_partition_list_t *topics;
-    char why[512];
     rd_kafka_resp_err_t rerr;
+    bool invalid;
 
     if (!c) abort();
     c->settings = s;
@@ -293,21 +179,8 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_
     settings_group_id(s, id, c->group, sizeof c->group);
     c->owned = rd_kafka_topic_partition_list_new(8);
     c->pending = rd_kafka_topic_partition_list_new(8);
-    conf = build_conf(s, id, err, errlen);
-    if (!conf) goto error;
-    rd_kafka_conf_set_opaque(conf, c);
-    rd_kafka_conf_set_rebalance_cb(conf, on_rebalance);
-
-    /* rd_kafka_new takes ownership of conf on success only. */
-    c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
-    if (!c->rk) {
-        rd_kafka_conf_destroy(conf);
-        log_redact(why, sizeof why); /* may quote a secret property's value */
-        snprintf(err, errlen, "cannot create the Kafka consumer: %s", why);
-        goto error;
-    }
-    conf = NULL;
-    rd_kafka_poll_set_consumer(c->rk);
+    c->rk = kafka_handle_new(s, id, on_rebalance, c, "the Kafka consumer", &invalid, err, errlen);
+    if (!c->rk) goto error;
 
     topics = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(topics, s->topic[id], RD_KAFKA_PARTITION_UA);
@@ -333,34 +206,6 @@ static void slot_grow(consumer_t *c, int k, size_t max)
     c->slot[k].capacity = max;
 }
 
-int consumer_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms, int *partitions,
-                          int *leaderless, char *err, size_t errlen)
-{
-    const struct rd_kafka_metadata *md = NULL;
-    /* all_topics = 1: see the contract. */
-    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
-    if (partitions) *partitions = 0;
-    if (leaderless) *leaderless = 0;
-    if (e) {
-        snprintf(err, errlen, "the Kafka cluster did not answer a metadata request within %d ms: %s",
-                 timeout_ms, rd_kafka_err2str(e));
-        return -1;
-    }
-    int found = 0;
-    for (int i = 0; i < md->topic_cnt; i++) {
-        const rd_kafka_metadata_topic_t *t = &md->topics[i];
-        if (strcmp(t->topic, topic) != 0) continue;
-        if (t->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) break;
-        found = 1;
-        if (partitions) *partitions = t->partition_cnt;
-        for (int p = 0; leaderless && p < t->partition_cnt; p++)
-            if (t->partitions[p].err || t->partitions[p].leader < 0) (*leaderless)++;
-        break;
-    }
-    rd_kafka_metadata_destroy(md);
-    return found;
-}
-
 /* The subscribed topic was reported missing: ask the cluster again now and
  * then, and fail once it is still missing after the grace. Returns 0, or -1
  * with the reason in `err`. An unanswered question proves nothing (a
@@ -368,12 +213,12 @@ int consumer_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms, int
  * again later. */
 static int check_missing_topic(consumer_t *c, char *err, size_t errlen)
 {
-    int64_t now = now_ms();
+    int64_t now = clock_now_ms();
     if (!c->topic_missing_since_ms || now < c->topic_check_ms) return 0;
     char why[512];
-    int found = consumer_topic_lookup(c->rk, c->topic, CONSUMER_METADATA_TIMEOUT_MS, NULL, NULL, why,
-                                      sizeof why);
-    now = now_ms();
+    int found = kafka_topic_lookup(c->rk, c->topic, CONSUMER_METADATA_TIMEOUT_MS, NULL, NULL, why,
+                                   sizeof why);
+    now = clock_now_ms();
     c->topic_check_ms = now + CONSUMER_MISSING_TOPIC_RECHECK_MS;
     if (found < 0) {
         LOG_DEBUG(c->def->name, "cannot check whether topic %s exists: %s", c->topic, why);
@@ -428,7 +273,7 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
             /* The subscribed topic (the only one) is missing from the
              * cluster's metadata: librdkafka says so once, then waits. */
             if (!c->topic_missing_since_ms) {
-                c->topic_missing_since_ms = now_ms();
+                c->topic_missing_since_ms = clock_now_ms();
                 c->topic_check_ms = c->topic_missing_since_ms + CONSUMER_MISSING_TOPIC_RECHECK_MS;
                 LOG_WARN(c->def->name, "topic %s does not exist (consumer group %s): the pipeline fails unless it appears within %d s: %s",
                          topic, c->group, CONSUMER_MISSING_TOPIC_GRACE_MS / 1000,
@@ -462,7 +307,7 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
 int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records, char *err,
                   size_t errlen)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = clock_now_ms() + timeout_ms;
     int k = c->slot[0].busy ? 1 : 0;
     if (c->slot[k].busy) abort(); /* a caller bug: two batches not released */
     slot_grow(c, k, max);
@@ -473,7 +318,7 @@ int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records,
         int wait = 0;
         if (c->slot[k].count == 0) {
             if (check_missing_topic(c, err, errlen)) return -1;
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - clock_now_ms();
             if (left < 0) break;
             wait = (int)left;
             if (c->topic_missing_since_ms && wait > CONSUMER_MISSING_TOPIC_RECHECK_MS)
@@ -514,59 +359,18 @@ static bool group_in_flux(rd_kafka_resp_err_t e)
            e == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID;
 }
 
-int consumer_commit_offsets(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *offsets,
-                            int timeout_ms, rd_kafka_resp_err_t *cause, char *err, size_t errlen)
-{
-    *cause = RD_KAFKA_RESP_ERR__TIMED_OUT;
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_resp_err_t e = rd_kafka_commit_queue(rk, offsets, q, NULL, NULL);
-    if (e) {
-        *cause = e;
-        snprintf(err, errlen, "offset commit failed: %s", rd_kafka_err2str(e));
-        rd_kafka_queue_destroy(q);
-        return -1;
-    }
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms);
-    rd_kafka_queue_destroy(q);
-    if (!ev) {
-        snprintf(err, errlen, "offset commit did not complete within %d ms (STORAGE_COMMIT_TIMEOUT_MS)",
-                 timeout_ms);
-        return -1;
-    }
-    int rc = 0;
-    *cause = rd_kafka_event_error(ev);
-    if (*cause) {
-        snprintf(err, errlen, "offset commit failed: %s", rd_kafka_event_error_string(ev));
-        rc = -1;
-    } else {
-        /* Per-partition errors travel in the event's partition list. */
-        const rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev);
-        for (int i = 0; res && i < res->cnt; i++) {
-            if (res->elems[i].err) {
-                *cause = res->elems[i].err;
-                snprintf(err, errlen, "offset commit failed for %s [%d]: %s", res->elems[i].topic,
-                         res->elems[i].partition, rd_kafka_err2str(res->elems[i].err));
-                rc = -1;
-                break;
-            }
-        }
-    }
-    rd_kafka_event_destroy(ev);
-    return rc;
-}
-
 /* Commit `offsets` as this member. Returns like consumer_commit; a refusal
  * because the group is between generations starts a hold. */
 static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *offsets, int timeout_ms,
                        char *err, size_t errlen)
 {
     rd_kafka_resp_err_t cause;
-    if (consumer_commit_offsets(c->rk, offsets, timeout_ms, &cause, err, errlen) == 0)
+    if (kafka_commit_offsets(c->rk, offsets, timeout_ms, &cause, err, errlen) == 0)
         return 0;
     if (!group_in_flux(cause)) return -1;
     if (!c->hold) {
         c->hold = true;
-        c->hold_since_ms = now_ms();
+        c->hold_since_ms = clock_now_ms();
     }
     return 1;
 }
@@ -593,11 +397,11 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, int ti
         /* A hold that outlives a session timeout is probed with a real
          * commit: a rebalance that ended without telling this member must
          * not stop its commits for good. */
-        if (now_ms() - c->hold_since_ms < c->settings->session_timeout_ms) {
+        if (clock_now_ms() - c->hold_since_ms < c->settings->session_timeout_ms) {
             snprintf(err, errlen, "offset commit held: the group is rebalancing");
             return 1;
         }
-        c->hold_since_ms = now_ms();
+        c->hold_since_ms = clock_now_ms();
     }
     int rc = send_commit(c, c->pending, timeout_ms, err, errlen);
     if (rc == 0) {
@@ -667,12 +471,12 @@ void consumer_close(consumer_t *c)
      * (the assignor is chosen there, its state only comes with an
      * assignment); librdkafka reports the protocol "NONE" until then, and
      * ignores a JoinGroup answer once the close has begun. */
-    int64_t deadline = now_ms() + c->settings->shutdown_timeout_seconds * 500LL;
+    int64_t deadline = clock_now_ms() + c->settings->shutdown_timeout_seconds * 500LL;
     if (!c->ever_assigned && c->topic_unusable) {
         const char *protocol = rd_kafka_rebalance_protocol(c->rk);
         if (protocol && strcmp(protocol, "NONE") == 0) deadline = 0;
     }
-    while (!c->ever_assigned && deadline && now_ms() < deadline) {
+    while (!c->ever_assigned && deadline && clock_now_ms() < deadline) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 100);
         if (m) rd_kafka_message_destroy(m);
     }

@@ -8,7 +8,6 @@
 #ifndef STORAGE_CONSUMER_H
 #define STORAGE_CONSUMER_H
 
-#include <librdkafka/rdkafka.h>
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -21,18 +20,6 @@ typedef struct consumer consumer_t;
  * Returns NULL with the reason in `err` (an invalid librdkafka property
  * names the variable). The settings must outlive the consumer. */
 consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen);
-
-/* Validate the librdkafka pass-through properties without connecting.
- * Returns 0, or -1 naming the STORAGE_RDKAFKA_ variable at fault. */
-int consumer_check_properties(const settings_t *s, char *err, size_t errlen);
-
-/* The librdkafka configuration of pipeline `id`'s consumer: its group, the
- * built-in settings and the STORAGE_RDKAFKA_ pass-through (TLS, SASL, ...),
- * for the operator commands that must reach the cluster and the group
- * exactly as the service does. Returns a configuration the caller owns
- * (rd_kafka_conf_destroy it, or hand it to rd_kafka_new), or NULL with the
- * reason in `err`. */
-rd_kafka_conf_t *consumer_conf_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen);
 
 /* Poll up to `max` records: wait up to `timeout_ms` for the first (0: take
  * only what is already fetched), then take only what is already fetched, so
@@ -69,24 +56,6 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, int ti
 /* Commit the pending offsets (see consumer_commit), if any: 0 when nothing
  * is pending. For an idle pipeline, whose last commit was held or refused. */
 int consumer_flush(consumer_t *c, int timeout_ms, char *err, size_t errlen);
-
-/* Commit `offsets` on `rk` and wait for the answer at most `timeout_ms`
- * (a synchronous commit can block for minutes with every broker down; a
- * commit that never answers is a failure). Returns 0, or -1 with the reason
- * in `err` and the error in *cause (the first partition's that failed;
- * RD_KAFKA_RESP_ERR__TIMED_OUT when no answer came). */
-int consumer_commit_offsets(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *offsets,
-                            int timeout_ms, rd_kafka_resp_err_t *cause, char *err, size_t errlen);
-
-/* Look `topic` up in the metadata of all topics on `rk` (any client handle).
- * A metadata request that names a topic makes a broker with topic
- * auto-creation on create it; the list of all topics creates nothing.
- * Returns 1 when it exists (*partitions: its partition count; *leaderless:
- * partitions without a leader or reported with an error; either pointer may
- * be NULL), 0 when it does not, or -1 with the reason in `err` when the
- * cluster did not answer within `timeout_ms`. */
-int consumer_topic_lookup(rd_kafka_t *rk, const char *topic, int timeout_ms, int *partitions,
-                          int *leaderless, char *err, size_t errlen) __attribute__((warn_unused_result));
 
 /* Lag of every owned partition (high watermark as last seen by the fetcher
  * minus the consumed position) into lag[p], -1 for partitions not owned.

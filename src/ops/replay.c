@@ -35,12 +35,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/timestamp.h"
-#include "kafka/consumer.h"
+#include "kafka/cluster.h"
+#include "kafka/conf.h"
+#include "kafka/member.h"
 #include "log.h"
-#include "ops/cluster.h"
 
 /* Exit codes (ops.h). */
 enum { REPLAY_EXIT_DONE = 0, REPLAY_EXIT_FAILED = 1, REPLAY_EXIT_USAGE = 2 };
@@ -64,78 +65,6 @@ typedef struct {
     int64_t time_ms;     /* REPLAY_TO_TIME: the first message at or after it */
 } replay_args_t;
 
-/* The replay's membership, as its rebalance callback sees it. */
-typedef struct {
-    const char *topic;
-    int owned;      /* partitions of the topic assigned to us now */
-    int rebalances; /* assignments received, empty ones included */
-} member_t;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Track the assignment and pause what we are given: the replay reads no
- * message through its membership, it only holds the partitions while it
- * commits. Runs inside rd_kafka_consumer_poll and rd_kafka_consumer_close. */
-static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
-                         rd_kafka_topic_partition_list_t *parts, void *opaque)
-{
-    member_t *m = opaque;
-    const char *protocol = rd_kafka_rebalance_protocol(rk);
-    rd_kafka_error_t *error = NULL;
-    int mine = 0;
-
-    for (int i = 0; i < parts->cnt; i++) mine += strcmp(parts->elems[i].topic, m->topic) == 0;
-    if (!protocol) {
-        /* librdkafka 2.0.2 may still run a callback once the consumer has
-         * closed, when its group logic is gone and reports no protocol:
-         * nothing is left to assign or unassign. */
-        m->owned = 0;
-        LOG_DEBUG("replay", "rebalance callback after the close: %d partition(s)", parts->cnt);
-        return;
-    }
-    bool cooperative = strcmp(protocol, "COOPERATIVE") == 0;
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        m->rebalances++;
-        if (cooperative) {
-            error = rd_kafka_incremental_assign(rk, parts);
-            m->owned += mine;
-        } else {
-            rd_kafka_assign(rk, parts);
-            m->owned = mine;
-        }
-        rd_kafka_pause_partitions(rk, parts);
-        LOG_DEBUG("replay", "partitions assigned count=%d owned=%d", parts->cnt, m->owned);
-    } else {
-        if (cooperative) {
-            error = rd_kafka_incremental_unassign(rk, parts);
-            m->owned -= mine;
-        } else {
-            rd_kafka_assign(rk, NULL);
-            m->owned = 0;
-        }
-        LOG_DEBUG("replay", "partitions revoked count=%d owned=%d", parts->cnt, m->owned);
-    }
-    if (error) {
-        LOG_ERROR("replay", "rebalance failed: %s", rd_kafka_error_string(error));
-        rd_kafka_error_destroy(error);
-    }
-}
-
-/* Serve the consumer for up to `ms`: rebalance callbacks run here. A message
- * cannot arrive (every partition is paused) but is released if it does. */
-static void member_serve(rd_kafka_t *rk, int ms)
-{
-    rd_kafka_message_t *msg = rd_kafka_consumer_poll(rk, ms);
-    if (!msg) return;
-    if (msg->err) LOG_DEBUG("replay", "consumer: %s", rd_kafka_message_errstr(msg));
-    rd_kafka_message_destroy(msg);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Resolving a point in time.                                               */
 
@@ -143,37 +72,22 @@ static void member_serve(rd_kafka_t *rk, int ms)
  * the first message whose timestamp is >= time_ms, or `hi` when none is
  * before the high watermark. `reader` is a client that never joins the
  * group (cluster_client_new). Returns 0, or -1 with the reason in `err`. */
-static int scan_partition(rd_kafka_t *reader, const char *topic, int p, int64_t from, int64_t hi,
+static int scan_partition(cluster_client_t *reader, const char *topic, int p, int64_t from, int64_t hi,
                           int64_t time_ms, int64_t deadline, int64_t *out, char *err, size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(at, topic, p)->offset = from;
-    rd_kafka_resp_err_t e = rd_kafka_assign(reader, at);
-    rd_kafka_topic_partition_list_destroy(at);
-    if (e) {
-        snprintf(err, errlen, "%s [%d]: cannot read from offset %" PRId64 ": %s", topic, p, from,
-                 rd_kafka_err2str(e));
+    char why[512];
+    if (cluster_read_start(reader, topic, p, from, why, sizeof why)) {
+        snprintf(err, errlen, "%s [%d]: cannot read from offset %" PRId64 ": %s", topic, p, from, why);
         return -1;
     }
     int rc = -1;
     snprintf(err, errlen, "%s [%d]: could not read the messages from offset %" PRId64 " within %d ms",
              topic, p, from, REPLAY_SCAN_TIMEOUT_MS);
-    while (now_ms() < deadline) {
-        rd_kafka_message_t *msg = rd_kafka_consumer_poll(reader, REPLAY_POLL_MS);
-        if (!msg) continue;
-        if (msg->err) {
-            LOG_DEBUG("replay", "reader: %s", rd_kafka_message_errstr(msg));
-            rd_kafka_message_destroy(msg);
-            continue;
-        }
-        /* Messages from an earlier assignment are discarded by librdkafka;
-         * the checks keep that from being an assumption. */
-        bool ours = msg->partition == p && msg->offset >= from &&
-                    strcmp(rd_kafka_topic_name(msg->rkt), topic) == 0;
-        int64_t offset = msg->offset;
-        int64_t ts = rd_kafka_message_timestamp(msg, NULL);
-        rd_kafka_message_destroy(msg);
-        if (!ours) continue;
+    while (clock_now_ms() < deadline) {
+        int64_t offset, ts;
+        int got = cluster_read_next(reader, REPLAY_POLL_MS, &offset, &ts, why, sizeof why);
+        if (got < 0) LOG_DEBUG("replay", "reader: %s", why);
+        if (got <= 0) continue;
         if (ts >= time_ms) {
             *out = offset;
             rc = 0;
@@ -185,32 +99,32 @@ static int scan_partition(rd_kafka_t *reader, const char *topic, int p, int64_t 
             break;
         }
     }
-    rd_kafka_assign(reader, NULL);
+    cluster_read_stop(reader);
     return rc;
 }
 
 /* Fill target[p] with the first offset at or after time_ms on every
  * partition, within [lo[p], hi[p]]. Returns 0, or -1 with the reason. */
-static int resolve_time(const settings_t *s, rd_kafka_t *rk, const replay_args_t *a,
+static int resolve_time(const settings_t *s, cluster_client_t *cluster, const replay_args_t *a,
                         const char *topic, int n, const int64_t *lo, const int64_t *hi,
                         int64_t *target, char *err, size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_new(n);
-    rd_kafka_t *reader = NULL;
+    cluster_offset_t *q = calloc((size_t)n, sizeof *q);
+    cluster_client_t *reader = NULL;
+    char why[512];
     int rc = -1;
 
-    for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(q, topic, p)->offset = a->time_ms;
-    rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, q, REPLAY_KAFKA_TIMEOUT_MS);
-    if (e) {
-        snprintf(err, errlen, "cannot look the offsets up by time: %s", rd_kafka_err2str(e));
+    if (!q) abort();
+    if (cluster_offsets_for_time(cluster, topic, n, a->time_ms, REPLAY_KAFKA_TIMEOUT_MS, q, why,
+                                 sizeof why)) {
+        snprintf(err, errlen, "cannot look the offsets up by time: %s", why);
         goto out;
     }
-    int64_t deadline = now_ms() + REPLAY_SCAN_TIMEOUT_MS;
+    int64_t deadline = clock_now_ms() + REPLAY_SCAN_TIMEOUT_MS;
     for (int p = 0; p < n; p++) {
-        const rd_kafka_topic_partition_t *r = rd_kafka_topic_partition_list_find(q, topic, p);
-        if (!r || r->err) {
-            snprintf(err, errlen, "%s [%d]: cannot look the offset up by time: %s", topic, p,
-                     r ? rd_kafka_err2str(r->err) : "missing from the answer");
+        const cluster_offset_t *r = &q[p];
+        if (r->error[0]) {
+            snprintf(err, errlen, "%s [%d]: cannot look the offset up by time: %s", topic, p, r->error);
             goto out;
         }
         if (lo[p] >= hi[p]) {
@@ -240,47 +154,36 @@ static int resolve_time(const settings_t *s, rd_kafka_t *rk, const replay_args_t
     }
     rc = 0;
 out:
-    rd_kafka_topic_partition_list_destroy(q);
+    free(q);
     cluster_client_destroy(reader);
     return rc;
 }
 
 /* ------------------------------------------------------------------------ */
 
-/* Commit `offsets` as this member, waiting at most the commit timeout.
- * Returns 0, or -1 with the reason. */
-static int commit_offsets(const settings_t *s, rd_kafka_t *rk,
-                          const rd_kafka_topic_partition_list_t *offsets, char *err, size_t errlen)
-{
-    rd_kafka_resp_err_t cause;
-    return consumer_commit_offsets(rk, offsets, s->commit_timeout_ms, &cause, err, errlen);
-}
-
 /* Holding every partition of the topic: read the current offsets, compute
  * the targets, commit them, print what was done. Returns an exit code. */
-static int reset_offsets(const settings_t *s, rd_kafka_t *rk, member_t *m, const replay_args_t *a,
-                         const char *topic, const char *group, int n)
+static int reset_offsets(const settings_t *s, member_t *m, const replay_args_t *a, const char *topic,
+                         const char *group, int n)
 {
-    rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_new(n);
-    rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(n);
+    cluster_client_t *cluster = member_cluster(m);
+    cluster_offset_t *committed = calloc((size_t)n, sizeof *committed);
     int64_t *lo = calloc((size_t)n, sizeof *lo), *hi = calloc((size_t)n, sizeof *hi);
     int64_t *target = calloc((size_t)n, sizeof *target);
     char err[1024];
     int rc = REPLAY_EXIT_FAILED;
 
-    if (!lo || !hi || !target) abort();
-    for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(committed, topic, p);
-    rd_kafka_resp_err_t e = rd_kafka_committed(rk, committed, REPLAY_KAFKA_TIMEOUT_MS);
-    if (e) {
+    if (!committed || !lo || !hi || !target) abort();
+    if (cluster_committed(cluster, topic, n, REPLAY_KAFKA_TIMEOUT_MS, committed, err, sizeof err)) {
         fprintf(stderr, "storage-consumer: replay: cannot read the committed offsets of %s: %s\n", group,
-                rd_kafka_err2str(e));
+                err);
         goto out;
     }
     for (int p = 0; p < n; p++) {
-        e = rd_kafka_query_watermark_offsets(rk, topic, p, &lo[p], &hi[p], REPLAY_KAFKA_TIMEOUT_MS);
-        if (e) {
+        if (cluster_watermarks(cluster, topic, p, REPLAY_KAFKA_TIMEOUT_MS, &lo[p], &hi[p], err,
+                               sizeof err)) {
             fprintf(stderr, "storage-consumer: replay: cannot read the watermarks of %s [%d]: %s\n",
-                    topic, p, rd_kafka_err2str(e));
+                    topic, p, err);
             goto out;
         }
     }
@@ -292,7 +195,7 @@ static int reset_offsets(const settings_t *s, rd_kafka_t *rk, member_t *m, const
         for (int p = 0; p < n; p++) target[p] = hi[p];
         break;
     case REPLAY_TO_TIME:
-        if (resolve_time(s, rk, a, topic, n, lo, hi, target, err, sizeof err)) {
+        if (resolve_time(s, cluster, a, topic, n, lo, hi, target, err, sizeof err)) {
             fprintf(stderr, "storage-consumer: replay: %s; nothing was changed\n", err);
             goto out;
         }
@@ -301,15 +204,14 @@ static int reset_offsets(const settings_t *s, rd_kafka_t *rk, member_t *m, const
 
     /* A member that joined meanwhile would own some partitions now: its
      * commits would overwrite ours. */
-    member_serve(rk, 0);
-    if (m->owned != n) {
+    member_serve(m, 0);
+    if (member_owned(m) != n) {
         fprintf(stderr, "storage-consumer: replay refused: another member joined group %s during the replay "
                         "(this replay now holds %d of %d partitions); nothing was changed\n",
-                group, m->owned, n);
+                group, member_owned(m), n);
         goto out;
     }
-    for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(offsets, topic, p)->offset = target[p];
-    if (commit_offsets(s, rk, offsets, err, sizeof err)) {
+    if (member_commit(m, topic, n, target, s->commit_timeout_ms, err, sizeof err)) {
         fprintf(stderr, "storage-consumer: replay: %s (group %s); offsets may be partly reset, run the replay again\n",
                 err, group);
         goto out;
@@ -317,8 +219,7 @@ static int reset_offsets(const settings_t *s, rd_kafka_t *rk, member_t *m, const
 
     long long before = 0, after = 0;
     for (int p = 0; p < n; p++) {
-        const rd_kafka_topic_partition_t *c = rd_kafka_topic_partition_list_find(committed, topic, p);
-        int64_t old = c && !c->err ? c->offset : RD_KAFKA_OFFSET_INVALID;
+        int64_t old = committed[p].offset;
         char old_text[32];
         /* Never committed: the group would start at auto.offset.reset. */
         before += hi[p] - (old < 0 ? (strcmp(s->auto_offset_reset, "latest") == 0 ? hi[p] : lo[p])
@@ -333,8 +234,7 @@ static int reset_offsets(const settings_t *s, rd_kafka_t *rk, member_t *m, const
              a->to_text, n, after, before);
     rc = REPLAY_EXIT_DONE;
 out:
-    rd_kafka_topic_partition_list_destroy(committed);
-    rd_kafka_topic_partition_list_destroy(offsets);
+    free(committed);
     free(lo);
     free(hi);
     free(target);
@@ -345,13 +245,10 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
 {
     const pipeline_id_t id = a->def->id;
     const char *topic = s->topic[id];
-    char group[512], err[1024], why[512];
-    member_t m = {.topic = topic};
+    char group[512], err[1024];
     cluster_topic_t info;
     int rc = REPLAY_EXIT_FAILED;
-    bool subscribed = false;
-    rd_kafka_topic_partition_list_t *sub;
-    rd_kafka_resp_err_t e;
+    bool invalid_setting;
     /* How long a member that stopped can still hold the group: one that
      * left is gone when the coordinator ends the rebalance its leaving
      * started (at once on Kafka; librdkafka's mock cluster, the test broker,
@@ -362,27 +259,20 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
     const int wait_ms = 2 * s->session_timeout_ms + REPLAY_JOIN_MARGIN_MS;
 
     settings_group_id(s, id, group, sizeof group);
-    rd_kafka_conf_t *conf = consumer_conf_new(s, id, err, sizeof err);
-    if (!conf) {
-        fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
-        return REPLAY_EXIT_USAGE;
-    }
-    rd_kafka_conf_set_opaque(conf, &m);
-    rd_kafka_conf_set_rebalance_cb(conf, on_rebalance);
-    /* rd_kafka_new takes ownership of conf on success only. */
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        log_redact(why, sizeof why); /* may quote a secret property's value */
-        fprintf(stderr, "storage-consumer: replay: cannot create the Kafka consumer: %s\n", why);
+    member_t *m = member_new(s, id, "replay", &invalid_setting, err, sizeof err);
+    if (!m) {
+        if (invalid_setting) {
+            fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
+            return REPLAY_EXIT_USAGE;
+        }
+        fprintf(stderr, "storage-consumer: replay: %s\n", err);
         return REPLAY_EXIT_FAILED;
     }
-    conf = NULL;
-    rd_kafka_poll_set_consumer(rk);
 
-    /* Before subscribing: subscribing to a topic that does not exist would
+    /* Before joining: subscribing to a topic that does not exist would
      * create it on a broker with auto-creation on. */
-    int found = cluster_topic_lookup(rk, topic, REPLAY_KAFKA_TIMEOUT_MS, &info, err, sizeof err);
+    int found =
+        cluster_topic_lookup(member_cluster(m), topic, REPLAY_KAFKA_TIMEOUT_MS, &info, err, sizeof err);
     if (found < 0) {
         fprintf(stderr, "storage-consumer: replay: %s (%s); nothing was changed\n", err, s->bootstrap_servers);
         goto out;
@@ -393,15 +283,10 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
         goto out;
     }
 
-    sub = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
-    e = rd_kafka_subscribe(rk, sub);
-    rd_kafka_topic_partition_list_destroy(sub);
-    if (e) {
-        fprintf(stderr, "storage-consumer: replay: cannot subscribe to %s: %s\n", topic, rd_kafka_err2str(e));
+    if (member_join(m, topic, err, sizeof err)) {
+        fprintf(stderr, "storage-consumer: replay: cannot subscribe to %s: %s\n", topic, err);
         goto out;
     }
-    subscribed = true;
 
     printf("replay %s: joining group %s on topic %s (%d partitions); waiting up to %d s for the group to "
            "give this replay every partition\n",
@@ -414,13 +299,14 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
      * round gives the replay the rest. One that keeps running never does:
      * the replay refuses at the bound, having held the partitions it was
      * given (paused) meanwhile. */
-    int64_t start = now_ms(), deadline = start + wait_ms, next_progress = start + REPLAY_PROGRESS_MS;
+    int64_t start = clock_now_ms(), deadline = start + wait_ms, next_progress = start + REPLAY_PROGRESS_MS;
     int seen = 0;
-    while (m.owned < info.partitions && now_ms() < deadline) {
-        member_serve(rk, REPLAY_POLL_MS);
-        int64_t now = now_ms();
-        if (m.owned >= info.partitions || (m.rebalances == seen && now < next_progress)) continue;
-        if (m.rebalances == 0)
+    while (member_owned(m) < info.partitions && clock_now_ms() < deadline) {
+        member_serve(m, REPLAY_POLL_MS);
+        int64_t now = clock_now_ms();
+        if (member_owned(m) >= info.partitions || (member_assignments(m) == seen && now < next_progress))
+            continue;
+        if (member_assignments(m) == 0)
             printf("replay %s: %lld s: no answer from group %s yet: it is still rebalancing (a member that "
                    "stopped moments ago is still leaving it, or one that stopped without leaving is "
                    "removed after its session timeout)\n",
@@ -428,15 +314,15 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
         else
             printf("replay %s: %lld s: group %s gave this replay %d of %d partitions: another member is "
                    "still in it; waiting up to %lld s more for it to leave\n",
-                   a->def->name, (long long)(now - start) / 1000, group, m.owned, info.partitions,
+                   a->def->name, (long long)(now - start) / 1000, group, member_owned(m), info.partitions,
                    (long long)(deadline - now + 999) / 1000);
         fflush(stdout);
-        seen = m.rebalances;
+        seen = member_assignments(m);
         next_progress = now + REPLAY_PROGRESS_MS;
     }
 
-    if (m.owned < info.partitions) {
-        if (m.rebalances == 0)
+    if (member_owned(m) < info.partitions) {
+        if (member_assignments(m) == 0)
             fprintf(stderr,
                     "storage-consumer: replay refused: no assignment from group %s within %d ms: a member "
                     "did not answer the rebalance (a running member stuck in a batch), or the group's "
@@ -448,19 +334,13 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
                     "given %d of the %d partitions of %s within %d ms). Stop every process running the %s "
                     "pipeline first: a reset under a running member is overwritten by its next commit. "
                     "Nothing was changed\n",
-                    group, m.owned, info.partitions, topic, wait_ms, a->def->name);
+                    group, member_owned(m), info.partitions, topic, wait_ms, a->def->name);
         goto out;
     }
-    rc = reset_offsets(s, rk, &m, a, topic, group, info.partitions);
+    rc = reset_offsets(s, m, a, topic, group, info.partitions);
 out:
     /* Leave the group: the pipeline, restarted, is assigned at once. */
-    if (subscribed) {
-        e = rd_kafka_consumer_close(rk);
-        if (e) LOG_WARN("replay", "consumer close: %s", rd_kafka_err2str(e));
-        rd_kafka_destroy(rk);
-    } else {
-        rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
-    }
+    member_close(m);
     fflush(stdout);
     return rc;
 }
@@ -549,7 +429,7 @@ int ops_replay(const settings_t *s, int argc, char **argv)
     a.def = pipeline_find(pipeline, strlen(pipeline));
     if (!a.def)
         return usage_error("unknown pipeline %s (known: app-stats, reviews, network-metrics)", pipeline);
-    if (consumer_check_properties(s, err, sizeof err)) {
+    if (kafka_conf_check(s, err, sizeof err)) {
         fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
         return REPLAY_EXIT_USAGE;
     }

@@ -47,8 +47,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kafka/consumer.h"
-#include "ops/cluster.h"
+#include "kafka/cluster.h"
+#include "kafka/conf.h"
 #include "ops/print.h"
 #include "pg/dead_letters.h"
 #include "pg/db.h"
@@ -79,7 +79,7 @@ typedef struct {
     const pipeline_def_t *def;
     const char *topic;
     char group[512];
-    rd_kafka_t *rk;      /* never joins the group; NULL if it could not be created */
+    cluster_client_t *client; /* never joins the group; NULL if it could not be created */
     int exists;          /* 1 the topic exists, 0 it does not, -1 not known */
     cluster_topic_t info;
     int64_t *lo, *hi;    /* watermarks per partition (-1: unknown); NULL before the messages stage */
@@ -217,12 +217,12 @@ static void check_topics(verify_t *v)
         if (!t->enabled) continue;
         t->exists = -1;
         if (unreachable) continue;
-        if (!t->rk) {
+        if (!t->client) {
             stage_raise(&st, STAGE_BROKEN);
             stage_add(&st, "%s: no Kafka client", t->topic);
             continue;
         }
-        int r = cluster_topic_lookup(t->rk, t->topic, VERIFY_KAFKA_TIMEOUT_MS, &t->info, err, sizeof err);
+        int r = cluster_topic_lookup(t->client, t->topic, VERIFY_KAFKA_TIMEOUT_MS, &t->info, err, sizeof err);
         if (r < 0) {
             /* One unanswered request is enough: do not wait again per topic. */
             unreachable = true;
@@ -272,13 +272,13 @@ static void check_messages(verify_t *v)
         marks[0] = '\0';
         bool failed = false;
         for (int p = 0; p < n; p++) {
-            rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-                t->rk, t->topic, p, &t->lo[p], &t->hi[p], VERIFY_KAFKA_TIMEOUT_MS);
-            if (e) {
+            char err[512];
+            if (cluster_watermarks(t->client, t->topic, p, VERIFY_KAFKA_TIMEOUT_MS, &t->lo[p], &t->hi[p],
+                                   err, sizeof err)) {
                 t->lo[p] = t->hi[p] = -1;
                 failed = true;
                 stage_raise(&st, STAGE_BROKEN);
-                stage_add(&st, "%s [%d]: cannot read the watermarks: %s", t->topic, p, rd_kafka_err2str(e));
+                stage_add(&st, "%s [%d]: cannot read the watermarks: %s", t->topic, p, err);
             } else {
                 total += t->hi[p] - t->lo[p];
             }
@@ -385,14 +385,14 @@ static void check_lag(verify_t *v)
             continue;
         }
         int n = t->info.partitions;
-        rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(n);
-        for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(parts, t->topic, p);
+        cluster_offset_t *committed = calloc((size_t)n, sizeof *committed);
+        char err[512];
+        if (!committed) abort();
         /* An OffsetFetch: reads the group's offsets without joining it. */
-        rd_kafka_resp_err_t e = rd_kafka_committed(t->rk, parts, VERIFY_KAFKA_TIMEOUT_MS);
-        if (e) {
+        if (cluster_committed(t->client, t->topic, n, VERIFY_KAFKA_TIMEOUT_MS, committed, err, sizeof err)) {
             stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "%s: cannot read the committed offsets: %s", t->group, rd_kafka_err2str(e));
-            rd_kafka_topic_partition_list_destroy(parts);
+            stage_add(&st, "%s: cannot read the committed offsets: %s", t->group, err);
+            free(committed);
             continue;
         }
         long long total = 0;
@@ -402,13 +402,12 @@ static void check_lag(verify_t *v)
         size_t len = 0;
         per[0] = '\0';
         for (int p = 0; p < n; p++) {
-            const rd_kafka_topic_partition_t *e_p = rd_kafka_topic_partition_list_find(parts, t->topic, p);
-            int64_t c = e_p ? e_p->offset : RD_KAFKA_OFFSET_INVALID;
+            int64_t c = committed[p].offset;
             int64_t lo = t->lo[p], hi = t->hi[p], lag = 0;
-            if (!e_p || e_p->err) {
+            if (committed[p].error[0]) {
                 broken = true;
                 stage_add(&st, "%s [%d]: cannot read the committed offset: %s", t->group, p,
-                          e_p ? rd_kafka_err2str(e_p->err) : "missing from the answer");
+                          committed[p].error);
                 continue;
             }
             if (hi < 0) continue; /* the messages stage said why */
@@ -434,7 +433,7 @@ static void check_lag(verify_t *v)
             int w = snprintf(per + len, sizeof per - len, " [%d]=%" PRId64, p, lag);
             if (w > 0 && (size_t)w < sizeof per - len) len += (size_t)w;
         }
-        rd_kafka_topic_partition_list_destroy(parts);
+        free(committed);
         stage_add(&st, "%s lag=%lld%s%s", t->group, total, per,
                   never ? " (no offset committed yet)" : "");
         if (v->max_lag >= 0 && total > v->max_lag) {
@@ -509,7 +508,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
             return VERIFY_EXIT_USAGE;
         }
     }
-    if (consumer_check_properties(s, err, sizeof err)) {
+    if (kafka_conf_check(s, err, sizeof err)) {
         fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
         return VERIFY_EXIT_USAGE;
     }
@@ -527,8 +526,8 @@ int ops_verify(const settings_t *s, int argc, char **argv)
         snprintf(names + n, sizeof names - n, "%s%s", n ? "," : "", t->def->name);
         /* Each client carries its pipeline's group id: the committed
          * offsets are asked per group. */
-        t->rk = cluster_client_new(s, (pipeline_id_t)i, err, sizeof err);
-        if (!t->rk) fprintf(stderr, "storage-consumer: verify: %s\n", err);
+        t->client = cluster_client_new(s, (pipeline_id_t)i, err, sizeof err);
+        if (!t->client) fprintf(stderr, "storage-consumer: verify: %s\n", err);
     }
     char *masked = db_mask_conninfo(s->database_url);
     printf("verify pipelines=%s kafka=%s database=\"%s\"\n", names, s->bootstrap_servers, masked);
@@ -554,7 +553,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
 
     db_close(v.conn);
     for (int i = 0; i < PIPELINE_COUNT; i++) {
-        cluster_client_destroy(v.t[i].rk);
+        cluster_client_destroy(v.t[i].client);
         free(v.t[i].lo);
         free(v.t[i].hi);
     }

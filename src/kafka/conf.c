@@ -1,0 +1,120 @@
+#include "kafka/conf.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kafka/internal.h"
+#include "log.h"
+
+static int set_conf(rd_kafka_conf_t *conf, const char *name, const char *value,
+                    const char *variable, char *err, size_t errlen)
+{
+    char why[512];
+    rd_kafka_conf_res_t res = rd_kafka_conf_set(conf, name, value, why, sizeof why);
+    if (res == RD_KAFKA_CONF_OK) return 0;
+    /* A secret's value is never shown, nor that of a property librdkafka
+     * does not know (a misspelt secret's name does not say it is one), and
+     * librdkafka's message may quote the value too. */
+    if (res == RD_KAFKA_CONF_UNKNOWN || settings_kafka_property_is_secret(name)) {
+        log_redact_value(why, sizeof why, value);
+        log_redact(why, sizeof why);
+        snprintf(err, errlen, "%s: librdkafka property %s (value not shown): %s", variable, name, why);
+    } else {
+        snprintf(err, errlen, "%s: librdkafka property %s=%s: %s", variable, name, value, why);
+    }
+    return -1;
+}
+
+static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    /* librdkafka 2.0.2 resets an offset the broker no longer holds without
+     * telling the application, only its log: retention deleted messages
+     * that were never stored. That must be loud. */
+    if (strstr(buf, "offset reset") && strstr(buf, "Offset out of range")) {
+        LOG_ERROR("rdkafka", "MESSAGES LOST BEFORE THEY WERE STORED: the broker no longer holds the "
+                             "offset this group had reached (retention deleted them); consumption "
+                             "resumes at the log start: %s", buf);
+        return;
+    }
+    /* syslog levels: 0..3 error, 4 warning, 5..6 info, 7 debug. */
+    log_level_t lvl = level <= 3 ? LOG_LEVEL_ERROR : level == 4 ? LOG_LEVEL_WARN
+                    : level <= 6 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG;
+    LOG_AT(lvl, "rdkafka", "%s: %s", fac, buf);
+}
+
+rd_kafka_conf_t *kafka_conf_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char group[512], num[32];
+    settings_group_id(s, id, group, sizeof group);
+
+#define SET(name, value, var)                                          \
+    if (set_conf(conf, name, value, var, err, errlen)) goto error
+
+    SET("bootstrap.servers", s->bootstrap_servers, "STORAGE_KAFKA_BOOTSTRAP_SERVERS");
+    SET("group.id", group, "STORAGE_GROUP_PREFIX");
+    /* Auto-commit is time-based, not write-based: it would commit offsets of
+     * messages whose rows were never committed. */
+    SET("enable.auto.commit", "false", "(built in)");
+    SET("enable.auto.offset.store", "false", "(built in)");
+    SET("auto.offset.reset", s->auto_offset_reset, "STORAGE_AUTO_OFFSET_RESET");
+    snprintf(num, sizeof num, "%d", s->session_timeout_ms);
+    SET("session.timeout.ms", num, "STORAGE_SESSION_TIMEOUT_MS");
+    snprintf(num, sizeof num, "%d", s->max_poll_interval_ms);
+    SET("max.poll.interval.ms", num, "STORAGE_MAX_POLL_INTERVAL_MS");
+    /* Incremental rebalancing: a member joining or leaving does not stop
+     * the partitions that stay where they are. */
+    SET("partition.assignment.strategy", "cooperative-sticky", "(built in)");
+    SET("client.id", group, "(built in)");
+    /* Bounded local queue: memory stays flat with any backlog. */
+    SET("queued.max.messages.kbytes", "16384", "(built in)");
+    for (size_t i = 0; i < s->kafka_property_count; i++) {
+        char var[256];
+        size_t n = 0;
+        n += (size_t)snprintf(var, sizeof var, "%s", SETTINGS_RDKAFKA_PREFIX);
+        for (const char *p = s->kafka_properties[i].name; *p && n + 1 < sizeof var; p++)
+            var[n++] = *p == '.' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+        var[n] = '\0';
+        SET(s->kafka_properties[i].name, s->kafka_properties[i].value, var);
+    }
+#undef SET
+    rd_kafka_conf_set_log_cb(conf, on_log);
+    return conf;
+error:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+}
+
+int kafka_conf_check(const settings_t *s, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = kafka_conf_new(s, PIPELINE_REVIEWS, err, errlen);
+    if (!conf) return -1;
+    rd_kafka_conf_destroy(conf);
+    return 0;
+}
+
+rd_kafka_t *kafka_handle_new(const settings_t *s, pipeline_id_t id, kafka_rebalance_cb_t rebalance,
+                             void *opaque, const char *what, bool *invalid_setting, char *err,
+                             size_t errlen)
+{
+    char why[512];
+    rd_kafka_conf_t *conf = kafka_conf_new(s, id, err, errlen);
+    *invalid_setting = !conf;
+    if (!conf) return NULL;
+    if (rebalance) {
+        rd_kafka_conf_set_opaque(conf, opaque);
+        rd_kafka_conf_set_rebalance_cb(conf, rebalance);
+    }
+    /* rd_kafka_new takes ownership of conf on success only. */
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        log_redact(why, sizeof why); /* may quote a secret property's value */
+        snprintf(err, errlen, "cannot create %s: %s", what, why);
+        return NULL;
+    }
+    /* A member's rebalances and errors come with its consumer poll. */
+    if (rebalance) rd_kafka_poll_set_consumer(rk);
+    return rk;
+}
