@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/utf8.h"
 #include "ops/ops.h"
 #include "ops/print.h"
@@ -57,7 +58,7 @@ static db_conn_t *connect_checked(const settings_t *s, const char *sub)
 {
     char err[1024];
     db_conn_t *conn = db_connect(s->database_url, s->db_statement_timeout_ms,
-                                 db_now_ms() + settings_db_attempt_ms(s), err, sizeof err);
+                                 clock_now_ms() + settings_db_attempt_ms(s), err, sizeof err);
     if (!conn) {
         char *masked = db_mask_conninfo(s->database_url);
         fprintf(stderr, "storage-consumer: dead-letters %s: cannot connect to PostgreSQL (%s): %s\n", sub,

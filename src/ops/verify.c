@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "kafka/cluster.h"
 #include "kafka/conf.h"
 #include "ops/print.h"
@@ -534,7 +535,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
     fflush(stdout);
     free(masked);
     v.conn = db_connect(s->database_url, VERIFY_STATEMENT_TIMEOUT_MS,
-                        db_now_ms() + VERIFY_STATEMENT_TIMEOUT_MS + SETTINGS_DB_DEADLINE_GRACE_MS, v.db_error,
+                        clock_now_ms() + VERIFY_STATEMENT_TIMEOUT_MS + SETTINGS_DB_DEADLINE_GRACE_MS, v.db_error,
                         sizeof v.db_error);
 
     check_schema(&v);

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "log.h"
 
 /* Strip the trailing newline libpq puts on its messages. */
@@ -46,7 +46,7 @@ PGconn *db_connect(const char *conninfo, int statement_timeout_ms, int64_t deadl
     /* libpq bounds connecting in whole seconds, at least 2. Keywords before
      * dbname are defaults that the conninfo (expanded from dbname) overrides. */
     if (deadline_ms) {
-        int64_t left = deadline_ms - db_now_ms();
+        int64_t left = deadline_ms - clock_now_ms();
         snprintf(connect_timeout, sizeof connect_timeout, "%lld", left < 2000 ? 2LL : (long long)(left + 999) / 1000);
     }
     const char *keys[] = {"connect_timeout", "dbname", "fallback_application_name", NULL};
@@ -79,13 +79,6 @@ PGconn *db_connect(const char *conninfo, int statement_timeout_ms, int64_t deadl
         return NULL;
     }
     return conn;
-}
-
-int64_t db_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void *cancel_thread(void *arg)
@@ -126,7 +119,7 @@ static int wait_socket(PGconn *conn, bool write, int64_t deadline_ms)
     for (;;) {
         int timeout = -1;
         if (deadline_ms) {
-            int64_t left = deadline_ms - db_now_ms();
+            int64_t left = deadline_ms - clock_now_ms();
             if (left <= 0) return 0;
             timeout = left > 60000 ? 60000 : (int)left;
         }

@@ -23,10 +23,6 @@ int db_check_conninfo(const char *conninfo);
  * string the caller frees. */
 char *db_mask_conninfo(const char *conninfo);
 
-/* Milliseconds on the monotonic clock: what deadlines count in. This
- * function can't fail. */
-int64_t db_now_ms(void);
-
 /* Connect with `conninfo` (key=value or URI; "" uses libpq's PG* variables)
  * and prepare the session (statement_timeout_ms 0: no statement timeout),
  * all before `deadline_ms` (0: none; libpq counts whole seconds, so the

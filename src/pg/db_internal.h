@@ -20,7 +20,7 @@ int db_exec(PGconn *conn, const char *sql, char *err, size_t errlen, error_class
  * statement_timeout does not end everything: a COMMIT that waits for a
  * synchronous standby waited 12 minutes with a 1.5 s timeout, and a
  * connection to a host that stopped answering waits as long as TCP does.
- * Deadlines are CLOCK_MONOTONIC milliseconds (db_now_ms). When one passes,
+ * Deadlines are CLOCK_MONOTONIC milliseconds (clock_now_ms). When one passes,
  * the query is cancelled, the connection is shut down (nothing else may wait
  * on it: the caller drops it) and the error is transient, with a message
  * naming the time waited. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/app_cache.h"
+#include "core/clock.h"
 #include "log.h"
 #include "pg/dead_letters.h"
 #include "pg/db_internal.h"
@@ -52,7 +53,7 @@ struct store {
     batch_counts_t done;     /* counts of the batch being written */
     buf_t copy;       /* reused COPY data of one chunk */
     app_cache_t *apps; /* this pipeline's package_name -> application_id */
-    /* The current attempt's deadline (db_now_ms; 0: none yet): resolving and
+    /* The current attempt's deadline (clock_now_ms; 0: none yet): resolving and
      * writing one batch, connecting included, end by it. */
     int64_t deadline;
     /* Reused per batch: the indexes of the entries to upsert. */
@@ -138,7 +139,7 @@ static int store_connect(store_t *st, char *err, size_t errlen, error_class_t *c
 /* A new attempt: resolving and writing a batch end by its deadline. */
 static void arm_deadline(store_t *st)
 {
-    st->deadline = db_now_ms() + settings_db_attempt_ms(st->settings);
+    st->deadline = clock_now_ms() + settings_db_attempt_ms(st->settings);
 }
 
 int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
@@ -151,7 +152,7 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
     const char **stale = names + (b->count ? b->count : 1);
     size_t n = batch_package_names(b, names);
     arm_deadline(st);
-    size_t k = app_cache_begin(st->apps, names, n, db_now_ms(), stale);
+    size_t k = app_cache_begin(st->apps, names, n, clock_now_ms(), stale);
 
     if (k > 0) {
         if (store_connect(st, err, errlen, cls)) goto out;
@@ -166,7 +167,7 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
         if (!res) goto out;
         /* Stamped with the time of the answer: the TTL counts from when the
          * registry said so, however long the query waited. */
-        int64_t answered = db_now_ms();
+        int64_t answered = clock_now_ms();
         for (int r = 0; r < PQntuples(res); r++)
             app_cache_answer(st->apps, PQgetvalue(res, r, 0), strtoll(PQgetvalue(res, r, 1), NULL, 10),
                              answered);
@@ -318,7 +319,7 @@ static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, bat
 static void roll_back(store_t *st)
 {
     char why[1024];
-    if (PQstatus(st->conn) == CONNECTION_OK && db_now_ms() < st->deadline)
+    if (PQstatus(st->conn) == CONNECTION_OK && clock_now_ms() < st->deadline)
         db_command(st->conn, "ROLLBACK", st->deadline, why, sizeof why, NULL);
 }
 
