@@ -91,12 +91,15 @@ fuzz: $(BUILD)/fuzz/fuzz_decode
 deps:
 	scripts/install-deps.sh
 
-# make test: installs what a fresh machine lacks, then runs every test: unit
+# make test: installs what a fresh machine lacks, checks that librdkafka and
+# libpq stay inside src/kafka/ and src/pg/ (scripts/check-boundaries.sh) and
+# that the benchmarks still build, then runs every test: unit
 # and integration suites and the fuzz target against the sanitizer build (the
 # resource suite measures the release build's memory, so that is built too),
 # then the reliability suite against the release build.
 test: deps
-	$(MAKE) all sanitize
+	$(MAKE) all sanitize bench-bins
+	scripts/check-boundaries.sh $(CC) $(CSTD) -Isrc $(PKG_CFLAGS)
 	FUZZ_BIN=$(BUILD)/fuzz/fuzz_decode FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh $(SAN_BUILD)
 	tests/reliability/run.sh $(BUILD)
 
