@@ -20,13 +20,12 @@
 
 #include "core/clock.h"
 #include "core/utf8.h"
+#include "exit_code.h"
 #include "ops/ops.h"
 #include "ops/print.h"
 #include "ops/redrive.h"
 #include "pg/dead_letters.h"
 #include "pg/db.h"
-
-enum { DL_OK = 0, DL_RUNTIME = 1, DL_USAGE = 2 };
 
 /* Per pipeline and category, how many ids redrive prints before a summary. */
 #define DL_DETAIL_LINES 10
@@ -96,10 +95,10 @@ static const char *option_value(const char *sub, int argc, char **argv, int *i)
 static const pipeline_def_t *parse_pipeline(const char *sub, const char *name)
 {
     const pipeline_def_t *def = pipeline_find(name, strlen(name));
+    char names[128];
     if (!def)
-        fprintf(stderr,
-                "storage-consumer: dead-letters %s: unknown pipeline %s (app-stats, reviews, network-metrics)\n",
-                sub, name);
+        fprintf(stderr, "storage-consumer: dead-letters %s: unknown pipeline %s (known: %s)\n", sub, name,
+                pipeline_names(names, sizeof names));
     return def;
 }
 
@@ -118,12 +117,13 @@ static long long parse_positive(const char *s)
 
 static void usage_list(FILE *out)
 {
-    fputs("usage: storage-consumer dead-letters list [--pipeline P] [--type T] [--limit N] [--unresolved]\n"
+    char names[128];
+    fprintf(out, "usage: storage-consumer dead-letters list [--pipeline P] [--type T] [--limit N] [--unresolved]\n"
           "\n"
           "Counts of dead letters by pipeline and error_type (unresolved and resolved),\n"
           "then the most recent rows, newest first.\n"
           "\n"
-          "  --pipeline P   only the topic of pipeline P (app-stats, reviews, network-metrics)\n"
+          "  --pipeline P   only the topic of pipeline P (%s)\n"
           "  --type T       only error_type T (e.g. unregistered_app)\n"
           "  --limit N      how many recent rows to show (default 20)\n"
           "  --unresolved   recent rows: only those not yet resolved\n"
@@ -131,7 +131,7 @@ static void usage_list(FILE *out)
           "Output lines: `total ...`, one `count pipeline=P error_type=T unresolved=N\n"
           "resolved=N topic=... newest=...` per group (pipeline=- for a topic no pipeline\n"
           "reads), then `row id=...` lines. `dead-letters show ID` prints one in full.\n",
-          out);
+          pipeline_names(names, sizeof names));
 }
 
 static int dl_list(const settings_t *s, int argc, char **argv)
@@ -141,36 +141,36 @@ static int dl_list(const settings_t *s, int argc, char **argv)
     long long limit = DL_LIST_DEFAULT_LIMIT;
     bool unresolved_only = false;
     char err[1024];
-    int rc = DL_RUNTIME;
+    int rc = EXIT_FAILED;
 
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (is_help(argv[i])) {
             usage_list(stdout);
-            return DL_OK;
+            return EXIT_OK;
         } else if (strcmp(argv[i], "--pipeline") == 0) {
-            if (!(v = option_value("list", argc, argv, &i)) || !(def = parse_pipeline("list", v))) return DL_USAGE;
+            if (!(v = option_value("list", argc, argv, &i)) || !(def = parse_pipeline("list", v))) return EXIT_USAGE;
         } else if (strcmp(argv[i], "--type") == 0) {
-            if (!(type = option_value("list", argc, argv, &i))) return DL_USAGE;
+            if (!(type = option_value("list", argc, argv, &i))) return EXIT_USAGE;
         } else if (strcmp(argv[i], "--limit") == 0) {
-            if (!(v = option_value("list", argc, argv, &i))) return DL_USAGE;
+            if (!(v = option_value("list", argc, argv, &i))) return EXIT_USAGE;
             limit = parse_positive(v);
             if (limit < 1 || limit > DL_LIST_MAX_LIMIT) {
                 fprintf(stderr, "storage-consumer: dead-letters list: --limit %s: expected 1..%d\n", v,
                         DL_LIST_MAX_LIMIT);
-                return DL_USAGE;
+                return EXIT_USAGE;
             }
         } else if (strcmp(argv[i], "--unresolved") == 0) {
             unresolved_only = true;
         } else {
             fprintf(stderr, "storage-consumer: dead-letters list: unexpected argument %s\n", argv[i]);
             usage_list(stderr);
-            return DL_USAGE;
+            return EXIT_USAGE;
         }
     }
 
     db_conn_t *conn = connect_checked(s, "list");
-    if (!conn) return DL_RUNTIME;
+    if (!conn) return EXIT_FAILED;
     dead_letter_list_t l;
     if (dead_letters_list(conn, def ? s->topic[def->id] : NULL, type, limit, unresolved_only, &l, err,
                           sizeof err)) {
@@ -204,7 +204,7 @@ static int dl_list(const settings_t *s, int argc, char **argv)
         print_quoted(stdout, row->detail, strlen(row->detail), DL_LIST_DETAIL_BYTES);
         putchar('\n');
     }
-    rc = DL_OK;
+    rc = EXIT_OK;
 out:
     dead_letters_list_free(&l);
     db_close(conn);
@@ -263,30 +263,30 @@ static int dl_show(const settings_t *s, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (is_help(argv[i])) {
             usage_show(stdout);
-            return DL_OK;
+            return EXIT_OK;
         } else if (!id_text && argv[i][0] != '-') {
             id_text = argv[i];
         } else {
             fprintf(stderr, "storage-consumer: dead-letters show: unexpected argument %s\n", argv[i]);
             usage_show(stderr);
-            return DL_USAGE;
+            return EXIT_USAGE;
         }
     }
     if (!id_text) {
         fprintf(stderr, "storage-consumer: dead-letters show: which dead letter? (an id from `dead-letters list`)\n");
         usage_show(stderr);
-        return DL_USAGE;
+        return EXIT_USAGE;
     }
     if (parse_positive(id_text) < 0) {
         fprintf(stderr, "storage-consumer: dead-letters show: ID %s: expected a positive integer\n", id_text);
-        return DL_USAGE;
+        return EXIT_USAGE;
     }
 
     db_conn_t *conn = connect_checked(s, "show");
-    if (!conn) return DL_RUNTIME;
+    if (!conn) return EXIT_FAILED;
     dead_letter_t d;
     int found = dead_letters_get(conn, id_text, &d, err, sizeof err);
-    int rc = DL_RUNTIME;
+    int rc = EXIT_FAILED;
     if (found < 0) {
         fail_msg("show", "", err);
     } else if (found == 0) {
@@ -314,7 +314,7 @@ static int dl_show(const settings_t *s, int argc, char **argv)
         show_bytes("message_key", d.key, d.key_len);
         printf("payload_size: %lld\n", d.payload_size);
         show_bytes("payload", d.payload, d.payload_len);
-        rc = DL_OK;
+        rc = EXIT_OK;
     }
     dead_letters_get_free(&d);
     db_close(conn);
@@ -326,7 +326,8 @@ static int dl_show(const settings_t *s, int argc, char **argv)
 
 static void usage_redrive(FILE *out)
 {
-    fputs("usage: storage-consumer dead-letters redrive [--pipeline P] [--type T] [--dry-run]\n"
+    char names[128];
+    fprintf(out, "usage: storage-consumer dead-letters redrive [--pipeline P] [--type T] [--dry-run]\n"
           "\n"
           "Re-decodes the stored payload of every unresolved dead letter (of pipeline P,\n"
           "of error_type T) exactly as the pipeline would, and in one transaction per\n"
@@ -337,7 +338,7 @@ static void usage_redrive(FILE *out)
           "changes nothing. A redriven review older than the stored row does not\n"
           "overwrite it (the same last_synced_at rule as the pipeline).\n"
           "\n"
-          "  --pipeline P   only pipeline P (app-stats, reviews, network-metrics)\n"
+          "  --pipeline P   only pipeline P (%s)\n"
           "  --type T       only dead letters with error_type T (e.g. unregistered_app)\n"
           "  --dry-run      do everything, then roll back: reports what would be stored\n"
           "                 and what still fails, changes nothing\n"
@@ -347,7 +348,7 @@ static void usage_redrive(FILE *out)
           "`not_redrivable id=...` lines (the first 10 of each), and a `redrive total ...`\n"
           "line. Exit 0 when the run completed (whatever still fails), 1 on a database\n"
           "failure (batches committed before it stay committed; run it again).\n",
-          out);
+          pipeline_names(names, sizeof names));
 }
 
 /* Prints the first DL_DETAIL_LINES dead letters of each kind, per pipeline. */
@@ -447,31 +448,31 @@ static int dl_redrive(const settings_t *s, int argc, char **argv)
         const char *v;
         if (is_help(argv[i])) {
             usage_redrive(stdout);
-            return DL_OK;
+            return EXIT_OK;
         } else if (strcmp(argv[i], "--pipeline") == 0) {
             if (!(v = option_value("redrive", argc, argv, &i)) || !(only = parse_pipeline("redrive", v)))
-                return DL_USAGE;
+                return EXIT_USAGE;
         } else if (strcmp(argv[i], "--type") == 0) {
-            if (!(type = option_value("redrive", argc, argv, &i))) return DL_USAGE;
+            if (!(type = option_value("redrive", argc, argv, &i))) return EXIT_USAGE;
         } else if (strcmp(argv[i], "--dry-run") == 0) {
             dry_run = true;
         } else {
             fprintf(stderr, "storage-consumer: dead-letters redrive: unexpected argument %s\n", argv[i]);
             usage_redrive(stderr);
-            return DL_USAGE;
+            return EXIT_USAGE;
         }
     }
 
     db_conn_t *conn = connect_checked(s, "redrive");
-    if (!conn) return DL_RUNTIME;
+    if (!conn) return EXIT_FAILED;
     redrive_counts_t total = {0};
-    int rc = DL_OK;
-    for (int i = 0; i < PIPELINE_COUNT && rc == DL_OK; i++) {
+    int rc = EXIT_OK;
+    for (int i = 0; i < PIPELINE_COUNT && rc == EXIT_OK; i++) {
         const pipeline_def_t *def = pipeline_get((pipeline_id_t)i);
         if (only && only != def) continue;
-        if (redrive_one(s, conn, def, type, dry_run, &total)) rc = DL_RUNTIME;
+        if (redrive_one(s, conn, def, type, dry_run, &total)) rc = EXIT_FAILED;
     }
-    if (rc == DL_OK && !only && report_unknown_topics(s, conn, type)) rc = DL_RUNTIME;
+    if (rc == EXIT_OK && !only && report_unknown_topics(s, conn, type)) rc = EXIT_FAILED;
     db_close(conn);
     printf("redrive total examined=%zu stored=%zu still_failing=%zu not_redrivable=%zu resolved=%zu "
            "reasons_refreshed=%zu dry_run=%s\n",
@@ -483,7 +484,7 @@ static int dl_redrive(const settings_t *s, int argc, char **argv)
                total.resolved, total.reasons_refreshed);
     else if (total.resolved == 0 && total.reasons_refreshed == 0)
         printf("nothing changed: no unresolved dead letter stores now%s\n",
-               rc == DL_OK ? "" : " (interrupted by an error)");
+               rc == EXIT_OK ? "" : " (interrupted by an error)");
     else
         printf("changed: %zu dead letters resolved, %zu reasons refreshed\n", total.resolved,
                total.reasons_refreshed);
@@ -515,17 +516,17 @@ int ops_dead_letters(const settings_t *s, int argc, char **argv)
     if (argc < 2) {
         fprintf(stderr, "storage-consumer: dead-letters: which subcommand? (list, show, redrive)\n");
         usage_dead_letters(stderr);
-        return DL_USAGE;
+        return EXIT_USAGE;
     }
     const char *sub = argv[1];
     if (is_help(sub) || strcmp(sub, "help") == 0) {
         usage_dead_letters(stdout);
-        return DL_OK;
+        return EXIT_OK;
     }
     if (strcmp(sub, "list") == 0) return dl_list(s, argc - 1, argv + 1);
     if (strcmp(sub, "show") == 0) return dl_show(s, argc - 1, argv + 1);
     if (strcmp(sub, "redrive") == 0) return dl_redrive(s, argc - 1, argv + 1);
     fprintf(stderr, "storage-consumer: dead-letters: unknown subcommand %s\n", sub);
     usage_dead_letters(stderr);
-    return DL_USAGE;
+    return EXIT_USAGE;
 }

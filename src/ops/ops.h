@@ -1,8 +1,7 @@
 /* ops — the operator's one-shot commands (DESIGN.md: Operations). Each takes the
  * validated settings and the command's own arguments (argv[0] is the
- * command name), prints its result on stdout, and returns the exit code:
- * 0 success, 1 a runtime failure (or, for verify, a broken stage), 2 a usage
- * error. */
+ * command name), prints its result on stdout, and returns its exit status
+ * (exit_code.h; for verify, EXIT_FAILED means a stage is broken). */
 #ifndef STORAGE_OPS_H
 #define STORAGE_OPS_H
 

@@ -38,13 +38,11 @@
 
 #include "core/clock.h"
 #include "core/timestamp.h"
+#include "exit_code.h"
 #include "kafka/cluster.h"
 #include "kafka/conf.h"
 #include "kafka/member.h"
 #include "log.h"
-
-/* Exit codes (ops.h). */
-enum { REPLAY_EXIT_DONE = 0, REPLAY_EXIT_FAILED = 1, REPLAY_EXIT_USAGE = 2 };
 
 #define REPLAY_KAFKA_TIMEOUT_MS 10000
 /* Beyond two session timeouts (see replay_run), a rebalance round itself
@@ -171,7 +169,7 @@ static int reset_offsets(const settings_t *s, member_t *m, const replay_args_t *
     int64_t *lo = calloc((size_t)n, sizeof *lo), *hi = calloc((size_t)n, sizeof *hi);
     int64_t *target = calloc((size_t)n, sizeof *target);
     char err[1024];
-    int rc = REPLAY_EXIT_FAILED;
+    int rc = EXIT_FAILED;
 
     if (!committed || !lo || !hi || !target) abort();
     if (cluster_committed(cluster, topic, n, REPLAY_KAFKA_TIMEOUT_MS, committed, err, sizeof err)) {
@@ -232,7 +230,7 @@ static int reset_offsets(const settings_t *s, member_t *m, const replay_args_t *
            a->def->name, group, a->to_text, n, after, before);
     LOG_INFO("replay", "group=%s topic=%s to=%s partitions=%d to_read=%lld was=%lld", group, topic,
              a->to_text, n, after, before);
-    rc = REPLAY_EXIT_DONE;
+    rc = EXIT_OK;
 out:
     free(committed);
     free(lo);
@@ -247,7 +245,7 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
     const char *topic = s->topic[id];
     char group[512], err[1024];
     cluster_topic_t info;
-    int rc = REPLAY_EXIT_FAILED;
+    int rc = EXIT_FAILED;
     bool invalid_setting;
     /* How long a member that stopped can still hold the group: one that
      * left is gone when the coordinator ends the rebalance its leaving
@@ -263,10 +261,10 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
     if (!m) {
         if (invalid_setting) {
             fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
-            return REPLAY_EXIT_USAGE;
+            return EXIT_USAGE;
         }
         fprintf(stderr, "storage-consumer: replay: %s\n", err);
-        return REPLAY_EXIT_FAILED;
+        return EXIT_FAILED;
     }
 
     /* Before joining: subscribing to a topic that does not exist would
@@ -349,12 +347,12 @@ out:
 
 static void replay_usage(FILE *out)
 {
-    fputs("usage: storage-consumer replay PIPELINE [--to earliest|latest|TIMESTAMP]\n"
+    char names[128];
+    fprintf(out, "usage: storage-consumer replay PIPELINE [--to earliest|latest|TIMESTAMP]\n"
           "\n"
-          "Moves the consumer group of one pipeline (app-stats, reviews or\n"
-          "network-metrics), and only that group, so the pipeline reads its topic again\n"
-          "from there when it next runs. Rows already stored are not duplicated: every\n"
-          "write is idempotent.\n"
+          "Moves the consumer group of one pipeline (%s),\n"
+          "and only that group, so the pipeline reads its topic again from there when it\n"
+          "next runs. Rows already stored are not duplicated: every write is idempotent.\n"
           "\n"
           "  --to earliest    the oldest message the topic still holds (the default)\n"
           "  --to latest      the end of the topic: the backlog is skipped, never stored\n"
@@ -371,7 +369,7 @@ static void replay_usage(FILE *out)
           "STORAGE_PIPELINES: this process only acts on its group.\n"
           "\n"
           "exit codes: 0 reset, 1 refused or failed, 2 usage or configuration error\n",
-          out);
+          pipeline_names(names, sizeof names));
 }
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
@@ -382,7 +380,7 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputs("\n(storage-consumer replay --help for usage)\n", stderr);
-    return REPLAY_EXIT_USAGE;
+    return EXIT_USAGE;
 }
 
 int ops_replay(const settings_t *s, int argc, char **argv)
@@ -395,7 +393,7 @@ int ops_replay(const settings_t *s, int argc, char **argv)
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             replay_usage(stdout);
-            return REPLAY_EXIT_DONE;
+            return EXIT_OK;
         } else if (strcmp(arg, "--to") == 0 || strncmp(arg, "--to=", 5) == 0) {
             const char *value = arg[4] == '=' ? arg + 5 : (i + 1 < argc ? argv[++i] : NULL);
             if (!value || !*value)
@@ -425,13 +423,13 @@ int ops_replay(const settings_t *s, int argc, char **argv)
             pipeline = arg;
         }
     }
-    if (!pipeline) return usage_error("which pipeline? app-stats, reviews or network-metrics");
+    char names[128];
+    if (!pipeline) return usage_error("which pipeline? %s", pipeline_names(names, sizeof names));
     a.def = pipeline_find(pipeline, strlen(pipeline));
-    if (!a.def)
-        return usage_error("unknown pipeline %s (known: app-stats, reviews, network-metrics)", pipeline);
+    if (!a.def) return usage_error("unknown pipeline %s (known: %s)", pipeline, pipeline_names(names, sizeof names));
     if (kafka_conf_check(s, err, sizeof err)) {
         fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
-        return REPLAY_EXIT_USAGE;
+        return EXIT_USAGE;
     }
     return replay_run(s, &a);
 }

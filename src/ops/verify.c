@@ -48,15 +48,13 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "exit_code.h"
 #include "kafka/cluster.h"
 #include "kafka/conf.h"
 #include "ops/print.h"
 #include "pg/dead_letters.h"
 #include "pg/db.h"
 #include "pg/migrate.h"
-
-/* Exit codes (ops.h). */
-enum { VERIFY_EXIT_HEALTHY = 0, VERIFY_EXIT_BROKEN = 1, VERIFY_EXIT_USAGE = 2 };
 
 #define VERIFY_KAFKA_TIMEOUT_MS 10000
 /* count(*) of a large table may take a while; a verify must still end. */
@@ -495,23 +493,23 @@ int ops_verify(const settings_t *s, int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             verify_usage(stdout);
-            return VERIFY_EXIT_HEALTHY;
+            return EXIT_OK;
         } else if (strcmp(a, "--max-lag") == 0 || strncmp(a, "--max-lag=", 10) == 0) {
             const char *value = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
             if (!value || parse_count(value, &v.max_lag)) {
                 fprintf(stderr, "storage-consumer: verify: --max-lag needs a number >= 0, got %s\n",
                         value ? value : "nothing");
-                return VERIFY_EXIT_USAGE;
+                return EXIT_USAGE;
             }
         } else {
             fprintf(stderr, "storage-consumer: verify: unexpected argument %s\n", a);
             verify_usage(stderr);
-            return VERIFY_EXIT_USAGE;
+            return EXIT_USAGE;
         }
     }
     if (kafka_conf_check(s, err, sizeof err)) {
         fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
-        return VERIFY_EXIT_USAGE;
+        return EXIT_USAGE;
     }
 
     char names[128] = "";
@@ -558,5 +556,5 @@ int ops_verify(const settings_t *s, int argc, char **argv)
         free(v.t[i].lo);
         free(v.t[i].hi);
     }
-    return v.first_broken ? VERIFY_EXIT_BROKEN : VERIFY_EXIT_HEALTHY;
+    return v.first_broken ? EXIT_FAILED : EXIT_OK;
 }
