@@ -9,7 +9,6 @@
  *          bug was fixed); the engine is ops/redrive.c.
  *
  * The statements on dead_letter_events are pg/dead_letters.c's. */
-#include <errno.h>
 #include <stddef.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -22,6 +21,7 @@
 #include "core/utf8.h"
 #include "exit_code.h"
 #include "ops/ops.h"
+#include "ops/args.h"
 #include "ops/print.h"
 #include "ops/redrive.h"
 #include "pg/dead_letters.h"
@@ -77,17 +77,13 @@ static db_conn_t *connect_checked(const settings_t *s, const char *sub)
     return conn;
 }
 
-static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
-
-/* The value of option argv[*i] (its next argument). Returns NULL after
- * reporting a usage error. */
-static const char *option_value(const char *sub, int argc, char **argv, int *i)
+/* Whether option `name` of subcommand `sub` got a value; reports the usage
+ * error when it did not. */
+static bool value_given(const char *sub, const char *name, const char *value)
 {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "storage-consumer: dead-letters %s: %s needs a value\n", sub, argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
+    if (value && *value) return true;
+    fprintf(stderr, "storage-consumer: dead-letters %s: %s needs a value\n", sub, name);
+    return false;
 }
 
 /* --pipeline NAME: resolved to its definition. Returns NULL after a usage
@@ -100,16 +96,6 @@ static const pipeline_def_t *parse_pipeline(const char *sub, const char *name)
         fprintf(stderr, "storage-consumer: dead-letters %s: unknown pipeline %s (known: %s)\n", sub, name,
                 pipeline_names(names, sizeof names));
     return def;
-}
-
-/* A positive decimal integer (an id, a limit) or -1. */
-static long long parse_positive(const char *s)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v <= 0 || s[0] == '+' || s[0] == ' ') return -1;
-    return v;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -145,17 +131,16 @@ static int dl_list(const settings_t *s, int argc, char **argv)
 
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (is_help(argv[i])) {
+        if (args_is_help(argv[i])) {
             usage_list(stdout);
             return EXIT_OK;
-        } else if (strcmp(argv[i], "--pipeline") == 0) {
-            if (!(v = option_value("list", argc, argv, &i)) || !(def = parse_pipeline("list", v))) return EXIT_USAGE;
-        } else if (strcmp(argv[i], "--type") == 0) {
-            if (!(type = option_value("list", argc, argv, &i))) return EXIT_USAGE;
-        } else if (strcmp(argv[i], "--limit") == 0) {
-            if (!(v = option_value("list", argc, argv, &i))) return EXIT_USAGE;
-            limit = parse_positive(v);
-            if (limit < 1 || limit > DL_LIST_MAX_LIMIT) {
+        } else if (args_option(argc, argv, &i, "--pipeline", &v)) {
+            if (!value_given("list", "--pipeline", v) || !(def = parse_pipeline("list", v))) return EXIT_USAGE;
+        } else if (args_option(argc, argv, &i, "--type", &type)) {
+            if (!value_given("list", "--type", type)) return EXIT_USAGE;
+        } else if (args_option(argc, argv, &i, "--limit", &v)) {
+            if (!value_given("list", "--limit", v)) return EXIT_USAGE;
+            if (args_integer(v, 1, DL_LIST_MAX_LIMIT, &limit)) {
                 fprintf(stderr, "storage-consumer: dead-letters list: --limit %s: expected 1..%d\n", v,
                         DL_LIST_MAX_LIMIT);
                 return EXIT_USAGE;
@@ -261,7 +246,7 @@ static int dl_show(const settings_t *s, int argc, char **argv)
     const char *id_text = NULL;
     char err[1024];
     for (int i = 1; i < argc; i++) {
-        if (is_help(argv[i])) {
+        if (args_is_help(argv[i])) {
             usage_show(stdout);
             return EXIT_OK;
         } else if (!id_text && argv[i][0] != '-') {
@@ -277,7 +262,8 @@ static int dl_show(const settings_t *s, int argc, char **argv)
         usage_show(stderr);
         return EXIT_USAGE;
     }
-    if (parse_positive(id_text) < 0) {
+    long long id;
+    if (args_integer(id_text, 1, INT64_MAX, &id)) {
         fprintf(stderr, "storage-consumer: dead-letters show: ID %s: expected a positive integer\n", id_text);
         return EXIT_USAGE;
     }
@@ -446,14 +432,14 @@ static int dl_redrive(const settings_t *s, int argc, char **argv)
 
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (is_help(argv[i])) {
+        if (args_is_help(argv[i])) {
             usage_redrive(stdout);
             return EXIT_OK;
-        } else if (strcmp(argv[i], "--pipeline") == 0) {
-            if (!(v = option_value("redrive", argc, argv, &i)) || !(only = parse_pipeline("redrive", v)))
+        } else if (args_option(argc, argv, &i, "--pipeline", &v)) {
+            if (!value_given("redrive", "--pipeline", v) || !(only = parse_pipeline("redrive", v)))
                 return EXIT_USAGE;
-        } else if (strcmp(argv[i], "--type") == 0) {
-            if (!(type = option_value("redrive", argc, argv, &i))) return EXIT_USAGE;
+        } else if (args_option(argc, argv, &i, "--type", &type)) {
+            if (!value_given("redrive", "--type", type)) return EXIT_USAGE;
         } else if (strcmp(argv[i], "--dry-run") == 0) {
             dry_run = true;
         } else {
@@ -519,7 +505,7 @@ int ops_dead_letters(const settings_t *s, int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *sub = argv[1];
-    if (is_help(sub) || strcmp(sub, "help") == 0) {
+    if (args_is_help(sub) || strcmp(sub, "help") == 0) {
         usage_dead_letters(stdout);
         return EXIT_OK;
     }

@@ -43,6 +43,7 @@
 #include "kafka/conf.h"
 #include "kafka/member.h"
 #include "log.h"
+#include "ops/args.h"
 
 #define REPLAY_KAFKA_TIMEOUT_MS 10000
 /* Beyond two session timeouts (see replay_run), a rebalance round itself
@@ -390,12 +391,11 @@ int ops_replay(const settings_t *s, int argc, char **argv)
     char err[256];
 
     for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+        const char *arg = argv[i], *value;
+        if (args_is_help(arg)) {
             replay_usage(stdout);
             return EXIT_OK;
-        } else if (strcmp(arg, "--to") == 0 || strncmp(arg, "--to=", 5) == 0) {
-            const char *value = arg[4] == '=' ? arg + 5 : (i + 1 < argc ? argv[++i] : NULL);
+        } else if (args_option(argc, argv, &i, "--to", &value)) {
             if (!value || !*value)
                 return usage_error("--to needs a value: earliest, latest or an ISO 8601 timestamp");
             a.to_text = value;

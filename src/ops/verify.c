@@ -39,8 +39,8 @@
  * on), and the groups' offsets are fetched without joining them. */
 #include "ops/ops.h"
 
-#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -51,6 +51,7 @@
 #include "exit_code.h"
 #include "kafka/cluster.h"
 #include "kafka/conf.h"
+#include "ops/args.h"
 #include "ops/print.h"
 #include "pg/dead_letters.h"
 #include "pg/db.h"
@@ -474,29 +475,18 @@ static void verify_usage(FILE *out)
           out);
 }
 
-static int parse_count(const char *text, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long n = strtoll(text, &end, 10);
-    if (errno || end == text || *end || n < 0) return -1;
-    *out = n;
-    return 0;
-}
-
 int ops_verify(const settings_t *s, int argc, char **argv)
 {
     verify_t v = {.s = s, .max_lag = -1};
     char err[1024];
 
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        const char *a = argv[i], *value;
+        if (args_is_help(a)) {
             verify_usage(stdout);
             return EXIT_OK;
-        } else if (strcmp(a, "--max-lag") == 0 || strncmp(a, "--max-lag=", 10) == 0) {
-            const char *value = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!value || parse_count(value, &v.max_lag)) {
+        } else if (args_option(argc, argv, &i, "--max-lag", &value)) {
+            if (!value || args_integer(value, 0, LLONG_MAX, &v.max_lag)) {
                 fprintf(stderr, "storage-consumer: verify: --max-lag needs a number >= 0, got %s\n",
                         value ? value : "nothing");
                 return EXIT_USAGE;
