@@ -318,6 +318,24 @@ static int exec_update(PGconn *conn, const char *sql, int nparams, const char *c
     return 0;
 }
 
+/* Mark the unresolved dead letters among ids[0..n) resolved with
+ * `resolution`, adding how many changed to *resolved. */
+static int resolve_ids(PGconn *conn, const int64_t *ids, size_t n, const char *resolution, size_t *resolved,
+                       char *err, size_t errlen, error_class_t *cls)
+{
+    size_t changed;
+    if (n == 0) return 0;
+    char *literal = db_array_literal(NULL, ids, n);
+    const char *params[2] = {literal, resolution};
+    int rc = exec_update(conn,
+                         "UPDATE dead_letter_events SET resolved_at = now(), resolution = $2"
+                         " WHERE id = ANY($1::bigint[]) AND resolved_at IS NULL",
+                         2, params, &changed, err, errlen, cls);
+    if (rc == 0) *resolved += changed;
+    free(literal);
+    return rc;
+}
+
 /* The resolve hook: inside the batch's transaction, before its upsert and
  * COMMIT (every entry has its state by then: one the database refuses makes
  * the store roll back and run it again once the entry is rejected). Stored
@@ -359,24 +377,9 @@ static int mark(void *ctx, db_conn_t *conn, const batch_t *b, char *err, size_t 
              "redriven: another dead letter with the same %s was upserted into %s in the same batch",
              pipeline_key_columns(def, " and ", key, sizeof key), def->table);
 
-    const char *resolve_sql = "UPDATE dead_letter_events SET resolved_at = now(), resolution = $2"
-                              " WHERE id = ANY($1::bigint[]) AND resolved_at IS NULL";
-    if (ns > 0) {
-        ids_lit = db_array_literal(NULL, stored, ns);
-        const char *params[2] = {ids_lit, note};
-        if (exec_update(conn, resolve_sql, 2, params, &changed, err, errlen, cls)) goto out;
-        m->resolved += changed;
-        free(ids_lit);
-        ids_lit = NULL;
-    }
-    if (nx > 0) {
-        ids_lit = db_array_literal(NULL, superseded, nx);
-        const char *params[2] = {ids_lit, note_superseded};
-        if (exec_update(conn, resolve_sql, 2, params, &changed, err, errlen, cls)) goto out;
-        m->resolved += changed;
-        free(ids_lit);
-        ids_lit = NULL;
-    }
+    if (resolve_ids(conn, stored, ns, note, &m->resolved, err, errlen, cls) ||
+        resolve_ids(conn, superseded, nx, note_superseded, &m->resolved, err, errlen, cls))
+        goto out;
     if (nf > 0) {
         ids_lit = db_array_literal(NULL, failing, nf);
         types_lit = db_array_literal(types, NULL, nf);
