@@ -20,8 +20,6 @@
 #define STORAGE_VERSION "0.1.0"
 #endif
 
-/* Exit codes (DESIGN.md: Supervisor, health, shutdown). */
-
 extern char **environ;
 
 static void usage(FILE *out)
