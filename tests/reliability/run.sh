@@ -104,7 +104,7 @@ run_scenario() { # name (a number after it, an older call's limit, is ignored)
     [ -n "${RELIABILITY_ONLY:-}" ] && ! [[ $name =~ $RELIABILITY_ONLY ]] && return 0
     local dir=$RWORK/$name
     mkdir -p "$dir"
-    echo "# --- $name (stopped after ${WATCHDOG_S}s without progress)"
+    echo "# --- $name (stopped if nothing moves for ${WATCHDOG_S}s)"
     t0=$(date +%s)
     (
         SC=$name
