@@ -83,28 +83,33 @@ static void offsets_out(const rd_kafka_topic_partition_list_t *list, const char 
     }
 }
 
-int cluster_committed(cluster_client_t *c, const char *topic, int n, int timeout_ms,
-                      cluster_offset_t *out, char *err, size_t errlen)
+/* Ask `request` (rd_kafka_committed or rd_kafka_offsets_for_times, which
+ * answer alike) about partitions 0..n-1 of `topic`, each starting at
+ * `offset`. */
+static int offsets_request(cluster_client_t *c, const char *topic, int n, int64_t offset,
+                           rd_kafka_resp_err_t (*request)(rd_kafka_t *, rd_kafka_topic_partition_list_t *, int),
+                           int timeout_ms, cluster_offset_t *out, char *err, size_t errlen)
 {
     rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(n);
-    for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(parts, topic, p);
-    rd_kafka_resp_err_t e = rd_kafka_committed(c->rk, parts, timeout_ms);
+    for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(parts, topic, p)->offset = offset;
+    rd_kafka_resp_err_t e = request(c->rk, parts, timeout_ms);
     if (e) snprintf(err, errlen, "%s", rd_kafka_err2str(e));
     else offsets_out(parts, topic, n, out);
     rd_kafka_topic_partition_list_destroy(parts);
     return e ? -1 : 0;
 }
 
+int cluster_committed(cluster_client_t *c, const char *topic, int n, int timeout_ms,
+                      cluster_offset_t *out, char *err, size_t errlen)
+{
+    return offsets_request(c, topic, n, RD_KAFKA_OFFSET_INVALID, rd_kafka_committed, timeout_ms, out, err,
+                           errlen);
+}
+
 int cluster_offsets_for_time(cluster_client_t *c, const char *topic, int n, int64_t time_ms,
                              int timeout_ms, cluster_offset_t *out, char *err, size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(n);
-    for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(parts, topic, p)->offset = time_ms;
-    rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(c->rk, parts, timeout_ms);
-    if (e) snprintf(err, errlen, "%s", rd_kafka_err2str(e));
-    else offsets_out(parts, topic, n, out);
-    rd_kafka_topic_partition_list_destroy(parts);
-    return e ? -1 : 0;
+    return offsets_request(c, topic, n, time_ms, rd_kafka_offsets_for_times, timeout_ms, out, err, errlen);
 }
 
 int cluster_read_start(cluster_client_t *c, const char *topic, int partition, int64_t offset,
