@@ -433,7 +433,6 @@ int decode_record(const pipeline_def_t *def, const void *value, size_t len, even
     json_t *root;
     json_t *v;
     int rc = -1;
-    int version_index = pipeline_field_index(def, def->version_field);
 
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
@@ -469,7 +468,9 @@ int decode_record(const pipeline_def_t *def, const void *value, size_t len, even
             continue;
         }
         if (decode_field(f, v, ev, &ev->col[i], &micros, rej)) goto out;
-        if ((int)i == version_index) ev->version = micros;
+        /* Only a timestamp is a version (a unit test holds the table to it). */
+        if (f->kind == FIELD_TIMESTAMP && def->version_field && strcmp(f->name, def->version_field) == 0)
+            ev->version = micros;
     }
     rc = 0;
 out:
