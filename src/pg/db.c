@@ -209,12 +209,14 @@ static PGresult *collect(PGconn *conn, int64_t deadline_ms, char *err, size_t er
     return last;
 }
 
-PGresult *db_query(PGconn *conn, const char *sql, int nparams, const char *const *values,
-                   const int *lengths, const int *formats, int64_t deadline_ms, char *err,
-                   size_t errlen, error_class_t *cls)
+/* db_query with the results in `result_format` (0 text, 1 binary). */
+static PGresult *query(PGconn *conn, const char *sql, int nparams, const char *const *values,
+                       const int *lengths, const int *formats, int result_format, int64_t deadline_ms,
+                       char *err, size_t errlen, error_class_t *cls)
 {
-    int sent = nparams ? PQsendQueryParams(conn, sql, nparams, NULL, values, lengths, formats, 0)
-                       : PQsendQuery(conn, sql);
+    int sent = nparams || result_format
+                   ? PQsendQueryParams(conn, sql, nparams, NULL, values, lengths, formats, result_format)
+                   : PQsendQuery(conn, sql);
     if (sent != 1) {
         db_describe(conn, NULL, err, errlen);
         if (cls) *cls = db_classify(conn, NULL);
@@ -222,6 +224,13 @@ PGresult *db_query(PGconn *conn, const char *sql, int nparams, const char *const
     }
     if (flush_by(conn, deadline_ms, err, errlen, cls)) return NULL;
     return collect(conn, deadline_ms, err, errlen, cls);
+}
+
+PGresult *db_query(PGconn *conn, const char *sql, int nparams, const char *const *values,
+                   const int *lengths, const int *formats, int64_t deadline_ms, char *err,
+                   size_t errlen, error_class_t *cls)
+{
+    return query(conn, sql, nparams, values, lengths, formats, 0, deadline_ms, err, errlen, cls);
 }
 
 int db_command(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,
@@ -297,20 +306,6 @@ void db_describe(PGconn *conn, const PGresult *res, char *err, size_t errlen)
         snprintf(err, errlen, "%s", msg[0] ? msg : "connection lost");
 }
 
-int db_exec(PGconn *conn, const char *sql, char *err, size_t errlen, error_class_t *cls)
-{
-    PGresult *res = PQexec(conn, sql);
-    ExecStatusType st = PQresultStatus(res);
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
-        PQclear(res);
-        return 0;
-    }
-    db_describe(conn, res, err, errlen);
-    if (cls) *cls = db_classify(conn, res);
-    PQclear(res);
-    return -1;
-}
-
 char *db_mask_conninfo(const char *conninfo)
 {
     char *errmsg = NULL;
@@ -348,9 +343,9 @@ void db_close(db_conn_t *conn)
 PGresult *db_select(PGconn *conn, const char *sql, int nparams, const char *const *params, int format,
                     char *err, size_t errlen)
 {
-    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, format);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        db_describe(conn, res, err, errlen);
+    PGresult *res = query(conn, sql, nparams, params, NULL, NULL, format, 0, err, errlen, NULL);
+    if (res && PQresultStatus(res) != PGRES_TUPLES_OK) {
+        snprintf(err, errlen, "the statement returned no rows: %s", sql);
         PQclear(res);
         return NULL;
     }

@@ -11,11 +11,8 @@
 #include "core/retry.h"
 #include "pg/db.h"
 
-/* Run a command that returns no rows. Returns 0, or -1 with the server's
- * message in `err` and the error's class in *cls (if non-NULL). */
-int db_exec(PGconn *conn, const char *sql, char *err, size_t errlen, error_class_t *cls);
-
-/* Round trips with a deadline of our own.
+/* Round trips with a deadline of our own (0: none, for the one-shot
+ * commands and migrations, which wait as long as the server works).
  *
  * statement_timeout does not end everything: a COMMIT that waits for a
  * synchronous standby waited 12 minutes with a 1.5 s timeout, and a
@@ -57,10 +54,9 @@ error_class_t db_classify(PGconn *conn, const PGresult *res);
 /* Write a one-line "SQLSTATE: message" description of a failed result. */
 void db_describe(PGconn *conn, const PGresult *res, char *err, size_t errlen);
 
-/* Like PQexecParams with text parameters and results in `format` (0 text, 1
- * binary), no deadline (the one-shot commands' reads): the result when it
- * returned rows (the caller PQclears it), else NULL with the server's
- * "SQLSTATE: message" in `err`. */
+/* db_query for the one-shot commands' reads: text parameters, results in
+ * `format` (0 text, 1 binary), no deadline. The result when it returned rows
+ * (the caller PQclears it), else NULL with the reason in `err`. */
 PGresult *db_select(PGconn *conn, const char *sql, int nparams, const char *const *params, int format,
                     char *err, size_t errlen);
 

@@ -300,17 +300,16 @@ void dead_letters_fetch_free(stored_letters_t *l)
     memset(l, 0, sizeof *l);
 }
 
-/* Run one UPDATE with text parameters; *changed gets the rows it touched. */
-static int exec_update(PGconn *conn, const char *sql, int nparams, const char *const *params,
-                       size_t *changed, char *err, size_t errlen, error_class_t *cls)
+/* Run one UPDATE with text parameters within the batch's deadline; *changed
+ * gets the rows it touched. */
+static int exec_update(PGconn *conn, int64_t deadline_ms, const char *sql, int nparams,
+                       const char *const *params, size_t *changed, char *err, size_t errlen,
+                       error_class_t *cls)
 {
-    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-        char why[1024];
-        db_describe(conn, res, why, sizeof why);
+    char why[1024];
+    PGresult *res = db_query(conn, sql, nparams, params, NULL, NULL, deadline_ms, why, sizeof why, cls);
+    if (!res) {
         snprintf(err, errlen, "updating dead_letter_events: %s", why);
-        *cls = db_classify(conn, res);
-        PQclear(res);
         return -1;
     }
     *changed = (size_t)strtoull(PQcmdTuples(res), NULL, 10);
@@ -320,14 +319,14 @@ static int exec_update(PGconn *conn, const char *sql, int nparams, const char *c
 
 /* Mark the unresolved dead letters among ids[0..n) resolved with
  * `resolution`, adding how many changed to *resolved. */
-static int resolve_ids(PGconn *conn, const int64_t *ids, size_t n, const char *resolution, size_t *resolved,
-                       char *err, size_t errlen, error_class_t *cls)
+static int resolve_ids(PGconn *conn, int64_t deadline_ms, const int64_t *ids, size_t n, const char *resolution,
+                       size_t *resolved, char *err, size_t errlen, error_class_t *cls)
 {
     size_t changed;
     if (n == 0) return 0;
     char *literal = db_array_literal(NULL, ids, n);
     const char *params[2] = {literal, resolution};
-    int rc = exec_update(conn,
+    int rc = exec_update(conn, deadline_ms,
                          "UPDATE dead_letter_events SET resolved_at = now(), resolution = $2"
                          " WHERE id = ANY($1::bigint[]) AND resolved_at IS NULL",
                          2, params, &changed, err, errlen, cls);
@@ -345,7 +344,8 @@ static int resolve_ids(PGconn *conn, const int64_t *ids, size_t n, const char *r
  * the database's DETAIL line (database_rejected) quotes the failing row with
  * a fresh sequence value on every attempt, and would rewrite the row on
  * every run. */
-static int mark(void *ctx, db_conn_t *conn, const batch_t *b, char *err, size_t errlen, error_class_t *cls)
+static int mark(void *ctx, db_conn_t *conn, int64_t deadline_ms, const batch_t *b, char *err, size_t errlen,
+                error_class_t *cls)
 {
     dead_letter_marks_t *m = ctx;
     const pipeline_def_t *def = m->def;
@@ -377,15 +377,15 @@ static int mark(void *ctx, db_conn_t *conn, const batch_t *b, char *err, size_t 
              "redriven: another dead letter with the same %s was upserted into %s in the same batch",
              pipeline_key_columns(def, " and ", key, sizeof key), def->table);
 
-    if (resolve_ids(conn, stored, ns, note, &m->resolved, err, errlen, cls) ||
-        resolve_ids(conn, superseded, nx, note_superseded, &m->resolved, err, errlen, cls))
+    if (resolve_ids(conn, deadline_ms, stored, ns, note, &m->resolved, err, errlen, cls) ||
+        resolve_ids(conn, deadline_ms, superseded, nx, note_superseded, &m->resolved, err, errlen, cls))
         goto out;
     if (nf > 0) {
         ids_lit = db_array_literal(NULL, failing, nf);
         types_lit = db_array_literal(types, NULL, nf);
         details_lit = db_array_literal(details, NULL, nf);
         const char *params[3] = {ids_lit, types_lit, details_lit};
-        if (exec_update(conn,
+        if (exec_update(conn, deadline_ms,
                         "UPDATE dead_letter_events d SET error_type = v.error_type, error_detail = v.error_detail"
                         " FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(id, error_type, error_detail)"
                         " WHERE d.id = v.id AND d.resolved_at IS NULL"

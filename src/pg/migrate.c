@@ -10,19 +10,6 @@
 /* Arbitrary but fixed: every storage-consumer instance takes the same lock. */
 #define MIGRATE_LOCK_KEY "7301946530471288117"
 
-static int query_one(PGconn *conn, const char *sql, int nparams, const char *const *params,
-                     PGresult **out, char *err, size_t errlen)
-{
-    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_COMMAND_OK) {
-        db_describe(conn, res, err, errlen);
-        PQclear(res);
-        return -1;
-    }
-    *out = res;
-    return 0;
-}
-
 /* Where migration m stands: its checksum against the one recorded when it
  * was applied. Returns 0, or -1 with err. */
 static int check_migration(PGconn *conn, const migration_t *m, migration_status_t *ms, char *err, size_t errlen)
@@ -31,8 +18,8 @@ static int check_migration(PGconn *conn, const migration_t *m, migration_status_
     const char *params[2] = {m->name, m->sql};
     /* The checksum is PostgreSQL's md5 of the file: no extra dependency,
      * and anyone can recompute it with psql. */
-    if (query_one(conn, "SELECT md5($2), (SELECT checksum FROM storage_consumer_migrations WHERE name = $1)",
-                  2, params, &res, err, errlen))
+    if (!(res = db_query(conn, "SELECT md5($2), (SELECT checksum FROM storage_consumer_migrations WHERE name = $1)",
+                         2, params, NULL, NULL, 0, err, errlen, NULL)))
         return -1;
     snprintf(ms->checksum, sizeof ms->checksum, "%s", PQgetvalue(res, 0, 0));
     snprintf(ms->applied_checksum, sizeof ms->applied_checksum, "%s",
@@ -51,8 +38,8 @@ static int apply_all(PGconn *conn, char *err, size_t errlen)
     char why[1024];
     int applied = 0;
 
-    if (query_one(conn, "SELECT to_regclass('apps_registry_application') IS NULL", 0, NULL, &res,
-                  err, errlen))
+    if (!(res = db_query(conn, "SELECT to_regclass('apps_registry_application') IS NULL", 0, NULL, NULL, NULL, 0,
+                         err, errlen, NULL)))
         return -1;
     int missing = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
@@ -63,12 +50,12 @@ static int apply_all(PGconn *conn, char *err, size_t errlen)
         return -1;
     }
 
-    if (db_exec(conn,
-                "CREATE TABLE IF NOT EXISTS storage_consumer_migrations ("
-                " name TEXT PRIMARY KEY,"
-                " checksum TEXT NOT NULL,"
-                " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
-                why, sizeof why, NULL)) {
+    if (db_command(conn,
+                   "CREATE TABLE IF NOT EXISTS storage_consumer_migrations ("
+                   " name TEXT PRIMARY KEY,"
+                   " checksum TEXT NOT NULL,"
+                   " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+                   0, why, sizeof why, NULL)) {
         snprintf(err, errlen, "creating storage_consumer_migrations: %s", why);
         return -1;
     }
@@ -87,13 +74,13 @@ static int apply_all(PGconn *conn, char *err, size_t errlen)
         }
         if (ms.state == MIGRATION_APPLIED) continue;
 
-        if (db_exec(conn, m->sql, why, sizeof why, NULL)) {
+        if (db_command(conn, m->sql, 0, why, sizeof why, NULL)) {
             snprintf(err, errlen, "migration %s failed: %s", m->name, why);
             return -1;
         }
         const char *rec[2] = {m->name, checksum};
-        if (query_one(conn, "INSERT INTO storage_consumer_migrations (name, checksum) VALUES ($1, $2)",
-                      2, rec, &res, err, errlen))
+        if (!(res = db_query(conn, "INSERT INTO storage_consumer_migrations (name, checksum) VALUES ($1, $2)", 2,
+                             rec, NULL, NULL, 0, err, errlen, NULL)))
             return -1;
         PQclear(res);
         LOG_INFO("migrate", "applied migration=%s checksum=%s", m->name, checksum);
@@ -105,18 +92,18 @@ static int apply_all(PGconn *conn, char *err, size_t errlen)
 int migrate_apply(PGconn *conn, char *err, size_t errlen)
 {
     char why[1024];
-    if (db_exec(conn, "BEGIN", err, errlen, NULL)) return -1;
+    if (db_command(conn, "BEGIN", 0, err, errlen, NULL)) return -1;
     /* Transaction-scoped: released by COMMIT or ROLLBACK, even if we crash. */
-    if (db_exec(conn, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errlen, NULL)) {
-        db_exec(conn, "ROLLBACK", why, sizeof why, NULL);
+    if (db_command(conn, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", 0, err, errlen, NULL)) {
+        db_command(conn, "ROLLBACK", 0, why, sizeof why, NULL);
         return -1;
     }
     int applied = apply_all(conn, err, errlen);
     if (applied < 0) {
-        db_exec(conn, "ROLLBACK", why, sizeof why, NULL);
+        db_command(conn, "ROLLBACK", 0, why, sizeof why, NULL);
         return -1;
     }
-    if (db_exec(conn, "COMMIT", err, errlen, NULL)) return -1;
+    if (db_command(conn, "COMMIT", 0, err, errlen, NULL)) return -1;
     return applied;
 }
 

@@ -356,7 +356,7 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
         rc = dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls);
     if (rc == 0 && n) rc = copy_chunk(st, b, st->pending, n, err, errlen, cls);
     if (rc == 0 && hook->fn) {
-        rc = hook->fn(hook->ctx, st->conn, b, err, errlen, cls);
+        rc = hook->fn(hook->ctx, st->conn, st->deadline, b, err, errlen, cls);
         if (rc != 0 && *cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
     }
     if (rc == 0) {

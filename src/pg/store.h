@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/batch.h"
 #include "core/retry.h"
@@ -26,9 +27,10 @@ void store_free(store_t *st);
  * needed. Returns 0, or -1 with `err` and *cls set. */
 int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls);
 
-/* Run inside a batch's transaction, on the store's connection, after the
- * dead letters and the COPY of the events and before the upsert and the end
- * of the transaction are sent; `commit` false ends it with ROLLBACK instead
+/* Run inside a batch's transaction, on the store's connection, by the
+ * attempt's deadline (`deadline_ms`, which the store's own statements keep
+ * too), after the dead letters and the COPY of the events and before the
+ * upsert and the end of the transaction are sent; `commit` false ends it with ROLLBACK instead
  * of COMMIT (a dry run that still learns what the database would refuse and
  * fills the counts as if committed). fn sees every entry in the state it is
  * stored in if the transaction succeeds; when the database refuses a record,
@@ -38,7 +40,8 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
  * record to isolate). Dead-letter redrive marks its dead letters resolved
  * with one (pg/dead_letters.h). */
 typedef struct {
-    int (*fn)(void *ctx, db_conn_t *conn, const batch_t *b, char *err, size_t errlen, error_class_t *cls);
+    int (*fn)(void *ctx, db_conn_t *conn, int64_t deadline_ms, const batch_t *b, char *err, size_t errlen,
+              error_class_t *cls);
     void *ctx;
     bool commit;
 } store_hook_t;
