@@ -23,6 +23,9 @@ typedef struct {
     atomic_uint_fast64_t consumed, inserted, updated, skipped, dead_lettered;
     atomic_uint_fast64_t dead_letters_by_type[METRICS_ERROR_TYPES];
     atomic_uint_fast64_t batches, db_retries, commit_failures;
+    /* Records retention deleted before they were stored (DESIGN.md: Progress
+     * in the database). */
+    atomic_uint_fast64_t lost_to_retention;
     atomic_uint_fast64_t duration_bucket[METRICS_DURATION_BUCKETS + 1]; /* last: +Inf */
     atomic_uint_fast64_t duration_sum_us;
     atomic_int_fast64_t last_success_unix_ms; /* 0: none yet */

@@ -138,6 +138,12 @@ static int finish_adapter(void *ctx, batch_t *b, batch_counts_t *c, char *err, s
     return store_write_finish(ctx, b, c, err, errlen, cls);
 }
 
+static int positions_adapter(void *ctx, const char *topic, int n, int64_t *next, char *err, size_t errlen,
+                             error_class_t *cls)
+{
+    return store_read_progress(ctx, topic, n, next, err, errlen, cls);
+}
+
 static void *pipeline_thread(void *arg)
 {
     pipeline_run_t *p = arg;
@@ -218,22 +224,27 @@ int supervisor_run(const settings_t *s)
     for (int i = 0; i < PIPELINE_COUNT; i++) {
         pipeline_run_t *p = &runs[i];
         if (!s->pipeline_enabled[i]) continue;
-        p->consumer = consumer_new(s, (pipeline_id_t)i, err, sizeof err);
+        pipeline_metrics_t *pm = metrics_pipeline(metrics, (pipeline_id_t)i);
+        consumer_positions_t positions = {worker_read_positions, &p->worker, &pm->lost_to_retention};
+        p->consumer = consumer_new(s, (pipeline_id_t)i, &positions, err, sizeof err);
         if (!p->consumer) {
             LOG_ERROR(pipeline_get((pipeline_id_t)i)->name, "%s", err);
             failed = true;
             break;
         }
+        char group[512];
+        settings_group_id(s, (pipeline_id_t)i, group, sizeof group);
         p->store = store_new(s, pipeline_get((pipeline_id_t)i));
+        store_record_progress(p->store, group);
         p->fault_countdown = fault ? strtol(fault, NULL, 10) : 0;
         p->worker = (worker_t){
             .settings = s,
             .def = pipeline_get((pipeline_id_t)i),
             .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter, flush_adapter},
             .store = {p->store, resolve_adapter, write_adapter, disconnect_adapter, start_adapter,
-                      finish_adapter},
+                      finish_adapter, positions_adapter},
             .stop = &stop,
-            .metrics = metrics_pipeline(metrics, (pipeline_id_t)i),
+            .metrics = pm,
             .heartbeat = heartbeat,
             .heartbeat_ctx = p,
             .after_db_commit = fault ? fault_after_db_commit : NULL,

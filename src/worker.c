@@ -102,6 +102,27 @@ static void describe_offsets(const batch_t *b, char *out, size_t len)
                                  (long long)lo[k], (long long)hi[k]);
 }
 
+int worker_read_positions(void *worker, const char *topic, int n, int64_t *next, char *err, size_t errlen)
+{
+    worker_t *w = worker;
+    const settings_t *s = w->settings;
+    for (int attempt = 1;; attempt++) {
+        error_class_t cls = ERROR_CLASS_FATAL;
+        if (w->store.positions(w->store.ctx, topic, n, next, err, errlen, &cls) == 0) return 0;
+        if (cls != ERROR_CLASS_TRANSIENT || attempt > s->db_retry_max_attempts) return -1;
+        long delay = retry_backoff_ms(attempt, s->db_retry_base_ms);
+        LOG_WARN(w->def->name, "transient database error reading where the assigned partitions start, retrying attempt=%d/%d in_ms=%ld error=\"%s\"",
+                 attempt, s->db_retry_max_attempts, delay, err);
+        if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
+        if (sleep_interruptible(w, delay)) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", err);
+            snprintf(err, errlen, "stop requested while retrying: %s", why);
+            return -1;
+        }
+    }
+}
+
 /* One polled batch on its way through the loop. */
 typedef struct {
     batch_t batch;

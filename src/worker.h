@@ -47,6 +47,10 @@ typedef struct {
     int (*start)(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls);
     int (*finish)(void *ctx, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
                   error_class_t *cls);
+    /* Optional: the database's positions of partitions 0..n-1 of `topic`
+     * into next[p] (-1: none); one attempt (see worker_read_positions). */
+    int (*positions)(void *ctx, const char *topic, int n, int64_t *next, char *err, size_t errlen,
+                     error_class_t *cls);
 } worker_store_t;
 
 typedef struct {
@@ -64,6 +68,14 @@ typedef struct {
     void *fault_ctx;
     char failure[1024]; /* why the worker failed, for the supervisor */
 } worker_t;
+
+/* Where newly assigned partitions start: the store's positions, with the
+ * batch's retry schedule for transient errors (DESIGN.md: Errors).
+ * `worker` is the worker_t; the consumer calls this from its rebalance
+ * callback, on the worker's thread. Returns 0, or -1 with `err` set
+ * (retries exhausted, an error that is not transient, or a stop requested
+ * during a back-off). */
+int worker_read_positions(void *worker, const char *topic, int n, int64_t *next, char *err, size_t errlen);
 
 /* Run until *stop is set (returns 0 after the in-flight batch is committed)
  * or a fatal error (returns -1 with the reason in w->failure). */

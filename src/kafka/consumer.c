@@ -55,6 +55,11 @@ struct consumer {
      * authorized): librdkafka sends no JoinGroup while the subscription
      * matches no topic, which consumer_close relies on. */
     bool topic_unusable;
+    consumer_positions_t positions;
+    /* The database's positions could not be read for an assignment: the
+     * pipeline fails at the next poll, and nothing is delivered. */
+    bool positions_failed;
+    char positions_error[1200];
     /* Two polls may be alive at once: the batch being written and the next
      * one, taken and decoded meanwhile. */
     struct {
@@ -101,6 +106,74 @@ static void commit_revoked(consumer_t *c, const rd_kafka_topic_partition_list_t 
     rd_kafka_topic_partition_list_destroy(offsets);
 }
 
+/* Start each newly assigned partition at the database's position, where
+ * it has one (else parts keeps RD_KAFKA_OFFSET_INVALID: Kafka's committed
+ * offset, else the reset policy). A position below the partition's first
+ * offset means retention deleted records nobody stored (a database restored
+ * from an old backup): said loudly, counted, and read from the first offset
+ * the broker still has. */
+static void start_at_database_positions(consumer_t *c, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts)
+{
+    int n = 0;
+    for (int i = 0; i < parts->cnt; i++)
+        if (parts->elems[i].partition + 1 > n) n = parts->elems[i].partition + 1;
+    if (n == 0) return;
+    int64_t *next = malloc((size_t)n * sizeof *next);
+    char err[1024];
+    if (!next) abort();
+    if (c->positions.read(c->positions.ctx, c->topic, n, next, err, sizeof err) != 0) {
+        snprintf(c->positions_error, sizeof c->positions_error,
+                 "cannot read where the assigned partitions start from the database: %s", err);
+        c->positions_failed = true;
+        free(next);
+        return;
+    }
+    /* Kafka's copy, to tell the operator how the two records compare. */
+    rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_copy(parts);
+    if (rd_kafka_committed(rk, committed, CONSUMER_METADATA_TIMEOUT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_topic_partition_list_destroy(committed);
+        committed = NULL;
+    }
+    for (int i = 0; i < parts->cnt; i++) {
+        rd_kafka_topic_partition_t *e = &parts->elems[i];
+        int64_t at = next[e->partition];
+        int64_t kafka = committed ? committed->elems[i].offset : RD_KAFKA_OFFSET_INVALID;
+        if (at < 0) {
+            LOG_INFO(c->def->name, "%s [%d] has no position in the database: starting at Kafka's committed offset (%lld), else STORAGE_AUTO_OFFSET_RESET",
+                     e->topic, e->partition, (long long)kafka);
+            continue;
+        }
+        int64_t lo, hi;
+        rd_kafka_resp_err_t werr =
+            rd_kafka_query_watermark_offsets(rk, e->topic, e->partition, &lo, &hi, CONSUMER_METADATA_TIMEOUT_MS);
+        if (werr) {
+            LOG_WARN(c->def->name, "cannot read the first offset of %s [%d] (%s): starting at the database's position %lld",
+                     e->topic, e->partition, rd_kafka_err2str(werr), (long long)at);
+        } else if (at < lo) {
+            LOG_ERROR(c->def->name, "%s [%d]: %lld message(s) can no longer be stored: the database's position %lld is below the partition's first offset %lld (retention deleted them; was the database restored from an old backup?); continuing from offset %lld",
+                      e->topic, e->partition, (long long)(lo - at), (long long)at, (long long)lo, (long long)lo);
+            if (c->positions.lost)
+                atomic_fetch_add_explicit(c->positions.lost, (uint_fast64_t)(lo - at), memory_order_relaxed);
+            at = lo;
+        } else if (at > hi) {
+            LOG_WARN(c->def->name, "%s [%d]: the database's position %lld is beyond the partition's end %lld (was the topic recreated?): STORAGE_AUTO_OFFSET_RESET decides",
+                     e->topic, e->partition, (long long)at, (long long)hi);
+        }
+        if (kafka >= 0 && at > kafka)
+            LOG_INFO(c->def->name, "%s [%d] starts at offset %lld, the database's position (Kafka's committed offset %lld is behind: %lld stored message(s) not read again)",
+                     e->topic, e->partition, (long long)at, (long long)kafka, (long long)(at - kafka));
+        else if (kafka >= 0 && at < kafka)
+            LOG_WARN(c->def->name, "%s [%d] starts at offset %lld, the database's position: %lld message(s) below Kafka's committed offset %lld are read again (was the database restored from a backup?)",
+                     e->topic, e->partition, (long long)at, (long long)(kafka - at), (long long)kafka);
+        else
+            LOG_INFO(c->def->name, "%s [%d] starts at offset %lld, the database's position", e->topic,
+                     e->partition, (long long)at);
+        e->offset = at;
+    }
+    if (committed) rd_kafka_topic_partition_list_destroy(committed);
+    free(next);
+}
+
 /* Track the assignment: the rebalance callback runs on the worker thread
  * inside consumer_poll (also the poll that takes the next batch while one
  * is written: that batch's offsets are not pending yet, so only stored rows
@@ -121,6 +194,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         return;
     }
     if (r.assign) {
+        if (c->positions.read && !c->positions_failed) start_at_database_positions(c, rk, parts);
         for (int i = 0; i < parts->cnt; i++) {
             if (!rd_kafka_topic_partition_list_find(c->owned, parts->elems[i].topic,
                                                     parts->elems[i].partition))
@@ -165,7 +239,8 @@ static void free_consumer(consumer_t *c)
     free(c);
 }
 
-consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
+consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, const consumer_positions_t *positions,
+                         char *err, size_t errlen)
 {
     consumer_t *c = calloc(1, sizeof *c);
     rd_kafka_topic_partition_list_t *topics;
@@ -175,6 +250,7 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_
     if (!c) abort();
     c->settings = s;
     c->def = pipeline_get(id);
+    if (positions) c->positions = *positions;
     c->topic = s->topic[id];
     settings_group_id(s, id, c->group, sizeof c->group);
     c->owned = rd_kafka_topic_partition_list_new(8);
@@ -325,6 +401,13 @@ int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records,
                 wait = CONSUMER_MISSING_TOPIC_RECHECK_MS;
         }
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
+        if (c->positions_failed) {
+            /* Nothing of an assignment that starts nowhere safe. */
+            if (m) rd_kafka_message_destroy(m);
+            snprintf(err, errlen, "%s", c->positions_error);
+            consumer_release(c, c->slot[k].records);
+            return -1;
+        }
         if (!m) {
             if (c->slot[k].count > 0 || wait == 0) break;
             continue;

@@ -10,16 +10,35 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/batch.h"
 #include "settings.h"
 
 typedef struct consumer consumer_t;
 
-/* Create a consumer for pipeline `id`, subscribed to its topic in its group.
- * Returns NULL with the reason in `err` (an invalid librdkafka property
- * names the variable). The settings must outlive the consumer. */
-consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen);
+/* Where newly assigned partitions start (DESIGN.md: Progress in the
+ * database): the database's position when it has one, else Kafka's
+ * committed offset, else STORAGE_AUTO_OFFSET_RESET. */
+typedef struct {
+    /* Fill next[p] for partitions 0..n-1 of `topic` with the database's
+     * position (-1: none). Returns 0, or -1 with the reason in `err`: the
+     * assignment cannot start anywhere safe, and the pipeline fails (the
+     * next consumer_poll returns -1; nothing of those partitions is
+     * delivered). Retries are the callee's. */
+    int (*read)(void *ctx, const char *topic, int n, int64_t *next, char *err, size_t errlen);
+    void *ctx;
+    /* Counts the records retention deleted before they were stored. */
+    atomic_uint_fast64_t *lost;
+} consumer_positions_t;
+
+/* Create a consumer for pipeline `id`, subscribed to its topic in its group,
+ * starting assigned partitions where `positions` says (NULL: at Kafka's
+ * committed offsets). Returns NULL with the reason in `err` (an invalid
+ * librdkafka property names the variable). The settings must outlive the
+ * consumer. */
+consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, const consumer_positions_t *positions,
+                         char *err, size_t errlen);
 
 /* Poll up to `max` records: wait up to `timeout_ms` for the first (0: take
  * only what is already fetched), then take only what is already fetched, so

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "pg/dead_letters.h"
 #include "pg/db_internal.h"
+#include "pg/offsets.h"
 
 typedef struct {
     char *data;
@@ -44,6 +45,10 @@ struct store {
     char *insert_sql; /* INSERT INTO table (...) SELECT ... FROM storage_stage ON CONFLICT ... */
     char *insert_commit_sql;   /* insert_sql; COMMIT */
     char *insert_rollback_sql; /* insert_sql; ROLLBACK (a hook that does not commit) */
+    /* The consumer group whose progress each committed batch records in
+     * consumer_offsets (NULL: none, as for redrive, whose records are dead
+     * letters, not a group's position). */
+    char *progress_group;
     /* The attempt whose end was sent and is not yet waited for. */
     struct {
         bool active;
@@ -106,9 +111,26 @@ void store_free(store_t *st)
     free(st->insert_sql);
     free(st->insert_commit_sql);
     free(st->insert_rollback_sql);
+    free(st->progress_group);
     free(st->copy.data);
     free(st->pending);
     free(st);
+}
+
+void store_record_progress(store_t *st, const char *group)
+{
+    free(st->progress_group);
+    st->progress_group = strdup(group);
+    if (!st->progress_group) abort();
+}
+
+int store_read_progress(store_t *st, const char *topic, int n, int64_t *next, char *err, size_t errlen,
+                        error_class_t *cls)
+{
+    if (!st->progress_group) abort(); /* a caller bug */
+    return offsets_load(st->settings->database_url, st->settings->db_statement_timeout_ms,
+                        clock_now_ms() + settings_db_attempt_ms(st->settings), st->progress_group, topic, n,
+                        next, err, errlen, cls);
 }
 
 static int store_connect(store_t *st, char *err, size_t errlen, error_class_t *cls)
@@ -362,7 +384,22 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
     if (rc == 0) {
         const char *end = n ? (hook->commit ? st->insert_commit_sql : st->insert_rollback_sql)
                             : (hook->commit ? "COMMIT" : "ROLLBACK");
-        rc = db_send(st->conn, end, st->deadline, err, errlen, cls);
+        /* The batch's position goes with its rows, after the upsert (every
+         * transaction then takes its row locks in one order: dead letters,
+         * rows, positions), in the same round trip as the COMMIT. */
+        char *advance = hook->commit && st->progress_group
+                            ? offsets_advance_sql(st->conn, st->progress_group, b)
+                            : NULL;
+        if (advance) {
+            char *sql;
+            if (asprintf(&sql, "%s%s%s; COMMIT", n ? st->insert_sql : "", n ? "; " : "", advance) < 0)
+                abort();
+            rc = db_send(st->conn, sql, st->deadline, err, errlen, cls);
+            free(sql);
+            free(advance);
+        } else {
+            rc = db_send(st->conn, end, st->deadline, err, errlen, cls);
+        }
     }
     if (rc == 0) {
         st->in_flight.active = true;

@@ -21,6 +21,19 @@ typedef struct store store_t;
 store_t *store_new(const settings_t *s, const pipeline_def_t *def);
 void store_free(store_t *st);
 
+/* Record, in every batch's transaction that commits, the next offset of
+ * each partition the batch covers for consumer group `group`
+ * (pg/offsets.h): the pipeline's stores do, redrive's does not. */
+void store_record_progress(store_t *st, const char *group);
+
+/* The database's positions of partitions 0..n-1 of `topic` for the group
+ * store_record_progress named into next[p] (-1: none), on a connection of
+ * its own (this may run in a rebalance callback while the store's
+ * connection waits for a COMMIT), within one database attempt. Returns 0,
+ * or -1 with `err` and *cls set. */
+int store_read_progress(store_t *st, const char *topic, int n, int64_t *next, char *err, size_t errlen,
+                        error_class_t *cls);
+
 /* Resolve the batch's package names to application ids — one query for the
  * whole batch, through the per-thread TTL cache, never caching an absence —
  * and bind them (unregistered apps become dead letters). Connects first if

@@ -1,0 +1,39 @@
+/* offsets — every statement on consumer_offsets (DESIGN.md: Progress in the
+ * database) but the migration that creates it: the position each batch
+ * records in its own transaction, the positions an assignment starts from,
+ * and the reads and resets of the commands.
+ *
+ * A row says: every record of (group, topic, partition) below next_offset
+ * has its effect in the database. A batch only ever raises it (a member that
+ * lost its partitions and writes late must not undo the new owner's
+ * progress; what it records, it stored in the same transaction). */
+#ifndef STORAGE_PG_OFFSETS_H
+#define STORAGE_PG_OFFSETS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/batch.h"
+#include "core/retry.h"
+#include "pg/db.h"
+
+/* The statement that raises the rows of the partitions `b` covers to the
+ * highest offset + 1 of each, never lowering one, for `group` (quoted with
+ * the connection's rules). Returns a string the caller frees, or NULL when
+ * the batch has no records. */
+char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b);
+
+/* The database's next offset of partitions 0..n-1 of `topic` in `group`
+ * into next[p] (-1: no row), before `deadline_ms` (0: none). Returns 0, or
+ * -1 with `err` and *cls set. */
+int offsets_read(db_conn_t *conn, int64_t deadline_ms, const char *group, const char *topic, int n,
+                 int64_t *next, char *err, size_t errlen, error_class_t *cls);
+
+/* offsets_read on a connection of its own (`conninfo`, statement timeout
+ * `statement_timeout_ms`), closed before it returns, all before
+ * `deadline_ms`: for a rebalance callback, which may run while the
+ * pipeline's own connection waits for a batch's COMMIT. */
+int offsets_load(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms, const char *group,
+                 const char *topic, int n, int64_t *next, char *err, size_t errlen, error_class_t *cls);
+
+#endif
