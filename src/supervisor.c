@@ -36,6 +36,7 @@ typedef struct {
     bool heartbeat_warned;
     bool marked_stopped; /* its heartbeat file says it stopped */
     long fault_countdown; /* test-only: kill -9 after this many batches; 0 = off */
+    long stop_countdown;  /* test-only: SIGSTOP before this many batches; 0 = off */
 } pipeline_run_t;
 
 /* The heartbeat file of a running pipeline is empty and touched every
@@ -95,12 +96,27 @@ static void heartbeat_mark_stopped(const char *path, const char *pipeline, bool 
 
 /* Test-only fault point (SC_TEST_KILL_AFTER_DB_COMMIT=N): die like kill -9
  * after the Nth database commit, before its offsets are committed. */
-static void fault_after_db_commit(void *ctx)
+static void fault_after_db_commit(void *ctx, const char *offsets)
 {
     pipeline_run_t *p = ctx;
     if (p->fault_countdown > 0 && --p->fault_countdown == 0) {
-        LOG_WARN(p->worker.def->name, "test fault point: killing the process after the database commit");
+        LOG_WARN(p->worker.def->name, "test fault point: killing the process after the database commit offsets=%s",
+                 offsets);
         raise(SIGKILL);
+    }
+}
+
+/* Test-only fault point (SC_TEST_STOP_BEFORE_DB_WRITE=N): freeze the whole
+ * process (SIGSTOP) right before the Nth batch is written, so that a test
+ * resumes it (SIGCONT) as a member that lost its partitions meanwhile and
+ * writes that batch late. */
+static void fault_before_db_write(void *ctx, const char *offsets)
+{
+    pipeline_run_t *p = ctx;
+    if (p->stop_countdown > 0 && --p->stop_countdown == 0) {
+        LOG_WARN(p->worker.def->name, "test fault point: stopping the process before writing the batch offsets=%s",
+                 offsets);
+        raise(SIGSTOP);
     }
 }
 
@@ -192,6 +208,7 @@ int supervisor_run(const settings_t *s)
     sigset_t sigs;
     char err[1024];
     const char *fault = getenv("SC_TEST_KILL_AFTER_DB_COMMIT");
+    const char *freeze = getenv("SC_TEST_STOP_BEFORE_DB_WRITE");
 
     /* Signals go to the supervisor only: block them before any thread
      * (ours or librdkafka's) exists, and take them with sigtimedwait. */
@@ -237,6 +254,7 @@ int supervisor_run(const settings_t *s)
         p->store = store_new(s, pipeline_get((pipeline_id_t)i));
         store_record_progress(p->store, group);
         p->fault_countdown = fault ? strtol(fault, NULL, 10) : 0;
+        p->stop_countdown = freeze ? strtol(freeze, NULL, 10) : 0;
         p->worker = (worker_t){
             .settings = s,
             .def = pipeline_get((pipeline_id_t)i),
@@ -247,6 +265,7 @@ int supervisor_run(const settings_t *s)
             .metrics = pm,
             .heartbeat = heartbeat,
             .heartbeat_ctx = p,
+            .before_db_write = freeze ? fault_before_db_write : NULL,
             .after_db_commit = fault ? fault_after_db_commit : NULL,
             .fault_ctx = p,
         };

@@ -341,13 +341,22 @@ int worker_run(worker_t *w)
         }
         if (w->heartbeat) w->heartbeat(w->heartbeat_ctx);
 
+        if (w->before_db_write) {
+            char offsets[512];
+            describe_offsets(&cur->batch, offsets, sizeof offsets);
+            w->before_db_write(w->fault_ctx, offsets);
+        }
         slot_t *spare = cur == &slots[0] ? &slots[1] : &slots[0];
         int stored = write_batch(w, cur, spare, &next, &counts);
         if (stored != 0) {
             if (stored < 0) rc = -1;
             break; /* fatal, or a stop during the back-off */
         }
-        if (w->after_db_commit) w->after_db_commit(w->fault_ctx);
+        if (w->after_db_commit) {
+            char offsets[512];
+            describe_offsets(&cur->batch, offsets, sizeof offsets);
+            w->after_db_commit(w->fault_ctx, offsets);
+        }
         log_rejects(w, &cur->batch);
 
         /* A stop finishes the batch in flight, not the one taken meanwhile:

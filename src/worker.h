@@ -62,9 +62,12 @@ typedef struct {
     pipeline_metrics_t *metrics;   /* optional */
     void (*heartbeat)(void *ctx);  /* optional: called every loop, rate-limited inside */
     void *heartbeat_ctx;
-    /* Test-only fault point: called after the database COMMIT and before the
-     * offset commit (tests kill the process there). NULL in production. */
-    void (*after_db_commit)(void *ctx);
+    /* Test-only fault points, NULL in production, given the batch's offsets
+     * ("p0:17-41,p2:5-9"): before_db_write right before a batch is written
+     * (tests freeze the process there), after_db_commit after its database
+     * COMMIT and before its offset commit (tests kill the process there). */
+    void (*before_db_write)(void *ctx, const char *offsets);
+    void (*after_db_commit)(void *ctx, const char *offsets);
     void *fault_ctx;
     char failure[1024]; /* why the worker failed, for the supervisor */
 } worker_t;
