@@ -23,10 +23,11 @@
 -- dl_expected        bad records, plus the dead letters of good records the
 --                    registry's history justifies
 -- dl_found           rows in dead_letter_events
--- offset_violations  (checkpoint, record) pairs where the committed offset
---                    had passed the record while its effect (its row, or a
---                    dead letter) was not in the database (the offset ahead
---                    of the database)
+-- offset_violations  (checkpoint, record) pairs where the committed offset,
+--                    or the database's own position (consumer_offsets), had
+--                    passed the record while its effect (its row, or a dead
+--                    letter) was not in the database (the offset ahead of
+--                    the database)
 -- unconsumed         records above the last checkpoint's committed offsets
 -- not_on_broker      generated records the broker does not hold (a failed
 --                    produce, or retention: then the scenario says so)
@@ -239,15 +240,23 @@ FROM dead_letter_events GROUP BY topic, partition, kafka_offset HAVING count(*) 
 -- The committed offset never ahead of the database: at every checkpoint,
 -- every record below the committed offset has its effect in the snapshot
 -- taken right after the offsets were read (a review counts as stored when
--- the row holds that observation or a newer one).
+-- the row holds that observation or a newer one). The same of the
+-- database's own positions (consumer_offsets, read right before the rows):
+-- every record below next_offset has its effect (DESIGN.md, Progress in the
+-- database).
 CREATE INDEX ON rel.snap_reviews (ck, review_id);
 CREATE INDEX ON rel.snap_app (ck, application_id, crawled_at);
 CREATE INDEX ON rel.snap_nm (ck, analysis_id);
 CREATE INDEX ON rel.snap_dl (ck, topic, partition, kafka_offset);
 ANALYZE rel.snap_reviews; ANALYZE rel.snap_app; ANALYZE rel.snap_nm; ANALYZE rel.snap_dl;
+CREATE TEMP TABLE marks AS
+SELECT ck, label, 'committed' AS what, topic, partition, committed FROM rel.ckpt
+UNION ALL
+SELECT s.ck, l.label, 'database position', s.topic, s.partition, s.next_offset
+FROM rel.snap_pos s JOIN (SELECT DISTINCT ck, label FROM rel.ckpt) l USING (ck);
 CREATE TEMP TABLE ahead AS
-SELECT c.ck, c.label, p.topic, p.partition, p.kafka_offset, c.committed, p.kind
-FROM rel.ckpt c JOIN pub p ON p.topic = c.topic AND p.partition = c.partition AND p.kafka_offset < c.committed
+SELECT c.ck, c.label, c.what, p.topic, p.partition, p.kafka_offset, c.committed, p.kind
+FROM marks c JOIN pub p ON p.topic = c.topic AND p.partition = c.partition AND p.kafka_offset < c.committed
 WHERE NOT CASE
     -- An app the registry changed for: its row under any of the app's ids,
     -- or deleted with the app before the snapshot, or a dead letter.
@@ -277,9 +286,9 @@ WHERE NOT CASE
     ELSE EXISTS (SELECT 1 FROM rel.snap_nm s WHERE s.ck = c.ck AND s.analysis_id = p.analysis_id)
 END;
 INSERT INTO problems
-SELECT 'checkpoint ' || ck || ' (' || label || '): ' || topic || '[' || partition || '] committed ' || committed
+SELECT 'checkpoint ' || ck || ' (' || label || '): ' || topic || '[' || partition || '] ' || what || ' ' || committed
        || ' but ' || count(*) || ' record(s) below it not in the database, first at offset ' || min(kafka_offset)
-FROM ahead GROUP BY ck, label, topic, partition, committed;
+FROM ahead GROUP BY ck, label, what, topic, partition, committed;
 
 -- Left unconsumed at the last checkpoint (the scenario's end).
 CREATE TEMP TABLE unconsumed AS

@@ -415,8 +415,10 @@ expect_below() { # description limit value
 # Checkpoints: the committed offset of every partition of the scenario's
 # groups, then (in this order: an offset is committed only after its rows,
 # so reading the offsets first can never make a correct service look
-# wrong) a snapshot of what the database holds. The checker verifies that
-# every record below each committed offset had its effect in the snapshot.
+# wrong) a snapshot of what the database holds, its own positions
+# (consumer_offsets) first. The checker verifies that every record below
+# each committed offset, and below each position, had its effect in the
+# snapshot.
 
 checkpoint() { # label
     local label=$1 pipe p c rows=""
@@ -428,7 +430,10 @@ checkpoint() { # label
         done
     done
     printf '%s' "$rows" | psql "$DB" -X -q -v ON_ERROR_STOP=1 -c "\\copy rel.ckpt FROM STDIN"
-    sql "INSERT INTO rel.snap_reviews SELECT $CK, review_id, last_synced_at FROM reviews;
+    # The database's positions before its rows, for the same reason: a
+    # position is raised in the transaction of the rows it covers.
+    sql "INSERT INTO rel.snap_pos SELECT $CK, topic, partition, next_offset FROM consumer_offsets;
+         INSERT INTO rel.snap_reviews SELECT $CK, review_id, last_synced_at FROM reviews;
          INSERT INTO rel.snap_app SELECT $CK, application_id, crawled_at FROM app_stats;
          INSERT INTO rel.snap_nm SELECT $CK, analysis_id FROM network_metrics;
          INSERT INTO rel.snap_dl SELECT $CK, topic, partition, kafka_offset FROM dead_letter_events" >/dev/null
@@ -542,6 +547,61 @@ finish() { # service names still running, stopped with SIGTERM (exit 0 expected)
     [ -n "$line" ] || fail_check "the checker failed: $(head -c 300 "$SW/check.err")"
     echo "$line" >"$SW/check"
     trace "checker: $line"
+    expect_positions_never_backwards
+}
+
+# The database's positions only ever rise (rel.position_moves, every change
+# of consumer_offsets): a late batch of a member that lost its partitions
+# must leave the new owner's position as it is. Prints the moves recorded.
+expect_positions_never_backwards() {
+    local back
+    back=$(sql "SELECT count(*) || coalesce(': ' || string_agg(topic || ' [' || partition || '] ' || old_next || ' -> ' || new_next
+                                                          || ' at ' || to_char(at, 'HH24:MI:SS.MS'), ', '), '')
+                FROM (SELECT * FROM rel.position_moves WHERE new_next < old_next ORDER BY at LIMIT 5) x")
+    if [ "${back%%:*}" = 0 ]; then
+        trace "ok: no position moved backwards ($(sql "SELECT count(*) FROM rel.position_moves") changes)"
+    else
+        fail_check "the database's position moved backwards ($(sql "SELECT count(*) FROM rel.position_moves WHERE new_next < old_next") times; first: ${back#*: })"
+    fi
+}
+
+# Batches a later process read again. Each batch whose database COMMIT is
+# known (its batch line, or the line of the fault point that killed the
+# process after that COMMIT) covers offset ranges; a batch line of a later
+# process overlapping any of them of the same pipeline is a batch read
+# again, which the database's positions exclude (DESIGN.md, Progress in the
+# database). NAMES in the order they ran, one after the other; prints the
+# count, and the first few are in $SW/redelivered.
+redelivered_batches() { # names...
+    local n files=()
+    for n in "$@"; do files+=("$SW/$n.log"); done
+    : >"$SW/redelivered"
+    awk '
+    FNR == 1 { L++; name = FILENAME; sub(/.*\//, "", name); sub(/\.log$/, "", name) }
+    /\] batch size=|test fault point: killing the process after the database commit offsets=/ {
+        if (!match($0, /\[[a-z-]+\]/)) next
+        pipe = substr($0, RSTART + 1, RLENGTH - 2)
+        if (!match($0, /offsets=[^ ]*/)) next
+        m = split(substr($0, RSTART + 8, RLENGTH - 8), r, ",")
+        hit = ""
+        for (i = 1; i <= m; i++) {
+            split(r[i], a, /[:-]/)
+            k = pipe SUBSEP a[1]
+            for (j = 1; j <= cnt[k]; j++)
+                if (life[k, j] < L && a[2] + 0 <= hi[k, j] && a[3] + 0 >= lo[k, j]) {
+                    hit = r[i] " (read by " name ", stored by " who[k, j] ")"
+                    break
+                }
+        }
+        if (hit != "") { bad++; if (bad <= 5) print pipe " " hit > out }
+        for (i = 1; i <= m; i++) {
+            split(r[i], a, /[:-]/)
+            k = pipe SUBSEP a[1]
+            j = ++cnt[k]
+            life[k, j] = L; lo[k, j] = a[2] + 0; hi[k, j] = a[3] + 0; who[k, j] = name
+        }
+    }
+    END { print bad + 0 }' out="$SW/redelivered" "${files[@]}"
 }
 
 # Exit trap of a scenario: no process it started survives it (svc_cleanup),

@@ -6,6 +6,9 @@
 -- rel.topics      which pipeline each of the scenario's topics feeds
 -- rel.ckpt        checkpoints: the committed offset of each partition...
 -- rel.snap_*      ...and what the database held right after it was read
+--                 (snap_pos: the database's own positions, consumer_offsets,
+--                 read before the rows)
+-- rel.position_moves  every change of a consumer_offsets row (trigger)
 -- rel.watermarks  each partition's low and high watermark at the end
 CREATE SCHEMA rel;
 
@@ -39,6 +42,28 @@ CREATE TABLE rel.snap_reviews (ck int, review_id text, last_synced_at timestampt
 CREATE TABLE rel.snap_app (ck int, application_id bigint, crawled_at timestamptz);
 CREATE TABLE rel.snap_nm (ck int, analysis_id uuid);
 CREATE TABLE rel.snap_dl (ck int, topic text, partition int, kafka_offset bigint);
+CREATE TABLE rel.snap_pos (ck int, topic text, partition int, next_offset bigint);
+
+-- Every change of the database's positions (DESIGN.md, Progress in the
+-- database): a row never moves backwards, whoever writes it (a member that
+-- lost its partitions and writes a late batch included).
+CREATE TABLE rel.position_moves (
+    group_id  text NOT NULL,
+    topic     text NOT NULL,
+    partition int NOT NULL,
+    old_next  bigint,
+    new_next  bigint NOT NULL,
+    at        timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE FUNCTION rel.record_position_move() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO rel.position_moves (group_id, topic, partition, old_next, new_next)
+    VALUES (NEW.group_id, NEW.topic, NEW.partition,
+            CASE TG_OP WHEN 'UPDATE' THEN OLD.next_offset END, NEW.next_offset);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER rel_position_moves AFTER INSERT OR UPDATE ON public.consumer_offsets
+    FOR EACH ROW EXECUTE FUNCTION rel.record_position_move();
 
 CREATE TABLE rel.watermarks (topic text, partition int, lo bigint, hi bigint);
 
