@@ -145,6 +145,7 @@ run_scenario() { # name (a number after it, an older call's limit, is ignored)
 
 run_scenario checker_selftest
 run_scenario kill9
+run_scenario kill_between_commits
 run_scenario pg_restart_fast
 run_scenario pg_restart_immediate
 run_scenario pg_terminate_backend

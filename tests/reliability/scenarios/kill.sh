@@ -18,7 +18,9 @@
 #   after_kafka_commit  right after the Nth batch line (N random, 1 to 4; the
 #                       line is logged after the offset commit)
 # After each kill, a checkpoint: the committed offsets must not be ahead of
-# what the database holds.
+# what the database holds. At the end, no batch whose database COMMIT is
+# known (its batch line, or the after_db_commit fault point's) was read again
+# by a later life: each life starts at the database's positions.
 
 KILL9_MODES=(before_poll random after_db_commit mid_write random after_kafka_commit
     mid_write_dead_letters random after_db_commit before_poll random mid_write
@@ -109,5 +111,50 @@ scenario_kill9() {
     assert_scenario_kept_everything
     svc_start final "${KILL9_ENV[@]}"
     finish final
-    note "$i kill -9: $(echo "$counts" | tr ' ' '\n' | grep . | sort | uniq -c | awk 'NF {printf "%s%d %s", s, $1, $2; s = ", "}')"
+    local lives_run=() redelivered
+    for n in $(seq 1 "$i"); do lives_run+=("k$(printf %02d "$n")"); done
+    redelivered=$(redelivered_batches "${lives_run[@]}" final)
+    [ "$redelivered" = 0 ] || fail_check "$redelivered batch(es) stored by one life read again by a later one: $(paste -sd';' "$SW/redelivered")"
+    note "$i kill -9: $(echo "$counts" | tr ' ' '\n' | grep . | sort | uniq -c | awk 'NF {printf "%s%d %s", s, $1, $2; s = ", "}'); $redelivered redelivered batches"
+}
+
+# The crash the database's positions exist for (DESIGN.md, Progress in the
+# database): kill -9 right after a batch's database COMMIT, before its offset
+# commit (SC_TEST_KILL_AFTER_DB_COMMIT). Kafka's committed offset is then
+# behind the database; the next process starts each partition at the
+# database's position, so it never reads the killed batch again: none of its
+# batches overlaps the killed one, each of the killed batch's partitions
+# starts right after it, and nothing is skipped (the stream has one
+# observation per review and no redeliveries, so a skipped row is a record
+# read again).
+scenario_kill_between_commits() {
+    scenario_begin kill_between_commits reviews
+    gen_stream 13 6000 0 0 single=1 dup=0
+    produce_all
+    assert_scenario_kept_everything
+    # As kill9: short sessions, so the next process is not kept waiting for
+    # the dead one's eviction.
+    local env=(STORAGE_SESSION_TIMEOUT_MS=3000 STORAGE_RDKAFKA_HEARTBEAT_INTERVAL_MS=500 STORAGE_MAX_POLL_RECORDS_REVIEWS=250)
+    svc_start k1 "${env[@]}" SC_TEST_KILL_AFTER_DB_COMMIT=3
+    local rc killed r p hi
+    rc=$(svc_wait_progress k1)
+    expect_eq "k1: exit code at the fault point after DB commit 3" 137 "$rc"
+    killed=$(sed -nE 's/.*test fault point: killing the process after the database commit offsets=([^ ]*).*/\1/p' "$SW/k1.log")
+    [ -n "$killed" ] || fail_check "k1 did not die at the fault point: no killed batch to look for"
+    checkpoint "k1 killed between the commits"
+    svc_start k2 "${env[@]}"
+    finish k2
+    for r in $(echo "$killed" | tr ',' ' '); do
+        p=${r%%:*}
+        p=${p#p}
+        hi=${r##*-}
+        expect_log k2 "$T_REVIEWS \[$p\] starts at offset $((hi + 1)), the database's position(\$| \(Kafka's committed offset [0-9]+ is behind)" \
+            "k2 started [$p] right after the killed batch ($r), at the database's position"
+    done
+    local redelivered skipped
+    redelivered=$(redelivered_batches k1 k2)
+    expect_eq "batches of k1 read again by k2" 0 "$redelivered"
+    skipped=$(sed -nE 's/.*\[reviews\] batch size=.* skipped=([0-9]+) .*/\1/p' "$SW/k2.log" | awk '{n += $1} END {print n + 0}')
+    expect_eq "rows k2 skipped (a stream without redeliveries)" 0 "$skipped"
+    note "killed after the database COMMIT of $killed, before its offset commit: k2 started there, $redelivered batches read again, $skipped rows skipped"
 }
