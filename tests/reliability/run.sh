@@ -152,6 +152,7 @@ run_scenario pg_terminate_backend
 run_scenario pg_max_connections
 run_scenario pg_statement_timeout
 run_scenario pg_down_past_retries
+run_scenario pg_restore_backup
 run_scenario broker_down_one
 run_scenario brokers_all_down
 run_scenario leader_changes

@@ -7,6 +7,10 @@
 #   pg.sh destroy DIR   stop it and remove DIR
 #   pg.sh conninfo DIR  print the conninfo of a started server
 #   pg.sh ctl DIR ARGS  run pg_ctl on it (e.g. "restart -m fast")
+#   pg.sh backup DIR DEST   pg_basebackup of the running server into DEST, with
+#                       the WAL it needs (-X stream)
+#   pg.sh restore DIR SRC   stop the server, replace its data directory with
+#                       the backup SRC (moved, not copied), start it
 #
 # initdb and postgres refuse to run as root, so as root they run as the
 # postgres user, which owns DIR.
@@ -43,7 +47,7 @@ conninfo() {
 
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { sed -n '2,12p' "$0" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 
 case "$cmd" in
 start)
@@ -87,8 +91,34 @@ ctl)
     as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w "$@" \
         -o "-p $(cat "$dir/port") -k $dir -c listen_addresses=127.0.0.1"
     ;;
+backup)
+    dir=$(cd "$dir" && pwd)
+    dest=${3:?pg.sh backup DIR DEST}
+    mkdir -p "$dest"
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$dest"
+    # A fast checkpoint: the backup starts at once, not after a spread one.
+    as_owner "$PGBIN/pg_basebackup" -h "$dir" -p "$(cat "$dir/port")" -U postgres -D "$dest" \
+        -X stream --checkpoint=fast --no-sync
+    ;;
+restore)
+    dir=$(cd "$dir" && pwd)
+    src=$(cd "${3:?pg.sh restore DIR SRC}" && pwd)
+    [ -f "$src/PG_VERSION" ] || { echo "pg.sh: $src is not a data directory" >&2; exit 1; }
+    if [ -f "$dir/data/postmaster.pid" ]; then
+        as_owner "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+    fi
+    rm -rf "$dir/data.replaced"
+    mv "$dir/data" "$dir/data.replaced"
+    mv "$src" "$dir/data"
+    chmod 700 "$dir/data"
+    rm -rf "$dir/data.replaced"
+    # Recovery replays the WAL the backup streamed, then the server is a
+    # primary again (no standby.signal).
+    as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "-p $(cat "$dir/port") -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
+    ;;
 *)
-    sed -n '2,12p' "$0" >&2
+    sed -n '2,16p' "$0" >&2
     exit 2
     ;;
 esac
