@@ -142,6 +142,36 @@ committed() { # pipeline partition -> offset (-1001: nothing committed)
     echo "${r#ok }"
 }
 
+# The database's positions of the scenario's pipelines, "TOPIC PARTITION
+# NEXT_OFFSET" a line.
+db_positions() {
+    sql "SELECT topic || ' ' || partition || ' ' || next_offset FROM consumer_offsets ORDER BY 1"
+}
+
+# A backup of the whole server (pg_basebackup -X stream) into $SW/backup;
+# BACKUP_MS: how long it took.
+pg_backup() {
+    local t0
+    t0=$(now_ms)
+    "$PG" backup "$PG_DIR" "$SW/backup" >"$SW/backup.log" 2>&1 || fail_check "pg_basebackup failed: $(tail -n 2 "$SW/backup.log" | xargs)"
+    BACKUP_MS=$(($(now_ms) - t0))
+    trace "backup taken in $BACKUP_MS ms"
+}
+
+# Put the backup in $SW/backup in place of the server's data directory
+# (every scenario's database goes back with it: they ran one after the
+# other, and this one's is the only one still in use). The model (schema
+# rel) goes back too: coordinates are loaded again by finish, checkpoints
+# and the model of a stream generated after the backup are gone.
+pg_restore_from_backup() {
+    local t0
+    t0=$(now_ms)
+    "$PG" restore "$PG_DIR" "$SW/backup" >"$SW/restore.log" 2>&1 || fail_check "pg.sh restore failed: $(tail -n 2 "$SW/restore.log" | xargs)"
+    pg_ensure_up || fail_check "PostgreSQL did not come back from the restore"
+    RESTORE_MS=$(($(now_ms) - t0))
+    trace "restored the backup in $RESTORE_MS ms: positions $(db_positions | xargs)"
+}
+
 # ---------------------------------------------------------------------------
 # The scenario's world: a database with the App API's table, the consumer's
 # schema and the model's; topics of 3 partitions; its own consumer groups.

@@ -40,6 +40,23 @@ SVC_CLEAN_ENV=
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
+# A loopback port nobody listens on (STORAGE_METRICS_ADDR).
+free_port() {
+    local port
+    while :; do
+        port=$((20000 + RANDOM % 20000))
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
+    done
+}
+
+# GET a path from 127.0.0.1:PORT with bash alone (no curl on a fresh machine).
+http_get() { # port path
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+    printf 'GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n' "$2" >&3
+    cat <&3
+    exec 3<&-
+}
+
 # Processes are ended by their id only, and only while that id is still the
 # process that was started: pids are reused (pid_max may be 32768), so each
 # one is recorded with its start time (/proc/PID/stat, field 22) and checked

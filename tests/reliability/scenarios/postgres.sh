@@ -205,24 +205,6 @@ scenario_pg_down_past_retries() {
     note "server stopped mid-ingest: s1 exit $rc after $elapsed ms (retries 100+200+400 ms); restarted, nothing lost"
 }
 
-# The database's positions of the scenario's pipelines, "TOPIC PARTITION
-# NEXT_OFFSET" a line.
-db_positions() {
-    sql "SELECT topic || ' ' || partition || ' ' || next_offset FROM consumer_offsets ORDER BY 1"
-}
-
-# Put the backup in $SW/backup in place of the server's data directory
-# (every scenario's database goes back with it: they ran one after the
-# other, and this one's is the only one still in use).
-pg_restore_from_backup() {
-    local t0
-    t0=$(now_ms)
-    "$PG" restore "$PG_DIR" "$SW/backup" >"$SW/restore.log" 2>&1 || fail_check "pg.sh restore failed: $(tail -n 2 "$SW/restore.log" | xargs)"
-    pg_ensure_up || fail_check "PostgreSQL did not come back from the restore"
-    RESTORE_MS=$(($(now_ms) - t0))
-    trace "restored the backup in $RESTORE_MS ms: positions $(db_positions | xargs)"
-}
-
 # A database restored from a backup (DESIGN.md, Progress in the database):
 # pg_basebackup mid-ingest, the ingest goes on to its end and is committed
 # to Kafka, then PostgreSQL is stopped and the backup put in place of its
@@ -238,11 +220,7 @@ scenario_pg_restore_backup() {
     # backup: the one without would start at Kafka's committed offset.
     local end=$((SECONDS + STALL_S))
     while [ "$(sql "SELECT count(*) FROM consumer_offsets")" != 9 ] && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
-    local t0 backup_ms
-    t0=$(now_ms)
-    "$PG" backup "$PG_DIR" "$SW/backup" >"$SW/backup.log" 2>&1 || fail_check "pg_basebackup failed: $(tail -n 2 "$SW/backup.log" | xargs)"
-    backup_ms=$(($(now_ms) - t0))
-    trace "backup taken in $backup_ms ms, mid-ingest"
+    pg_backup
     producer_wait
     assert_scenario_kept_everything
     settle s1
@@ -274,5 +252,5 @@ scenario_pg_restore_backup() {
         expect_log s2 "$t \\[$p\\] starts at offset $pos, the database's position: $((c - pos)) message\\(s\\) below Kafka's committed offset $c are read again" \
             "s2 read $t [$p] again from the restored position $pos up to Kafka's committed $c"
     done <"$SW/behind"
-    note "pg_basebackup -X stream mid-ingest ($backup_ms ms), restored after the ingest ($RESTORE_MS ms): $behind partitions behind Kafka's committed offsets by $gap records in all, read again from the database's positions"
+    note "pg_basebackup -X stream mid-ingest ($BACKUP_MS ms), restored after the ingest ($RESTORE_MS ms): $behind partitions behind Kafka's committed offsets by $gap records in all, read again from the database's positions"
 }
