@@ -257,45 +257,78 @@ scenario_group_churn() {
     note "joins took B $(ms "$j_b"), C $(ms "$j_c"), D $(ms "$j_d") (rounds of $ROUND_MS ms, at most $GROUP_ROUNDS); B stopped holding a batch (exit ${STOP_RC} after $(ms "$STOP_MS")): ${left_b}; C stopped under load (exit $rc): ${left_c}"
 }
 
-# A member frozen (SIGSTOP) in the middle of a batch, past its session
-# timeout: the group evicts it and another member takes its partitions and
-# redelivers its batch. Resumed, the zombie finishes its transaction; its
-# offset commit must be refused, and its stale rows must not corrupt newer
-# ones (the last_synced_at guard; reviews are observed up to 4 times across
-# partitions).
+# A member frozen (SIGSTOP) with a batch in hand, past its session timeout:
+# the group evicts it and another member takes its partitions and stores
+# that batch's records and more. Resumed, the zombie writes its batch late,
+# every time: it freezes itself right before writing its 3rd batch
+# (SC_TEST_STOP_BEFORE_DB_WRITE) and is resumed only once the new owner's
+# position in the database is past that batch on each of its partitions.
+# Its transaction must leave those positions as they are (DESIGN.md,
+# Progress in the database: never backwards; rel.position_moves records
+# every change), its offset commit must be refused or skipped, and its
+# stale rows must not corrupt newer ones (the last_synced_at guard; reviews
+# are observed up to 4 times across partitions).
 scenario_zombie_member() {
     scenario_begin zombie_member reviews
     gen_stream 42 25000 0 0
     svc_start A
-    svc_start B
+    wait_owners "$GROUP_WAIT_S" reviews A >/dev/null || fail_check "A was not assigned the partitions"
     producer_start 90 90
+    svc_start B SC_TEST_STOP_BEFORE_DB_WRITE=3
     wait_owners "$GROUP_WAIT_S" reviews A B >/dev/null || fail_check "A and B never shared the partitions"
-    wait_stable A B || trace "the group did not settle"
-    hold_lock reviews
-    wait_blocked sc-B || fail_check "no batch of B caught mid-write"
-    svc_signal B STOP
-    local t0 take
+    local fault='test fault point: stopping the process before writing the batch offsets='
+    wait_log B "$fault" 1 "$STALL_S" || fail_check "B did not freeze itself before its 3rd batch"
+    local late t0 take
+    late=$(sed -nE "s/.*$fault([^ ]*).*/\1/p" "$SW/B.log" | head -n 1)
     t0=$(now_ms)
-    sleep 0.5
-    # B's INSERT now completes on the server; its transaction stays open,
-    # uncommitted, with B frozen.
-    release_lock
     # Evicted a session timeout after its last heartbeat, then rounds.
     take=$(wait_owners "$GROUP_WAIT_S" reviews A)
     [ "$take" = timeout ] && fail_check "B was never evicted: A does not own every partition"
-    checkpoint "B frozen, A took over"
-    sleep 2
+    # A stores B's batch and goes past it on each of its partitions.
+    local r p hi pos end kafka_before=""
+    for r in $(echo "$late" | tr ',' ' '); do
+        p=${r%%:*}
+        p=${p#p}
+        hi=${r##*-}
+        end=$((SECONDS + STALL_S))
+        while :; do
+            pos=$(sql "SELECT next_offset FROM consumer_offsets WHERE partition = $p")
+            [ "${pos:-0}" -gt "$((hi + 1))" ] && break
+            [ "$SECONDS" -ge "$end" ] && { fail_check "A's position on [$p] did not pass B's batch ($r) within ${STALL_S} s: ${pos:-none}"; break; }
+            sleep 0.2
+        done
+        kafka_before+="$p:$(committed reviews "$p") "
+    done
+    checkpoint "B frozen, A past its batch"
+    local batches_before frozen
+    batches_before=$(batches B)
     svc_signal B CONT
-    local frozen=$(($(now_ms) - t0)) refused
-    # B finishes its batch: the database commit succeeds (idempotent rows),
-    # the offset commit of a member that is no longer one must not.
-    # Its commit gives up at the latest at its commit timeout.
-    if wait_log B 'offset commit (failed|refused|did not)' 1 "$STALL_S"; then
+    frozen=$(($(now_ms) - t0))
+    # B writes its batch: the database commit succeeds (idempotent rows, the
+    # positions left as they are); the offset commit of a member that is no
+    # longer one must not, or must not be tried (its partitions revoked
+    # first). Its commit gives up at the latest at its commit timeout.
+    wait_log B '\[reviews\] batch size=' $((batches_before + 1)) "$STALL_S" ||
+        fail_check "B resumed after ${frozen} ms frozen and logged no batch: its late batch ($late) was not written"
+    local refused
+    if grep -qE 'offset commit (failed|refused|did not)' "$SW/B.log"; then
         refused=$(grep -m1 -E 'offset commit (failed|refused|did not)' "$SW/B.log" | sed -E 's/.*\): //' | cut -c1-90)
-        trace "ok: the zombie's commit was refused: $refused"
+    elif awk -v f="$fault" 'index($0, f) {s = 1} s' "$SW/B.log" | grep -qE '\[reviews\] partitions revoked'; then
+        refused="skipped, its partitions revoked first"
     else
-        fail_check "B resumed after ${frozen} ms frozen and no refused offset commit was logged (was its commit accepted?)"
+        fail_check "B wrote its late batch and logged neither a refused offset commit nor the loss of its partitions (was its commit accepted?)"
     fi
+    trace "the zombie's offset commit: ${refused:-accepted}"
+    local kv kafka_after
+    for kv in $kafka_before; do
+        kafka_after=$(committed reviews "${kv%%:*}")
+        [ "$kafka_after" -ge "${kv#*:}" ] 2>/dev/null ||
+            fail_check "Kafka's committed offset of [${kv%%:*}] went back from ${kv#*:} to $kafka_after after B's late batch"
+    done
+    # finish fails the scenario if any position moved backwards.
+    local moves back
+    moves=$(sql "SELECT count(*) FROM rel.position_moves")
+    back=$(sql "SELECT count(*) FROM rel.position_moves WHERE new_next < old_next")
     checkpoint "B resumed"
     wait_owners "$GROUP_WAIT_S" reviews A B >/dev/null || fail_check "B did not rejoin the group"
     producer_wait
@@ -303,7 +336,7 @@ scenario_zombie_member() {
     settle A
     expect_all_alive A B
     finish_running A B
-    note "B frozen mid-INSERT for $(ms "$frozen") (session timeout $SESSION_TIMEOUT_MS ms): A owned every partition after $(ms "$take"); B's late commit refused ($refused); B rejoined"
+    note "B frozen before writing $late for $(ms "$frozen") (session timeout $SESSION_TIMEOUT_MS ms): A owned every partition after $(ms "$take") and stored past it; after B's late batch, $back of $moves position changes went backwards; its offset commit ${refused:-accepted}; B rejoined"
 }
 
 scenario_graceful_stop() {
