@@ -94,30 +94,32 @@ static void heartbeat_mark_stopped(const char *path, const char *pipeline, bool 
     }
 }
 
-/* Test-only fault point (SC_TEST_KILL_AFTER_DB_COMMIT=N): die like kill -9
- * after the Nth database commit, before its offsets are committed. */
-static void fault_after_db_commit(void *ctx, const char *offsets)
+/* Test-only fault points: at the Nth call (*countdown = N; 0: never), say
+ * so with the batch's offsets and raise `sig` on the whole process. */
+static void fault_point(const pipeline_run_t *p, long *countdown, int sig, const char *what,
+                        const char *offsets)
 {
-    pipeline_run_t *p = ctx;
-    if (p->fault_countdown > 0 && --p->fault_countdown == 0) {
-        LOG_WARN(p->worker.def->name, "test fault point: killing the process after the database commit offsets=%s",
-                 offsets);
-        raise(SIGKILL);
+    if (*countdown > 0 && --*countdown == 0) {
+        LOG_WARN(p->worker.def->name, "test fault point: %s offsets=%s", what, offsets);
+        raise(sig);
     }
 }
 
-/* Test-only fault point (SC_TEST_STOP_BEFORE_DB_WRITE=N): freeze the whole
- * process (SIGSTOP) right before the Nth batch is written, so that a test
- * resumes it (SIGCONT) as a member that lost its partitions meanwhile and
- * writes that batch late. */
+/* SC_TEST_KILL_AFTER_DB_COMMIT=N: die like kill -9 after the Nth database
+ * commit, before its offsets are committed. */
+static void fault_after_db_commit(void *ctx, const char *offsets)
+{
+    pipeline_run_t *p = ctx;
+    fault_point(p, &p->fault_countdown, SIGKILL, "killing the process after the database commit", offsets);
+}
+
+/* SC_TEST_STOP_BEFORE_DB_WRITE=N: freeze the whole process (SIGSTOP) right
+ * before the Nth batch is written, so that a test resumes it (SIGCONT) as a
+ * member that lost its partitions meanwhile and writes that batch late. */
 static void fault_before_db_write(void *ctx, const char *offsets)
 {
     pipeline_run_t *p = ctx;
-    if (p->stop_countdown > 0 && --p->stop_countdown == 0) {
-        LOG_WARN(p->worker.def->name, "test fault point: stopping the process before writing the batch offsets=%s",
-                 offsets);
-        raise(SIGSTOP);
-    }
+    fault_point(p, &p->stop_countdown, SIGSTOP, "stopping the process before writing the batch", offsets);
 }
 
 static int poll_adapter(void *ctx, size_t max, int timeout_ms, record_t **records, char *err, size_t errlen)
