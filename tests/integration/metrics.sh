@@ -5,22 +5,6 @@
 pg_start
 broker_start
 
-# GET a path from 127.0.0.1:PORT with bash alone (no curl on a fresh machine).
-http_get() { # port path
-    exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
-    printf 'GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n' "$2" >&3
-    cat <&3
-    exec 3<&-
-}
-
-free_port() {
-    local port
-    while :; do
-        port=$((20000 + RANDOM % 20000))
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
-    done
-}
-
 test_metrics_endpoint_reports_counters_dead_letters_and_lag() {
     fresh_schema metrics_counts
     fresh_topics metrics1
