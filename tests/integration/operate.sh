@@ -80,6 +80,15 @@ offsets_of() { # group topic
     echo "$(broker_committed "$1" "$2" 0) $(broker_committed "$1" "$2" 1) $(broker_committed "$1" "$2" 2)"
 }
 
+# "p0 p1 p2": GROUP's positions on TOPIC in the database (consumer_offsets;
+# "none": no row), where the service starts (DESIGN.md, Progress in the
+# database).
+positions_of() { # group topic
+    sql "SELECT string_agg(coalesce(o.next_offset::text, 'none'), ' ' ORDER BY p)
+         FROM generate_series(0, 2) p
+         LEFT JOIN consumer_offsets o ON o.group_id = '$1' AND o.topic = '$2' AND o.partition = p"
+}
+
 # A review message: review PACKAGE ID THUMBS LAST_SYNCED_AT
 review() {
     printf '{"package_name":"%s","review_id":"%s","score":4,"thumbs_up_count":%s,"reviewed_at":"2026-11-01T00:00:00Z","last_synced_at":"%s"}\n' \
@@ -284,10 +293,11 @@ test_replay_to_earliest_reprocesses_only_that_pipeline() {
 
     op replay replay reviews --to earliest
     assert_rc 0 replay
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] committed 6 -> 0 (6 messages to read)" "partition 0"
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed 7 -> 0 (7 messages to read)" "partition 2"
-    assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions: 19 messages to read (was 0)" "summary"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] database 6, Kafka committed 6 -> 0 (6 messages to read)" "partition 0"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database 7, Kafka committed 7 -> 0 (7 messages to read)" "partition 2"
+    assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions, in the database and in Kafka: 19 messages to read (was 0)" "summary"
     assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "reviews offsets after the replay"
+    assert_eq "0 0 0" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "reviews positions in the database after the replay"
     assert_eq "$stats" "$(offsets_of "$(group_of app-stats)" "$TOPIC_APP_STATS")" "app-stats offsets untouched"
     assert_eq "$metrics" "$(offsets_of "$(group_of network-metrics)" "$TOPIC_NETWORK_METRICS")" "network-metrics offsets untouched"
 
@@ -355,7 +365,7 @@ test_stop_replay_start_reads_the_topic_again_from_the_start() {
     # Two session timeouts (6 s) and 10 s: the stopping member leaves, and the
     # group answers again.
     [ "$elapsed" -lt 22000 ] || fail "the replay took $elapsed ms"
-    assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions: 19 messages to read" "summary"
+    assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions, in the database and in Kafka: 19 messages to read" "summary"
     assert_eq 0 "$(svc_wait first 30)" "exit status of the stopped service"
     assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
 
@@ -406,7 +416,7 @@ test_replay_waits_out_a_member_that_crashed() {
     svc_kill svc >/dev/null
     op replay replay reviews
     assert_rc 0 replay
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed 4 -> 0 (4 messages to read)" "partition 2"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database 4, Kafka committed 4 -> 0 (4 messages to read)" "partition 2"
     assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
 }
 
@@ -424,11 +434,12 @@ test_replay_to_latest_skips_the_backlog() {
 
     op replay replay reviews --to latest
     assert_rc 0 replay
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] committed 3 -> 3 (0 messages to read)" "partition 0"
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] committed none -> 10 (0 messages to read)" "partition 1"
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed none -> 4 (0 messages to read)" "partition 2"
-    assert_contains "$(out replay)" "reset to latest on 3 partitions: 0 messages to read (was 14)" "summary"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] database 3, Kafka committed 3 -> 3 (0 messages to read)" "partition 0"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] database none, Kafka committed none -> 10 (0 messages to read)" "partition 1"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database none, Kafka committed none -> 4 (0 messages to read)" "partition 2"
+    assert_contains "$(out replay)" "reset to latest on 3 partitions, in the database and in Kafka: 0 messages to read (was 14)" "summary"
     assert_eq "3 10 4" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
+    assert_eq "3 10 4" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions in the database after the replay"
 
     review com.example.latest after-1 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 1
     start_service second STORAGE_PIPELINES=reviews
@@ -460,9 +471,9 @@ test_replay_to_a_timestamp_starts_there() {
 
     op replay replay reviews --to "$t"
     assert_rc 0 replay
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] committed 5 -> 2 (3 messages to read)" "partition 0"
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] committed 6 -> 3 (3 messages to read)" "partition 1"
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed 7 -> 4 (3 messages to read)" "partition 2"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] database 5, Kafka committed 5 -> 2 (3 messages to read)" "partition 0"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] database 6, Kafka committed 6 -> 3 (3 messages to read)" "partition 1"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database 7, Kafka committed 7 -> 4 (3 messages to read)" "partition 2"
     assert_eq "2 3 4" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
 
     start_service again STORAGE_PIPELINES=reviews
@@ -475,9 +486,119 @@ test_replay_to_a_timestamp_starts_there() {
     op future replay reviews --to 2999-01-01T00:00:00Z
     assert_rc 0 future
     assert_eq "5 6 7" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after a replay to the future"
+    assert_eq "5 6 7" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after a replay to the future"
     op past replay reviews --to 2000-01-01T00:00:00
     assert_rc 0 past
     assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after a replay to the past"
+    assert_eq "0 0 0" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after a replay to the past"
+}
+
+# Both records of the group's progress move to the targets, the database's
+# backwards too: it is where the service starts. The replay prints each
+# record's position before, from the database's own rows.
+test_replay_resets_the_database_positions_with_kafkas() {
+    begin_test both
+    register_apps com.example.both
+    produce_everywhere com.example.both
+    ingest_all first
+    assert_eq "6 6 6" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the first run"
+    assert_eq "6 6 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the first run"
+    # The two records apart: partition 1's position was restored from a
+    # backup (the service would read 4 messages again), partition 2 has no
+    # row (the first run after the upgrade).
+    sql "UPDATE consumer_offsets SET next_offset = 2 WHERE group_id = '$(group_of reviews)' AND partition = 1"
+    sql "DELETE FROM consumer_offsets WHERE group_id = '$(group_of reviews)' AND partition = 2"
+    local stats
+    stats=$(positions_of "$(group_of app-stats)" "$TOPIC_APP_STATS")
+
+    op replay replay reviews --to earliest
+    assert_rc 0 replay
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] database 6, Kafka committed 6 -> 0 (6 messages to read)" "partition 0"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] database 2, Kafka committed 6 -> 0 (6 messages to read)" "partition 1"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database none, Kafka committed 6 -> 0 (6 messages to read)" "partition 2"
+    # Before: 0 + 4 + 0 messages to read, from where the service starts.
+    assert_contains "$(out replay)" "reset to earliest on 3 partitions, in the database and in Kafka: 18 messages to read (was 4)" "summary"
+    assert_eq "0 0 0" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the replay"
+    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
+    assert_eq "$stats" "$(positions_of "$(group_of app-stats)" "$TOPIC_APP_STATS")" "app-stats positions untouched"
+
+    # Forward as well: to latest, both records at the end.
+    op latest replay reviews --to latest
+    assert_rc 0 latest
+    assert_contains "$(out latest)" "$TOPIC_REVIEWS [1] database 0, Kafka committed 0 -> 6 (0 messages to read)" "partition 1"
+    assert_eq "6 6 6" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the replay to latest"
+    assert_eq "6 6 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay to latest"
+}
+
+# The database is checked before the replay joins the group: unreachable, or
+# without the table, the replay refuses with both records as they were and
+# the group never rebalanced.
+test_replay_refuses_with_nothing_changed_when_the_database_is_unreachable_or_lacks_the_table() {
+    begin_test nodb
+    register_apps com.example.nodb
+    produce_everywhere com.example.nodb
+    ingest_all first
+    local port
+    port=$(cat "$PG_DIR/port")
+    # The suite's server with a database that does not exist.
+    OP_ENV=("STORAGE_DATABASE_URL=host=127.0.0.1 port=$port dbname=no_such_database user=postgres")
+    op unreachable replay reviews --to earliest
+    assert_rc 1 unreachable
+    assert_contains "$(err unreachable)" "replay: cannot connect to PostgreSQL (" "refusal"
+    assert_contains "$(err unreachable)" "nothing was changed" "refusal"
+    if out unreachable | grep -q 'joining group'; then fail "the replay joined the group: $(out unreachable)"; fi
+    assert_eq "6 6 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the refusal"
+    assert_eq "6 6 6" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the refusal"
+
+    # The database of a version before migration 0006.
+    OP_ENV=()
+    sql "ALTER TABLE consumer_offsets RENAME TO consumer_offsets_aside"
+    op unmigrated replay reviews --to earliest
+    sql "ALTER TABLE consumer_offsets_aside RENAME TO consumer_offsets"
+    assert_rc 1 unmigrated
+    assert_contains "$(err unmigrated)" "the database has no table consumer_offsets: apply the migrations first (storage-consumer migrate); nothing was changed" "refusal"
+    if out unmigrated | grep -q 'joining group'; then fail "the replay joined the group: $(out unmigrated)"; fi
+    assert_eq "6 6 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the refusal"
+}
+
+# Kafka refuses the commit: the database's transaction is rolled back, and
+# neither record moved.
+test_replay_rolls_the_database_back_when_kafka_refuses_the_commit() {
+    begin_test kafkafail
+    trap 'end_test broker_ctl clear-request-errors OffsetCommit' EXIT
+    register_apps com.example.kafkafail
+    produce_everywhere com.example.kafkafail
+    ingest_all first
+    broker_ctl request-errors OffsetCommit GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED \
+        GROUP_AUTHORIZATION_FAILED >/dev/null
+    op replay replay reviews --to earliest
+    broker_ctl clear-request-errors OffsetCommit >/dev/null
+    assert_rc 1 replay
+    assert_contains "$(err replay)" "replay: cannot commit the target offsets to Kafka" "failure"
+    assert_contains "$(err replay)" "the database's positions were rolled back: nothing was changed, run the replay again" "failure"
+    assert_eq "6 6 6" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the failure"
+    assert_eq "6 6 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the failure"
+}
+
+# The database's COMMIT fails once Kafka took the reset (a deferred check
+# refuses it): the replay says which record moved and which did not, and
+# that the service would go on as if no replay happened.
+test_replay_says_what_changed_when_the_database_commit_fails_after_kafkas() {
+    begin_test commitfail
+    register_apps com.example.commitfail
+    produce_everywhere com.example.commitfail
+    ingest_all first
+    sql "CREATE FUNCTION refuse_position() RETURNS trigger LANGUAGE plpgsql AS
+           \$\$ BEGIN RAISE EXCEPTION 'positions refused at commit'; END \$\$"
+    sql "CREATE CONSTRAINT TRIGGER refuse_position AFTER INSERT OR UPDATE ON consumer_offsets
+           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_position()"
+    op replay replay reviews --to earliest
+    assert_rc 1 replay
+    assert_contains "$(err replay)" "Kafka's committed offsets of group $(group_of reviews) were reset to earliest, but the database's COMMIT failed" "failure"
+    assert_contains "$(err replay)" "positions refused at commit" "the server's reason"
+    assert_contains "$(err replay)" "The database's positions are unchanged, and the service starts from them: it would continue as if no replay happened. Run the replay again" "failure"
+    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets: Kafka took the reset"
+    assert_eq "6 6 6" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions: unchanged"
 }
 
 test_replay_refuses_a_missing_topic_and_creates_none() {
