@@ -147,10 +147,13 @@ test_verify_reports_every_stage_healthy_after_ingest() {
         "$TOPIC_REVIEWS messages=18 high_watermarks=6,6,6" "$TOPIC_NETWORK_METRICS messages=3 high_watermarks=1,1,1"
     assert_stage verify rows ok "app_stats=6; reviews=18; network_metrics=3"
     assert_stage verify dead-letters ok "total=0"
+    assert_stage verify positions ok \
+        "$(group_of reviews) [0] database=6 kafka=6 even, [1] database=6 kafka=6 even, [2] database=6 kafka=6 even" \
+        "$(group_of app-stats) [0] database=2 kafka=2 even" "$(group_of network-metrics) [0] database=1 kafka=1 even"
     assert_stage verify lag ok "$(group_of app-stats) lag=0 [0]=0 [1]=0 [2]=0" \
         "$(group_of reviews) lag=0 [0]=0 [1]=0 [2]=0" "$(group_of network-metrics) lag=0 [0]=0 [1]=0 [2]=0"
     # One line per stage, in order, then the verdict.
-    assert_eq "verify schema topics messages rows dead-letters lag verify:" \
+    assert_eq "verify schema topics messages rows dead-letters positions lag verify:" \
         "$(out verify | awk '{printf "%s%s", (NR > 1 ? " " : ""), $1}')" "the report's lines"
     assert_eq "verify: healthy" "$(out verify | tail -n 1)" "verdict"
     # --max-lag 0 holds: everything is stored.
@@ -241,6 +244,7 @@ test_verify_reports_lag_before_ingest() {
     assert_rc 0 before
     assert_stage before messages ok "$TOPIC_REVIEWS messages=18"
     assert_stage before rows ok "app_stats=0; reviews=0; network_metrics=0"
+    assert_stage before positions ok "$(group_of reviews) [0] database=none kafka=none neither yet"
     assert_stage before lag warn "$(group_of reviews) lag=18 [0]=6 [1]=6 [2]=6 (no offset committed yet)" \
         "$(group_of app-stats) lag=6" "$(group_of network-metrics) lag=3"
     assert_eq "verify: healthy, with warnings (lag)" "$(out before | tail -n 1)" "verdict"
@@ -256,6 +260,53 @@ test_verify_reports_lag_before_ingest() {
     op after verify --max-lag 0
     assert_rc 0 after
     assert_stage after lag ok "$(group_of reviews) lag=0"
+}
+
+# The two records of a group's progress (DESIGN.md, Progress in the
+# database), partition by partition. The database ahead of Kafka is normal
+# (Kafka's copy is committed after the database's COMMIT), and a partition
+# without a database row starts at Kafka's committed offset: both said,
+# neither a warning. The lag counts from where the service starts.
+test_verify_shows_the_database_and_kafka_positions_and_which_is_ahead() {
+    begin_test ahead
+    register_apps com.example.ahead
+    produce_everywhere com.example.ahead
+    ingest_all svc
+    # One more review on partition 0, stored and recorded in the database,
+    # but Kafka's copy not committed yet (a crash between the two commits).
+    review com.example.ahead r-0-late 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
+    sql "UPDATE consumer_offsets SET next_offset = 7 WHERE group_id = '$(group_of reviews)' AND partition = 0"
+    # Partition 2 as before the upgrade: no row.
+    sql "DELETE FROM consumer_offsets WHERE group_id = '$(group_of reviews)' AND partition = 2"
+
+    op verify verify
+    assert_rc 0 verify
+    assert_stage verify positions ok \
+        "$(group_of reviews) [0] database=7 kafka=6 database ahead by 1, [1] database=6 kafka=6 even, [2] database=none kafka=6 no database row" \
+        "$(group_of reviews): the database ahead of Kafka is normal: Kafka's copy lags a batch, or a crash came between the two commits" \
+        "$(group_of reviews) [2]: no position in the database: the service starts at Kafka's committed offset 6 (the first run after the upgrade)"
+    # The service starts partition 0 at the database's 7: nothing to read
+    # there, though Kafka's copy says 1.
+    assert_stage verify lag ok "$(group_of reviews) lag=0 [0]=0 [1]=0 [2]=0"
+    assert_eq "verify: healthy" "$(out verify | tail -n 1)" "verdict"
+}
+
+# A database restored from a backup is behind Kafka's committed offsets: the
+# service starts at the database's positions and stores the gap again. A
+# warning naming the partition and the count, and the lag counts it.
+test_verify_warns_when_kafka_is_ahead_of_the_database() {
+    begin_test behind
+    register_apps com.example.behind
+    produce_everywhere com.example.behind
+    ingest_all svc
+    sql "UPDATE consumer_offsets SET next_offset = 2 WHERE group_id = '$(group_of reviews)' AND partition = 1"
+
+    op verify verify
+    assert_rc 0 verify
+    assert_stage verify positions warn "$(group_of reviews) [0] database=6 kafka=6 even, [1] database=2 kafka=6 Kafka ahead by 4, [2] database=6 kafka=6 even" \
+        "$(group_of reviews) [1]: Kafka's committed offset 6 is ahead of the database's position 2: the service starts at the database's and reads those 4 messages again (was the database restored from a backup?)"
+    assert_stage verify lag warn "$(group_of reviews) lag=4 [0]=0 [1]=4 [2]=0"
+    assert_eq "verify: healthy, with warnings (positions, lag)" "$(out verify | tail -n 1)" "verdict"
 }
 
 test_verify_reports_dead_letters_by_reason_and_the_newest() {
