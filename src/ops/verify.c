@@ -437,12 +437,14 @@ static void check_positions(verify_t *v)
         size_t len = 0;
         per[0] = '\0';
         bool database_ahead = false;
+        /* What deserves a sentence, after the group's numbers. */
+        stage_t notes = {0};
         for (int p = 0; p < n; p++) {
             int64_t d = t->db[p], k = t->kafka[p].offset;
             char dt[32], kt[32], which[64];
             if (t->kafka[p].error[0]) {
                 stage_raise(&st, STAGE_BROKEN);
-                stage_add(&st, "%s [%d]: cannot read Kafka's committed offset: %s", t->group, p,
+                stage_add(&notes, "%s [%d]: cannot read Kafka's committed offset: %s", t->group, p,
                           t->kafka[p].error);
                 continue;
             }
@@ -450,7 +452,7 @@ static void check_positions(verify_t *v)
                 snprintf(which, sizeof which, "neither yet");
             } else if (d < 0) {
                 snprintf(which, sizeof which, "no database row");
-                stage_add(&st, "%s [%d]: no position in the database: the service starts at Kafka's committed "
+                stage_add(&notes, "%s [%d]: no position in the database: the service starts at Kafka's committed "
                           "offset %" PRId64 " (the first run after the upgrade)", t->group, p, k);
             } else if (k < 0 || d > k) {
                 snprintf(which, sizeof which, "database ahead by %" PRId64, k < 0 ? d : d - k);
@@ -458,7 +460,7 @@ static void check_positions(verify_t *v)
             } else if (d < k) {
                 snprintf(which, sizeof which, "Kafka ahead by %" PRId64, k - d);
                 stage_raise(&st, STAGE_WARN);
-                stage_add(&st, "%s [%d]: Kafka's committed offset %" PRId64 " is ahead of the database's position %"
+                stage_add(&notes, "%s [%d]: Kafka's committed offset %" PRId64 " is ahead of the database's position %"
                           PRId64 ": the service starts at the database's and reads those %" PRId64
                           " messages again (was the database restored from a backup?)",
                           t->group, p, k, d, k - d);
@@ -470,6 +472,7 @@ static void check_positions(verify_t *v)
             if (w > 0 && (size_t)w < sizeof per - len) len += (size_t)w;
         }
         stage_add(&st, "%s%s", t->group, per);
+        if (notes.len) stage_add(&st, "%s", notes.detail);
         if (database_ahead)
             stage_add(&st, "%s: the database ahead of Kafka is normal: Kafka's copy lags a batch, or a crash "
                       "came between the two commits", t->group);
