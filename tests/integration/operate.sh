@@ -600,6 +600,12 @@ test_replay_refuses_with_nothing_changed_when_the_database_is_unreachable_or_lac
     if out unreachable | grep -q 'joining group'; then fail "the replay joined the group: $(out unreachable)"; fi
     assert_eq "6 6 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the refusal"
     assert_eq "6 6 6" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the refusal"
+    # The database comes before anything is asked of Kafka: with no broker
+    # either (a port nobody listens on), the refusal names the database.
+    OP_ENV+=("STORAGE_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1")
+    op first-asked replay reviews --to earliest
+    assert_rc 1 first-asked
+    assert_contains "$(err first-asked)" "replay: cannot connect to PostgreSQL (" "refusal"
 
     # The database of a version before migration 0006.
     OP_ENV=()
