@@ -235,9 +235,16 @@ static int reset_offsets(const settings_t *s, db_conn_t *conn, member_t *m, cons
     if (member_commit(m, topic, n, target, s->commit_timeout_ms, err, sizeof err)) {
         char why[256];
         bool rolled_back = offsets_reset_end(conn, false, why, sizeof why) == 0;
+        /* A commit Kafka refused may still have moved some partitions;
+         * only where the database has no position does that count. */
+        bool unrecorded = false;
+        for (int p = 0; p < n; p++) unrecorded |= stored[p] < 0;
         fprintf(stderr, "storage-consumer: replay: cannot commit the target offsets to Kafka: %s (group %s); "
-                        "the database's positions %s: nothing was changed, run the replay again\n",
-                err, group, rolled_back ? "were rolled back" : "were not committed");
+                        "the database's positions %s: nothing was changed%s, run the replay again\n",
+                err, group, rolled_back ? "were rolled back" : "were not committed",
+                unrecorded ? " (but for partitions without a database position, where Kafka's offsets may be "
+                             "partly reset)"
+                           : "");
         goto out;
     }
     if (offsets_reset_end(conn, true, err, sizeof err)) {
