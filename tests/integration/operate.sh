@@ -89,6 +89,13 @@ positions_of() { # group topic
          LEFT JOIN consumer_offsets o ON o.group_id = '$1' AND o.topic = '$2' AND o.partition = p"
 }
 
+# The reviews group's two records of its progress: its positions in the
+# database and its offsets in Kafka ("o0 o1 o2" each).
+assert_reviews_at() { # database kafka when
+    assert_eq "$1" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions in the database $3"
+    assert_eq "$2" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets in Kafka $3"
+}
+
 # A review message: review PACKAGE ID THUMBS LAST_SYNCED_AT
 review() {
     printf '{"package_name":"%s","review_id":"%s","score":4,"thumbs_up_count":%s,"reviewed_at":"2026-11-01T00:00:00Z","last_synced_at":"%s"}\n' \
@@ -120,6 +127,15 @@ ingest_all() { # name
         wait_all_committed "$(group_of "${g%%:*}")" "${g#*:}"
     done
     stop_clean "$1"
+}
+
+# Start test NAME (begin_test) with produce_everywhere's messages on every
+# topic, all stored by a first run of the service.
+begin_ingested_test() { # name
+    begin_test "$1"
+    register_apps "com.example.$1"
+    produce_everywhere "com.example.$1"
+    ingest_all first
 }
 
 # The broker knows no topic TOPIC (asking creates nothing: see
@@ -268,10 +284,7 @@ test_verify_reports_lag_before_ingest() {
 # without a database row starts at Kafka's committed offset: both said,
 # neither a warning. The lag counts from where the service starts.
 test_verify_shows_the_database_and_kafka_positions_and_which_is_ahead() {
-    begin_test ahead
-    register_apps com.example.ahead
-    produce_everywhere com.example.ahead
-    ingest_all svc
+    begin_ingested_test ahead
     # One more review on partition 0, stored and recorded in the database,
     # but Kafka's copy not committed yet (a crash between the two commits).
     review com.example.ahead r-0-late 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
@@ -295,10 +308,7 @@ test_verify_shows_the_database_and_kafka_positions_and_which_is_ahead() {
 # service starts at the database's positions and stores the gap again. A
 # warning naming the partition and the count, and the lag counts it.
 test_verify_warns_when_kafka_is_ahead_of_the_database() {
-    begin_test behind
-    register_apps com.example.behind
-    produce_everywhere com.example.behind
-    ingest_all svc
+    begin_ingested_test behind
     sql "UPDATE consumer_offsets SET next_offset = 2 WHERE group_id = '$(group_of reviews)' AND partition = 1"
 
     op verify verify
@@ -347,8 +357,7 @@ test_replay_to_earliest_reprocesses_only_that_pipeline() {
     assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] database 6, Kafka committed 6 -> 0 (6 messages to read)" "partition 0"
     assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database 7, Kafka committed 7 -> 0 (7 messages to read)" "partition 2"
     assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions, in the database and in Kafka: 19 messages to read (was 0)" "summary"
-    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "reviews offsets after the replay"
-    assert_eq "0 0 0" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "reviews positions in the database after the replay"
+    assert_reviews_at "0 0 0" "0 0 0" "after the replay"
     assert_eq "$stats" "$(offsets_of "$(group_of app-stats)" "$TOPIC_APP_STATS")" "app-stats offsets untouched"
     assert_eq "$metrics" "$(offsets_of "$(group_of network-metrics)" "$TOPIC_NETWORK_METRICS")" "network-metrics offsets untouched"
 
@@ -489,8 +498,7 @@ test_replay_to_latest_skips_the_backlog() {
     assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] database none, Kafka committed none -> 10 (0 messages to read)" "partition 1"
     assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database none, Kafka committed none -> 4 (0 messages to read)" "partition 2"
     assert_contains "$(out replay)" "reset to latest on 3 partitions, in the database and in Kafka: 0 messages to read (was 14)" "summary"
-    assert_eq "3 10 4" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
-    assert_eq "3 10 4" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions in the database after the replay"
+    assert_reviews_at "3 10 4" "3 10 4" "after the replay"
 
     review com.example.latest after-1 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 1
     start_service second STORAGE_PIPELINES=reviews
@@ -536,24 +544,18 @@ test_replay_to_a_timestamp_starts_there() {
     # A time after every message: nothing left to read. Before all: everything.
     op future replay reviews --to 2999-01-01T00:00:00Z
     assert_rc 0 future
-    assert_eq "5 6 7" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after a replay to the future"
-    assert_eq "5 6 7" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after a replay to the future"
+    assert_reviews_at "5 6 7" "5 6 7" "after a replay to the future"
     op past replay reviews --to 2000-01-01T00:00:00
     assert_rc 0 past
-    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after a replay to the past"
-    assert_eq "0 0 0" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after a replay to the past"
+    assert_reviews_at "0 0 0" "0 0 0" "after a replay to the past"
 }
 
 # Both records of the group's progress move to the targets, the database's
 # backwards too: it is where the service starts. The replay prints each
 # record's position before, from the database's own rows.
 test_replay_resets_the_database_positions_with_kafkas() {
-    begin_test both
-    register_apps com.example.both
-    produce_everywhere com.example.both
-    ingest_all first
-    assert_eq "6 6 6" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the first run"
-    assert_eq "6 6 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the first run"
+    begin_ingested_test both
+    assert_reviews_at "6 6 6" "6 6 6" "after the first run"
     # The two records apart: partition 1's position was restored from a
     # backup (the service would read 4 messages again), partition 2 has no
     # row (the first run after the upgrade).
@@ -569,26 +571,21 @@ test_replay_resets_the_database_positions_with_kafkas() {
     assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database none, Kafka committed 6 -> 0 (6 messages to read)" "partition 2"
     # Before: 0 + 4 + 0 messages to read, from where the service starts.
     assert_contains "$(out replay)" "reset to earliest on 3 partitions, in the database and in Kafka: 18 messages to read (was 4)" "summary"
-    assert_eq "0 0 0" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the replay"
-    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
+    assert_reviews_at "0 0 0" "0 0 0" "after the replay"
     assert_eq "$stats" "$(positions_of "$(group_of app-stats)" "$TOPIC_APP_STATS")" "app-stats positions untouched"
 
     # Forward as well: to latest, both records at the end.
     op latest replay reviews --to latest
     assert_rc 0 latest
     assert_contains "$(out latest)" "$TOPIC_REVIEWS [1] database 0, Kafka committed 0 -> 6 (0 messages to read)" "partition 1"
-    assert_eq "6 6 6" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the replay to latest"
-    assert_eq "6 6 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay to latest"
+    assert_reviews_at "6 6 6" "6 6 6" "after the replay to latest"
 }
 
 # The database is checked before the replay joins the group: unreachable, or
 # without the table, the replay refuses with both records as they were and
 # the group never rebalanced.
 test_replay_refuses_with_nothing_changed_when_the_database_is_unreachable_or_lacks_the_table() {
-    begin_test nodb
-    register_apps com.example.nodb
-    produce_everywhere com.example.nodb
-    ingest_all first
+    begin_ingested_test nodb
     local port
     port=$(cat "$PG_DIR/port")
     # The suite's server with a database that does not exist.
@@ -598,8 +595,7 @@ test_replay_refuses_with_nothing_changed_when_the_database_is_unreachable_or_lac
     assert_contains "$(err unreachable)" "replay: cannot connect to PostgreSQL (" "refusal"
     assert_contains "$(err unreachable)" "nothing was changed" "refusal"
     if out unreachable | grep -q 'joining group'; then fail "the replay joined the group: $(out unreachable)"; fi
-    assert_eq "6 6 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the refusal"
-    assert_eq "6 6 6" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the refusal"
+    assert_reviews_at "6 6 6" "6 6 6" "after the refusal"
     # The database comes before anything is asked of Kafka: with no broker
     # either (a port nobody listens on), the refusal names the database.
     OP_ENV+=("STORAGE_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1")
@@ -615,17 +611,14 @@ test_replay_refuses_with_nothing_changed_when_the_database_is_unreachable_or_lac
     assert_rc 1 unmigrated
     assert_contains "$(err unmigrated)" "the database has no table consumer_offsets: apply the migrations first (storage-consumer migrate); nothing was changed" "refusal"
     if out unmigrated | grep -q 'joining group'; then fail "the replay joined the group: $(out unmigrated)"; fi
-    assert_eq "6 6 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the refusal"
+    assert_reviews_at "6 6 6" "6 6 6" "after the refusal"
 }
 
 # Kafka refuses the commit: the database's transaction is rolled back, and
 # neither record moved.
 test_replay_rolls_the_database_back_when_kafka_refuses_the_commit() {
-    begin_test kafkafail
+    begin_ingested_test kafkafail
     trap 'end_test broker_ctl clear-request-errors OffsetCommit' EXIT
-    register_apps com.example.kafkafail
-    produce_everywhere com.example.kafkafail
-    ingest_all first
     broker_ctl request-errors OffsetCommit GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED \
         GROUP_AUTHORIZATION_FAILED >/dev/null
     op replay replay reviews --to earliest
@@ -633,18 +626,14 @@ test_replay_rolls_the_database_back_when_kafka_refuses_the_commit() {
     assert_rc 1 replay
     assert_contains "$(err replay)" "replay: cannot commit the target offsets to Kafka" "failure"
     assert_contains "$(err replay)" "the database's positions were rolled back: nothing was changed, run the replay again" "failure"
-    assert_eq "6 6 6" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the failure"
-    assert_eq "6 6 6" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the failure"
+    assert_reviews_at "6 6 6" "6 6 6" "after the failure"
 }
 
 # The database's COMMIT fails once Kafka took the reset (a deferred check
 # refuses it): the replay says which record moved and which did not, and
 # that the service would go on as if no replay happened.
 test_replay_says_what_changed_when_the_database_commit_fails_after_kafkas() {
-    begin_test commitfail
-    register_apps com.example.commitfail
-    produce_everywhere com.example.commitfail
-    ingest_all first
+    begin_ingested_test commitfail
     sql "CREATE FUNCTION refuse_position() RETURNS trigger LANGUAGE plpgsql AS
            \$\$ BEGIN RAISE EXCEPTION 'positions refused at commit'; END \$\$"
     sql "CREATE CONSTRAINT TRIGGER refuse_position AFTER INSERT OR UPDATE ON consumer_offsets
@@ -654,8 +643,8 @@ test_replay_says_what_changed_when_the_database_commit_fails_after_kafkas() {
     assert_contains "$(err replay)" "Kafka's committed offsets of group $(group_of reviews) were reset to earliest, but the database's COMMIT failed" "failure"
     assert_contains "$(err replay)" "positions refused at commit" "the server's reason"
     assert_contains "$(err replay)" "The database's positions are unchanged, and the service starts from them: it would continue as if no replay happened. Run the replay again" "failure"
-    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets: Kafka took the reset"
-    assert_eq "6 6 6" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions: unchanged"
+    # Kafka took the reset; the database's positions are unchanged.
+    assert_reviews_at "6 6 6" "0 0 0" "after the failed COMMIT"
 }
 
 test_replay_refuses_a_missing_topic_and_creates_none() {
