@@ -86,3 +86,62 @@ int offsets_load(const char *conninfo, int statement_timeout_ms, int64_t deadlin
     db_close(conn);
     return rc;
 }
+
+int offsets_table_exists(db_conn_t *conn, char *err, size_t errlen)
+{
+    PGresult *res = db_select(conn, "SELECT to_regclass('consumer_offsets') IS NOT NULL", 0, NULL, 0, err, errlen);
+    if (!res) return -1;
+    int exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return exists;
+}
+
+int offsets_reset_begin(db_conn_t *conn, const char *group, const char *topic, int n, const int64_t *target,
+                        int64_t *before, char *err, size_t errlen)
+{
+    if (db_command(conn, "BEGIN", 0, err, errlen, NULL)) return -1;
+    /* The positions it had, locked until the end: nothing moves them
+     * between this read and the COMMIT that replaces them. */
+    for (int p = 0; p < n; p++) before[p] = -1;
+    const char *params[3] = {group, topic, NULL};
+    PGresult *res = db_select(conn,
+                              "SELECT partition, next_offset FROM consumer_offsets "
+                              "WHERE group_id = $1 AND topic = $2 ORDER BY partition FOR UPDATE",
+                              2, params, 0, err, errlen);
+    if (!res) goto fail;
+    for (int r = 0; r < PQntuples(res); r++) {
+        long p = strtol(PQgetvalue(res, r, 0), NULL, 10);
+        if (p >= 0 && p < n) before[p] = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+    }
+    PQclear(res);
+
+    /* Exactly the targets, backwards too: that is the point of a replay
+     * (a batch only ever raises them, see offsets_advance_sql). */
+    char *targets = db_array_literal(NULL, target, (size_t)n);
+    params[2] = targets;
+    res = db_query(conn,
+                   "INSERT INTO consumer_offsets (group_id, topic, partition, next_offset) "
+                   "SELECT $1, $2, (p - 1)::integer, t FROM unnest($3::bigint[]) WITH ORDINALITY AS u(t, p) "
+                   "ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, "
+                   "updated_at = now()",
+                   3, params, NULL, NULL, 0, err, errlen, NULL);
+    free(targets);
+    if (!res) goto fail;
+    PQclear(res);
+    return 0;
+fail:;
+    char ignored[256];
+    db_command(conn, "ROLLBACK", 0, ignored, sizeof ignored, NULL);
+    return -1;
+}
+
+int offsets_reset_end(db_conn_t *conn, bool commit, char *err, size_t errlen)
+{
+    PGresult *res = db_query(conn, commit ? "COMMIT" : "ROLLBACK", 0, NULL, NULL, NULL, 0, err, errlen, NULL);
+    if (!res) return -1;
+    /* A COMMIT of a transaction that failed meanwhile answers ROLLBACK. */
+    int rc = commit && strcmp(PQcmdStatus(res), "COMMIT") != 0 ? -1 : 0;
+    if (rc) snprintf(err, errlen, "the transaction was rolled back (%s)", PQcmdStatus(res));
+    PQclear(res);
+    return rc;
+}

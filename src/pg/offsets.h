@@ -10,6 +10,7 @@
 #ifndef STORAGE_PG_OFFSETS_H
 #define STORAGE_PG_OFFSETS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,5 +36,22 @@ int offsets_read(db_conn_t *conn, int64_t deadline_ms, const char *group, const 
  * pipeline's own connection waits for a batch's COMMIT. */
 int offsets_load(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms, const char *group,
                  const char *topic, int n, int64_t *next, char *err, size_t errlen, error_class_t *cls);
+
+/* Whether consumer_offsets exists (migration 0006): 1 yes, 0 no, -1 the
+ * catalog could not be read (`err`). */
+int offsets_table_exists(db_conn_t *conn, char *err, size_t errlen);
+
+/* replay's reset, in two steps around the Kafka commit (DESIGN.md:
+ * Operations): BEGIN, read the positions partitions 0..n-1 of `topic` had
+ * in `group` into before[p] (-1: no row) and lock them, and set them to
+ * exactly target[p], lower ones included. The transaction stays open until
+ * offsets_reset_end. Returns 0, or -1 with `err` (rolled back). No deadline
+ * of our own: a one-shot command waits as long as the server works. */
+int offsets_reset_begin(db_conn_t *conn, const char *group, const char *topic, int n, const int64_t *target,
+                        int64_t *before, char *err, size_t errlen);
+
+/* COMMIT (commit true) or ROLLBACK the transaction of offsets_reset_begin.
+ * Returns 0, or -1 with `err` when it did not commit. */
+int offsets_reset_end(db_conn_t *conn, bool commit, char *err, size_t errlen);
 
 #endif
