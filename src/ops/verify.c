@@ -424,7 +424,7 @@ static void check_positions(verify_t *v)
         t->db = malloc((size_t)n * sizeof *t->db);
         if (!t->db) abort();
         error_class_t cls;
-        if (offsets_read(v->conn, 0, t->group, t->topic, n, t->db, err, sizeof err, &cls)) {
+        if (offsets_read(v->conn, 0, t->group, t->topic, n, t->db, NULL, err, sizeof err, &cls)) {
             stage_raise(&st, STAGE_BROKEN);
             stage_add(&st, "%s: cannot read the database's positions: %s", t->group, first_line(err));
             free(t->db);

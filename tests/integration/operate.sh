@@ -581,6 +581,35 @@ test_replay_resets_the_database_positions_with_kafkas() {
     assert_reviews_at "6 6 6" "6 6 6" "after the replay to latest"
 }
 
+# DESIGN.md, Progress in the database: a member paused past its session
+# timeout across a replay, whose batch commits after it, does not raise the
+# positions the replay set (each replay moves the positions' epoch on; a
+# batch raises a position only within the epoch its member started in).
+test_a_replay_is_not_undone_by_a_batch_a_paused_member_commits_late() {
+    begin_ingested_test fence
+    assert_reviews_at "6 6 6" "6 6 6" "after the first run"
+    # A member whose next batch waits on a lock, with time to spare: its
+    # statement outlives the pause, the eviction and the replay.
+    start_service zombie STORAGE_PIPELINES=reviews STORAGE_DB_STATEMENT_TIMEOUT_MS=60000 \
+        STORAGE_DB_RETRY_MAX_ATTEMPTS=1 STORAGE_SHUTDOWN_TIMEOUT_SECONDS=90
+    wait_for_log zombie '\[reviews\] partitions assigned' 1
+    hold_lock reviews
+    { review com.example.fence r-0-7 1 2026-11-29T10:00:00Z; review com.example.fence r-0-8 1 2026-11-29T10:00:00Z; } |
+        produce "$TOPIC_REVIEWS" -p 0
+    wait_blocked "" 30 zombie || fail "the member's batch did not wait on the lock"
+    svc_signal zombie STOP
+    # The group drops the paused member after its session timeout; the
+    # replay waits for that.
+    op replay replay reviews --to earliest
+    assert_rc 0 replay
+    assert_reviews_at "0 0 0" "0 0 0" "after the replay"
+    # The paused member's transaction goes on: its rows, the raise, COMMIT.
+    release_lock
+    wait_for_sql "SELECT count(*) FROM reviews WHERE review_id IN ('r-0-7', 'r-0-8')" 2
+    assert_eq "0 0 0" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the late batch"
+    svc_kill zombie >/dev/null
+}
+
 # The database is checked before the replay joins the group: unreachable, or
 # without the table, the replay refuses with both records as they were and
 # the group never rebalanced.
