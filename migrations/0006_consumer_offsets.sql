@@ -10,6 +10,10 @@ CREATE TABLE consumer_offsets (
     topic       TEXT        NOT NULL,
     partition   INTEGER     NOT NULL CHECK (partition >= 0),
     next_offset BIGINT      NOT NULL CHECK (next_offset >= 0),
+    -- Bumped by every replay. A member raises a position only within the
+    -- epoch it read when the partition was assigned to it: a member paused
+    -- across a replay cannot undo the replay with its late batch.
+    epoch       BIGINT      NOT NULL DEFAULT 0,
     updated_at  TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (group_id, topic, partition)
 );

@@ -16,6 +16,17 @@
  *   - the test cluster (librdkafka's mock) rejects offset commits from a
  *     client that is not a member of a group it has seen; a member's commit
  *     works on every cluster.
+ * Two records of the group's progress are moved together (DESIGN.md,
+ * Progress in the database): the database's positions, where the service
+ * starts, and Kafka's committed offsets, their copy. The database is checked
+ * before the replay joins the group, so a database it cannot use changes
+ * nothing. Holding every partition, the replay sets the positions to the
+ * targets in a transaction, commits the targets to Kafka, then COMMITs: a
+ * failed Kafka commit rolls the transaction back (nothing changed); a failed
+ * COMMIT after it leaves Kafka reset and the database's positions as they
+ * were, which the replay says in those words, since the service would go on
+ * from the database's positions as if no replay happened.
+ *
  * Joining triggers a rebalance that waits for the existing members, and
  * the documented flow is "stop, replay, start": the replay often meets a
  * group whose last member is still on its way out. It waits for the group
@@ -44,6 +55,8 @@
 #include "kafka/member.h"
 #include "log.h"
 #include "ops/args.h"
+#include "pg/db.h"
+#include "pg/offsets.h"
 
 #define REPLAY_KAFKA_TIMEOUT_MS 10000
 /* Beyond two session timeouts (see replay_run), a rebalance round itself
@@ -161,18 +174,19 @@ out:
 /* ------------------------------------------------------------------------ */
 
 /* Holding every partition of the topic: read the current offsets, compute
- * the targets, commit them, print what was done. Returns an exit code. */
-static int reset_offsets(const settings_t *s, member_t *m, const replay_args_t *a, const char *topic,
-                         const char *group, int n)
+ * the targets, set them in the database and in Kafka, print what was done.
+ * Returns an exit code. */
+static int reset_offsets(const settings_t *s, db_conn_t *conn, member_t *m, const replay_args_t *a,
+                         const char *topic, const char *group, int n)
 {
     cluster_client_t *cluster = member_cluster(m);
     cluster_offset_t *committed = calloc((size_t)n, sizeof *committed);
     int64_t *lo = calloc((size_t)n, sizeof *lo), *hi = calloc((size_t)n, sizeof *hi);
-    int64_t *target = calloc((size_t)n, sizeof *target);
+    int64_t *target = calloc((size_t)n, sizeof *target), *stored = calloc((size_t)n, sizeof *stored);
     char err[1024];
     int rc = EXIT_FAILED;
 
-    if (!committed || !lo || !hi || !target) abort();
+    if (!committed || !lo || !hi || !target || !stored) abort();
     if (cluster_committed(cluster, topic, n, REPLAY_KAFKA_TIMEOUT_MS, committed, err, sizeof err)) {
         fprintf(stderr, "storage-consumer: replay: cannot read the committed offsets of %s: %s\n", group,
                 err);
@@ -210,24 +224,54 @@ static int reset_offsets(const settings_t *s, member_t *m, const replay_args_t *
                 group, member_owned(m), n);
         goto out;
     }
+    /* The database first, uncommitted: its COMMIT comes last, once Kafka
+     * took the reset, so a failed Kafka commit leaves both as they were. */
+    if (offsets_reset_begin(conn, group, topic, n, target, stored, err, sizeof err)) {
+        fprintf(stderr, "storage-consumer: replay: cannot set the database's positions of group %s: %s; "
+                        "nothing was changed\n",
+                group, err);
+        goto out;
+    }
     if (member_commit(m, topic, n, target, s->commit_timeout_ms, err, sizeof err)) {
-        fprintf(stderr, "storage-consumer: replay: %s (group %s); offsets may be partly reset, run the replay again\n",
-                err, group);
+        char why[256];
+        bool rolled_back = offsets_reset_end(conn, false, why, sizeof why) == 0;
+        /* A commit Kafka refused may still have moved some partitions;
+         * only where the database has no position does that count. */
+        bool unrecorded = false;
+        for (int p = 0; p < n; p++) unrecorded |= stored[p] < 0;
+        fprintf(stderr, "storage-consumer: replay: cannot commit the target offsets to Kafka: %s (group %s); "
+                        "the database's positions %s: nothing was changed%s, run the replay again\n",
+                err, group, rolled_back ? "were rolled back" : "were not committed",
+                unrecorded ? " (but for partitions without a database position, where Kafka's offsets may be "
+                             "partly reset)"
+                           : "");
+        goto out;
+    }
+    if (offsets_reset_end(conn, true, err, sizeof err)) {
+        fprintf(stderr, "storage-consumer: replay: Kafka's committed offsets of group %s were reset to %s, but "
+                        "the database's COMMIT failed: %s. The database's positions are unchanged, and the "
+                        "service starts from them: it would continue as if no replay happened. Run the "
+                        "replay again\n",
+                group, a->to_text, err);
         goto out;
     }
 
     long long before = 0, after = 0;
     for (int p = 0; p < n; p++) {
         int64_t old = committed[p].offset;
-        char old_text[32];
-        /* Never committed: the group would start at auto.offset.reset. */
-        before += hi[p] - (old < 0 ? (strcmp(s->auto_offset_reset, "latest") == 0 ? hi[p] : lo[p])
-                                   : old < lo[p] ? lo[p] : old > hi[p] ? hi[p] : old);
+        char db_text[32], old_text[32];
+        /* Where the service would have started: the database's position,
+         * else Kafka's committed offset, else auto.offset.reset. */
+        int64_t from = stored[p] >= 0 ? stored[p] : old;
+        before += hi[p] - (from < 0 ? (strcmp(s->auto_offset_reset, "latest") == 0 ? hi[p] : lo[p])
+                                    : from < lo[p] ? lo[p] : from > hi[p] ? hi[p] : from);
         after += hi[p] - target[p];
-        printf("  %s [%d] committed %s -> %" PRId64 " (%" PRId64 " messages to read)\n", topic, p,
+        printf("  %s [%d] database %s, Kafka committed %s -> %" PRId64 " (%" PRId64 " messages to read)\n",
+               topic, p, cluster_offset_text(stored[p], db_text, sizeof db_text),
                cluster_offset_text(old, old_text, sizeof old_text), target[p], hi[p] - target[p]);
     }
-    printf("replay %s: group %s reset to %s on %d partitions: %lld messages to read (was %lld)\n",
+    printf("replay %s: group %s reset to %s on %d partitions, in the database and in Kafka: %lld messages "
+           "to read (was %lld)\n",
            a->def->name, group, a->to_text, n, after, before);
     LOG_INFO("replay", "group=%s topic=%s to=%s partitions=%d to_read=%lld was=%lld", group, topic,
              a->to_text, n, after, before);
@@ -237,7 +281,34 @@ out:
     free(lo);
     free(hi);
     free(target);
+    free(stored);
     return rc;
+}
+
+/* A connection to the database that holds consumer_offsets, or NULL
+ * after saying why (nothing was changed). */
+static db_conn_t *connect_database(const settings_t *s)
+{
+    char err[1024];
+    db_conn_t *conn = db_connect(s->database_url, s->db_statement_timeout_ms,
+                                 clock_now_ms() + settings_db_attempt_ms(s), err, sizeof err);
+    if (!conn) {
+        char *masked = db_mask_conninfo(s->database_url);
+        fprintf(stderr, "storage-consumer: replay: cannot connect to PostgreSQL (%s): %s; nothing was changed\n",
+                masked, err);
+        free(masked);
+        return NULL;
+    }
+    int exists = offsets_table_exists(conn, err, sizeof err);
+    if (exists == 1) return conn;
+    if (exists == 0)
+        fprintf(stderr, "storage-consumer: replay: the database has no table consumer_offsets: apply the "
+                        "migrations first (storage-consumer migrate); nothing was changed\n");
+    else
+        fprintf(stderr, "storage-consumer: replay: cannot read the database's catalog: %s; nothing was changed\n",
+                err);
+    db_close(conn);
+    return NULL;
 }
 
 static int replay_run(const settings_t *s, const replay_args_t *a)
@@ -258,8 +329,13 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
     const int wait_ms = 2 * s->session_timeout_ms + REPLAY_JOIN_MARGIN_MS;
 
     settings_group_id(s, id, group, sizeof group);
+    /* The database before the group: a replay that could not reset the
+     * database's positions must not have joined (and rebalanced) it. */
+    db_conn_t *conn = connect_database(s);
+    if (!conn) return EXIT_FAILED;
     member_t *m = member_new(s, id, "replay", &invalid_setting, err, sizeof err);
     if (!m) {
+        db_close(conn);
         if (invalid_setting) {
             fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
             return EXIT_USAGE;
@@ -336,10 +412,11 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
                     group, member_owned(m), info.partitions, topic, wait_ms, a->def->name);
         goto out;
     }
-    rc = reset_offsets(s, m, a, topic, group, info.partitions);
+    rc = reset_offsets(s, conn, m, a, topic, group, info.partitions);
 out:
     /* Leave the group: the pipeline, restarted, is assigned at once. */
     member_close(m);
+    db_close(conn);
     fflush(stdout);
     return rc;
 }
@@ -365,8 +442,12 @@ static void replay_usage(FILE *out)
           "pipeline first. The replay joins the group itself and refuses (exit 1,\n"
           "nothing changed) unless it is given every partition of the topic; members\n"
           "that are still stopping are waited for, up to twice STORAGE_SESSION_TIMEOUT_MS\n"
-          "plus 10 s, with a progress line every 5 s. It prints each partition's\n"
-          "committed offset before and after. The pipeline need not be in\n"
+          "plus 10 s, with a progress line every 5 s. The database holds the group's\n"
+          "positions, where the pipeline starts; Kafka's committed offsets are their\n"
+          "copy: both are reset together (a failed Kafka commit changes neither), and\n"
+          "the replay refuses before joining the group when the database cannot be\n"
+          "used. It prints each partition's database position and Kafka committed\n"
+          "offset before, and the target. The pipeline need not be in\n"
           "STORAGE_PIPELINES: this process only acts on its group.\n"
           "\n"
           "exit codes: 0 reset, 1 refused or failed, 2 usage or configuration error\n",

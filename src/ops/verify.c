@@ -8,7 +8,10 @@
  *   messages      what the topics hold (high watermarks)
  *   rows          what the tables hold
  *   dead-letters  what could never be stored: counts by error_type, the newest
- *   lag           each group's committed offsets against the high watermarks
+ *   positions     each group's two records of its progress, per partition:
+ *                 the database's position and Kafka's committed offset, and
+ *                 which is ahead (DESIGN.md, Progress in the database)
+ *   lag           where each group would start against the high watermarks
  *
  * Each line says ok, warn, BROKEN or skip (an earlier broken stage left
  * nothing to check). A stage is BROKEN when the pipeline cannot work or has
@@ -20,15 +23,24 @@
  *   messages      the watermarks of a partition cannot be read
  *   rows          a table cannot be counted
  *   dead-letters  the table cannot be read
- *   lag           a group's offsets cannot be read; a committed offset lies
- *                 below the log start (retention deleted messages before
- *                 they were stored) or beyond the high watermark (the topic
- *                 was recreated: the group will reset); or, with --max-lag N,
- *                 a group's total lag exceeds N
+ *   positions     Kafka's committed offsets or the database's positions
+ *                 cannot be read
+ *   lag           a start position (the database's, else Kafka's committed
+ *                 offset: where the service starts) lies below the log start
+ *                 (retention deleted messages before they were stored) or
+ *                 beyond the high watermark (the topic was recreated: the
+ *                 group will reset); or, with --max-lag N, a group's total
+ *                 lag exceeds N
  * and a warning when it works but deserves a look: a partition count other
  * than the 3 topics are created with (DESIGN.md: Architecture), migrations applied that this
  * binary does not know (a newer version migrated the database), dead letters
- * present, a lag above 0. An empty topic is not broken: nothing was sent yet.
+ * present, Kafka's committed offset ahead of the database's position (a
+ * database restored from a backup: the service stores the gap again), a lag
+ * above 0. An empty topic is not broken: nothing was sent yet. The database
+ * ahead of Kafka is normal (Kafka's copy is committed after the database's
+ * COMMIT), and a partition without a database position (the first run after
+ * the upgrade) starts at Kafka's committed offset: both are said, neither is
+ * a warning.
  *
  * Every stage runs, so the report is complete; the exit code is 0 when no
  * stage is broken, else 1, and the last line names the first broken stage
@@ -56,6 +68,7 @@
 #include "pg/dead_letters.h"
 #include "pg/db.h"
 #include "pg/migrate.h"
+#include "pg/offsets.h"
 
 #define VERIFY_KAFKA_TIMEOUT_MS 10000
 /* count(*) of a large table may take a while; a verify must still end. */
@@ -83,6 +96,10 @@ typedef struct {
     int exists;          /* 1 the topic exists, 0 it does not, -1 not known */
     cluster_topic_t info;
     int64_t *lo, *hi;    /* watermarks per partition (-1: unknown); NULL before the messages stage */
+    /* The positions stage's reads: Kafka's committed offsets (NULL: not
+     * read) and the database's positions (-1: no row; NULL: not read). */
+    cluster_offset_t *kafka;
+    int64_t *db;
 } target_t;
 
 typedef struct {
@@ -373,7 +390,11 @@ out:
     stage_finish(v, "dead-letters", &st);
 }
 
-static void check_lag(verify_t *v)
+/* Each group's two records of its progress, partition by partition
+ * (DESIGN.md, Progress in the database): the database's position, where
+ * the service starts, and Kafka's committed offset, its copy, committed
+ * after the database's COMMIT. Read here for the lag stage too. */
+static void check_positions(verify_t *v)
 {
     stage_t st = {.status = STAGE_SKIP};
 
@@ -385,16 +406,93 @@ static void check_lag(verify_t *v)
             continue;
         }
         int n = t->info.partitions;
-        cluster_offset_t *committed = calloc((size_t)n, sizeof *committed);
-        char err[512];
-        if (!committed) abort();
+        char err[1024];
+        t->kafka = calloc((size_t)n, sizeof *t->kafka);
+        if (!t->kafka) abort();
         /* An OffsetFetch: reads the group's offsets without joining it. */
-        if (cluster_committed(t->client, t->topic, n, VERIFY_KAFKA_TIMEOUT_MS, committed, err, sizeof err)) {
+        if (cluster_committed(t->client, t->topic, n, VERIFY_KAFKA_TIMEOUT_MS, t->kafka, err, sizeof err)) {
             stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "%s: cannot read the committed offsets: %s", t->group, err);
-            free(committed);
+            stage_add(&st, "%s: cannot read Kafka's committed offsets: %s", t->group, err);
+            free(t->kafka);
+            t->kafka = NULL;
             continue;
         }
+        if (!v->conn) {
+            stage_add(&st, "%s: the database's positions not read (database unreachable)", t->group);
+            continue;
+        }
+        t->db = malloc((size_t)n * sizeof *t->db);
+        if (!t->db) abort();
+        error_class_t cls;
+        if (offsets_read(v->conn, 0, t->group, t->topic, n, t->db, NULL, err, sizeof err, &cls)) {
+            stage_raise(&st, STAGE_BROKEN);
+            stage_add(&st, "%s: cannot read the database's positions: %s", t->group, first_line(err));
+            free(t->db);
+            t->db = NULL;
+            continue;
+        }
+        stage_raise(&st, STAGE_OK);
+
+        char per[1024];
+        size_t len = 0;
+        per[0] = '\0';
+        bool database_ahead = false;
+        /* What deserves a sentence, after the group's numbers. */
+        stage_t notes = {0};
+        for (int p = 0; p < n; p++) {
+            int64_t d = t->db[p], k = t->kafka[p].offset;
+            char dt[32], kt[32], which[64];
+            if (t->kafka[p].error[0]) {
+                stage_raise(&st, STAGE_BROKEN);
+                stage_add(&notes, "%s [%d]: cannot read Kafka's committed offset: %s", t->group, p,
+                          t->kafka[p].error);
+                continue;
+            }
+            if (d < 0 && k < 0) {
+                snprintf(which, sizeof which, "neither yet");
+            } else if (d < 0) {
+                snprintf(which, sizeof which, "no database row");
+                stage_add(&notes, "%s [%d]: no position in the database: the service starts at Kafka's committed "
+                          "offset %" PRId64 " (the first run after the upgrade)", t->group, p, k);
+            } else if (k < 0 || d > k) {
+                snprintf(which, sizeof which, "database ahead by %" PRId64, k < 0 ? d : d - k);
+                database_ahead = true;
+            } else if (d < k) {
+                snprintf(which, sizeof which, "Kafka ahead by %" PRId64, k - d);
+                stage_raise(&st, STAGE_WARN);
+                stage_add(&notes, "%s [%d]: Kafka's committed offset %" PRId64 " is ahead of the database's position %"
+                          PRId64 ": the service starts at the database's and reads those %" PRId64
+                          " messages again (was the database restored from a backup?)",
+                          t->group, p, k, d, k - d);
+            } else {
+                snprintf(which, sizeof which, "even");
+            }
+            int w = snprintf(per + len, sizeof per - len, "%s [%d] database=%s kafka=%s %s", p ? "," : "", p,
+                             cluster_offset_text(d, dt, sizeof dt), cluster_offset_text(k, kt, sizeof kt), which);
+            if (w > 0 && (size_t)w < sizeof per - len) len += (size_t)w;
+        }
+        stage_add(&st, "%s%s", t->group, per);
+        if (notes.len) stage_add(&st, "%s", notes.detail);
+        if (database_ahead)
+            stage_add(&st, "%s: the database ahead of Kafka is normal: Kafka's copy lags a batch, or a crash "
+                      "came between the two commits", t->group);
+    }
+    stage_finish(v, "positions", &st);
+}
+
+static void check_lag(verify_t *v)
+{
+    stage_t st = {.status = STAGE_SKIP};
+
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        target_t *t = &v->t[i];
+        if (!t->enabled) continue;
+        /* The positions stage said why. */
+        if (!t->kafka) {
+            stage_add(&st, "%s not checked", t->group);
+            continue;
+        }
+        int n = t->info.partitions;
         long long total = 0;
         int never = 0;
         bool broken = false;
@@ -402,30 +500,32 @@ static void check_lag(verify_t *v)
         size_t len = 0;
         per[0] = '\0';
         for (int p = 0; p < n; p++) {
-            int64_t c = committed[p].offset;
+            /* Where the service starts: the database's position, else
+             * Kafka's committed offset, else STORAGE_AUTO_OFFSET_RESET. */
+            bool in_db = t->db && t->db[p] >= 0;
+            int64_t c = in_db ? t->db[p] : t->kafka[p].offset;
+            const char *whose = in_db ? "the database's position" : "Kafka's committed offset";
             int64_t lo = t->lo[p], hi = t->hi[p], lag = 0;
-            if (committed[p].error[0]) {
+            if (t->kafka[p].error[0]) {
                 broken = true;
-                stage_add(&st, "%s [%d]: cannot read the committed offset: %s", t->group, p,
-                          committed[p].error);
-                continue;
+                continue; /* the positions stage said why */
             }
             if (hi < 0) continue; /* the messages stage said why */
             if (c < 0) {
-                /* No commit yet: everything the partition holds is unread. */
+                /* No position yet: everything the partition holds is unread. */
                 lag = hi - lo;
                 if (hi > 0) never++;
             } else if (c < lo) {
                 broken = true;
                 lag = hi - lo;
-                stage_add(&st, "%s [%d]: committed offset %" PRId64 " is below the log start %" PRId64
+                stage_add(&st, "%s [%d]: %s %" PRId64 " is below the log start %" PRId64
                           ": %" PRId64 " messages were deleted by retention before they were stored",
-                          t->group, p, c, lo, lo - c);
+                          t->group, p, whose, c, lo, lo - c);
             } else if (c > hi) {
                 broken = true;
-                stage_add(&st, "%s [%d]: committed offset %" PRId64 " is beyond the high watermark %" PRId64
+                stage_add(&st, "%s [%d]: %s %" PRId64 " is beyond the high watermark %" PRId64
                           ": the topic was recreated or truncated, the group will reset (STORAGE_AUTO_OFFSET_RESET)",
-                          t->group, p, c, hi);
+                          t->group, p, whose, c, hi);
             } else {
                 lag = hi - c;
             }
@@ -433,9 +533,9 @@ static void check_lag(verify_t *v)
             int w = snprintf(per + len, sizeof per - len, " [%d]=%" PRId64, p, lag);
             if (w > 0 && (size_t)w < sizeof per - len) len += (size_t)w;
         }
-        free(committed);
-        stage_add(&st, "%s lag=%lld%s%s", t->group, total, per,
-                  never ? " (no offset committed yet)" : "");
+        stage_add(&st, "%s lag=%lld%s%s%s", t->group, total, per,
+                  never ? " (no offset committed yet)" : "",
+                  t->db ? "" : " (from Kafka's committed offsets: the database's positions were not read)");
         if (v->max_lag >= 0 && total > v->max_lag) {
             broken = true;
             stage_add(&st, "%s: lag %lld exceeds --max-lag %lld", t->group, total, v->max_lag);
@@ -459,10 +559,17 @@ static void verify_usage(FILE *out)
           "  messages      messages present (high watermarks); an empty topic is fine\n"
           "  rows          rows in each table\n"
           "  dead-letters  counts by error_type and the newest (any: warn)\n"
-          "  lag           each group's committed offsets against the high watermarks;\n"
-          "                broken when an offset is below the log start (messages\n"
-          "                deleted before they were stored) or beyond the high\n"
-          "                watermark, or, with --max-lag, when a group's lag exceeds N\n"
+          "  positions     per partition, the database's position (where the service\n"
+          "                starts) and Kafka's committed offset (its copy), and which\n"
+          "                is ahead: Kafka ahead is a warning (a database restored from\n"
+          "                a backup: the service reads the gap again); the database\n"
+          "                ahead is normal; no database row (the first run after the\n"
+          "                upgrade) starts at Kafka's committed offset\n"
+          "  lag           where each group starts (the database's position, else\n"
+          "                Kafka's committed offset) against the high watermarks;\n"
+          "                broken when it is below the log start (messages deleted\n"
+          "                before they were stored) or beyond the high watermark, or,\n"
+          "                with --max-lag, when a group's lag exceeds N\n"
           "\n"
           "It only reads: it creates no topic and does not join any group.\n"
           "\n"
@@ -531,6 +638,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
     check_messages(&v);
     check_rows(&v);
     check_dead_letters(&v);
+    check_positions(&v);
     check_lag(&v);
 
     if (v.first_broken)
@@ -545,6 +653,8 @@ int ops_verify(const settings_t *s, int argc, char **argv)
         cluster_client_destroy(v.t[i].client);
         free(v.t[i].lo);
         free(v.t[i].hi);
+        free(v.t[i].kafka);
+        free(v.t[i].db);
     }
     return v.first_broken ? EXIT_FAILED : EXIT_OK;
 }

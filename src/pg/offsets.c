@@ -19,7 +19,8 @@ static int by_partition(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b)
+char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, const int64_t *epochs,
+                          int nepochs)
 {
     if (b->count == 0) return NULL;
     position_t *pos = malloc(b->count * sizeof *pos);
@@ -37,18 +38,22 @@ char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b)
     char *g = PQescapeLiteral(conn, group, strlen(group));
     char *t = PQescapeLiteral(conn, b->records[0].topic, strlen(b->records[0].topic));
     if (!g || !t) abort();
-    size_t cap = 512 + n * (strlen(g) + strlen(t) + 48), len = 0;
+    size_t cap = 512 + n * (strlen(g) + strlen(t) + 72), len = 0;
     char *sql = malloc(cap);
     if (!sql) abort();
-    len += (size_t)snprintf(sql, cap, "INSERT INTO consumer_offsets AS o (group_id, topic, partition, next_offset) VALUES ");
-    for (size_t k = 0; k < n; k++)
-        len += (size_t)snprintf(sql + len, cap - len, "%s(%s, %s, %d, %lld)", k ? ", " : "", g, t,
-                                (int)pos[k].partition, (long long)pos[k].next);
+    len += (size_t)snprintf(sql, cap,
+                            "INSERT INTO consumer_offsets AS o (group_id, topic, partition, next_offset, epoch) VALUES ");
+    for (size_t k = 0; k < n; k++) {
+        int32_t p = pos[k].partition;
+        long long epoch = p >= 0 && p < nepochs ? (long long)epochs[p] : 0;
+        len += (size_t)snprintf(sql + len, cap - len, "%s(%s, %s, %d, %lld, %lld)", k ? ", " : "", g, t, (int)p,
+                                (long long)pos[k].next, epoch);
+    }
     /* Never backwards: a late write of a member that lost the partition
-     * leaves the new owner's position as it is. */
+     * leaves the new owner's position as it is; and never across a replay. */
     snprintf(sql + len, cap - len,
              " ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, "
-             "updated_at = now() WHERE o.next_offset < EXCLUDED.next_offset");
+             "updated_at = now() WHERE o.next_offset < EXCLUDED.next_offset AND o.epoch = EXCLUDED.epoch");
     PQfreemem(g);
     PQfreemem(t);
     free(pos);
@@ -56,25 +61,31 @@ char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b)
 }
 
 int offsets_read(db_conn_t *conn, int64_t deadline_ms, const char *group, const char *topic, int n,
-                 int64_t *next, char *err, size_t errlen, error_class_t *cls)
+                 int64_t *next, int64_t *epoch, char *err, size_t errlen, error_class_t *cls)
 {
-    for (int p = 0; p < n; p++) next[p] = -1;
+    for (int p = 0; p < n; p++) {
+        next[p] = -1;
+        if (epoch) epoch[p] = 0;
+    }
     const char *params[2] = {group, topic};
     PGresult *res = db_query(conn,
-                             "SELECT partition, next_offset FROM consumer_offsets "
+                             "SELECT partition, next_offset, epoch FROM consumer_offsets "
                              "WHERE group_id = $1 AND topic = $2",
                              2, params, NULL, NULL, deadline_ms, err, errlen, cls);
     if (!res) return -1;
     for (int r = 0; r < PQntuples(res); r++) {
         long p = strtol(PQgetvalue(res, r, 0), NULL, 10);
-        if (p >= 0 && p < n) next[p] = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+        if (p < 0 || p >= n) continue;
+        next[p] = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+        if (epoch) epoch[p] = strtoll(PQgetvalue(res, r, 2), NULL, 10);
     }
     PQclear(res);
     return 0;
 }
 
 int offsets_load(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms, const char *group,
-                 const char *topic, int n, int64_t *next, char *err, size_t errlen, error_class_t *cls)
+                 const char *topic, int n, int64_t *next, int64_t *epoch, char *err, size_t errlen,
+                 error_class_t *cls)
 {
     db_conn_t *conn = db_connect(conninfo, statement_timeout_ms, deadline_ms, err, errlen);
     if (!conn) {
@@ -82,7 +93,66 @@ int offsets_load(const char *conninfo, int statement_timeout_ms, int64_t deadlin
         *cls = ERROR_CLASS_TRANSIENT;
         return -1;
     }
-    int rc = offsets_read(conn, deadline_ms, group, topic, n, next, err, errlen, cls);
+    int rc = offsets_read(conn, deadline_ms, group, topic, n, next, epoch, err, errlen, cls);
     db_close(conn);
+    return rc;
+}
+
+int offsets_table_exists(db_conn_t *conn, char *err, size_t errlen)
+{
+    PGresult *res = db_select(conn, "SELECT to_regclass('consumer_offsets') IS NOT NULL", 0, NULL, 0, err, errlen);
+    if (!res) return -1;
+    int exists = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return exists;
+}
+
+int offsets_reset_begin(db_conn_t *conn, const char *group, const char *topic, int n, const int64_t *target,
+                        int64_t *before, char *err, size_t errlen)
+{
+    if (db_command(conn, "BEGIN", 0, err, errlen, NULL)) return -1;
+    /* The positions it had, locked until the end: nothing moves them
+     * between this read and the COMMIT that replaces them. */
+    for (int p = 0; p < n; p++) before[p] = -1;
+    const char *params[3] = {group, topic, NULL};
+    PGresult *res = db_select(conn,
+                              "SELECT partition, next_offset FROM consumer_offsets "
+                              "WHERE group_id = $1 AND topic = $2 ORDER BY partition FOR UPDATE",
+                              2, params, 0, err, errlen);
+    if (!res) goto fail;
+    for (int r = 0; r < PQntuples(res); r++) {
+        long p = strtol(PQgetvalue(res, r, 0), NULL, 10);
+        if (p >= 0 && p < n) before[p] = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+    }
+    PQclear(res);
+
+    /* Exactly the targets, backwards too: that is the point of a replay
+     * (a batch only ever raises them, see offsets_advance_sql). */
+    char *targets = db_array_literal(NULL, target, (size_t)n);
+    params[2] = targets;
+    res = db_query(conn,
+                   "INSERT INTO consumer_offsets AS o (group_id, topic, partition, next_offset, epoch) "
+                   "SELECT $1, $2, (p - 1)::integer, t, 1 FROM unnest($3::bigint[]) WITH ORDINALITY AS u(t, p) "
+                   "ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, "
+                   "epoch = o.epoch + 1, updated_at = now()",
+                   3, params, NULL, NULL, 0, err, errlen, NULL);
+    free(targets);
+    if (!res) goto fail;
+    PQclear(res);
+    return 0;
+fail:;
+    char ignored[256];
+    db_command(conn, "ROLLBACK", 0, ignored, sizeof ignored, NULL);
+    return -1;
+}
+
+int offsets_reset_end(db_conn_t *conn, bool commit, char *err, size_t errlen)
+{
+    PGresult *res = db_query(conn, commit ? "COMMIT" : "ROLLBACK", 0, NULL, NULL, NULL, 0, err, errlen, NULL);
+    if (!res) return -1;
+    /* A COMMIT of a transaction that failed meanwhile answers ROLLBACK. */
+    int rc = commit && strcmp(PQcmdStatus(res), "COMMIT") != 0 ? -1 : 0;
+    if (rc) snprintf(err, errlen, "the transaction was rolled back (%s)", PQcmdStatus(res));
+    PQclear(res);
     return rc;
 }

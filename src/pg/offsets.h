@@ -10,6 +10,7 @@
 #ifndef STORAGE_PG_OFFSETS_H
 #define STORAGE_PG_OFFSETS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,21 +20,44 @@
 
 /* The statement that raises the rows of the partitions `b` covers to the
  * highest offset + 1 of each, never lowering one, for `group` (quoted with
- * the connection's rules). Returns a string the caller frees, or NULL when
- * the batch has no records. */
-char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b);
+ * the connection's rules), and only within the epoch the member read for
+ * the partition: epochs[p] for p < nepochs, else 0 (a replay in between
+ * bumped it: the row stays as the replay left it). Returns a string the
+ * caller frees, or NULL when the batch has no records. */
+char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, const int64_t *epochs,
+                          int nepochs);
 
 /* The database's next offset of partitions 0..n-1 of `topic` in `group`
- * into next[p] (-1: no row), before `deadline_ms` (0: none). Returns 0, or
- * -1 with `err` and *cls set. */
+ * into next[p] (-1: no row) and, unless `epoch` is NULL, their epochs into
+ * epoch[p] (0: no row), before `deadline_ms` (0: none). Returns 0, or -1
+ * with `err` and *cls set. */
 int offsets_read(db_conn_t *conn, int64_t deadline_ms, const char *group, const char *topic, int n,
-                 int64_t *next, char *err, size_t errlen, error_class_t *cls);
+                 int64_t *next, int64_t *epoch, char *err, size_t errlen, error_class_t *cls);
 
 /* offsets_read on a connection of its own (`conninfo`, statement timeout
  * `statement_timeout_ms`), closed before it returns, all before
  * `deadline_ms`: for a rebalance callback, which may run while the
  * pipeline's own connection waits for a batch's COMMIT. */
 int offsets_load(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms, const char *group,
-                 const char *topic, int n, int64_t *next, char *err, size_t errlen, error_class_t *cls);
+                 const char *topic, int n, int64_t *next, int64_t *epoch, char *err, size_t errlen,
+                 error_class_t *cls);
+
+/* Whether consumer_offsets exists (migration 0006): 1 yes, 0 no, -1 the
+ * catalog could not be read (`err`). */
+int offsets_table_exists(db_conn_t *conn, char *err, size_t errlen);
+
+/* replay's reset, in two steps around the Kafka commit (DESIGN.md:
+ * Operations): BEGIN, read the positions partitions 0..n-1 of `topic` had
+ * in `group` into before[p] (-1: no row) and lock them, and set them to
+ * exactly target[p], lower ones included. The transaction stays open until
+ * offsets_reset_end; each row's epoch moves on, fencing off members that
+ * started before the replay. Returns 0, or -1 with `err` (rolled back). No deadline
+ * of our own: a one-shot command waits as long as the server works. */
+int offsets_reset_begin(db_conn_t *conn, const char *group, const char *topic, int n, const int64_t *target,
+                        int64_t *before, char *err, size_t errlen);
+
+/* COMMIT (commit true) or ROLLBACK the transaction of offsets_reset_begin.
+ * Returns 0, or -1 with `err` when it did not commit. */
+int offsets_reset_end(db_conn_t *conn, bool commit, char *err, size_t errlen);
 
 #endif

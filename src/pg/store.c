@@ -49,6 +49,11 @@ struct store {
      * consumer_offsets (NULL: none, as for redrive, whose records are dead
      * letters, not a group's position). */
     char *progress_group;
+    /* The epoch of each partition (index) as read when it was assigned:
+     * a batch raises a position only within it (DESIGN.md, Progress in the
+     * database). */
+    int64_t *epochs;
+    int nepochs;
     /* The attempt whose end was sent and is not yet waited for. */
     struct {
         bool active;
@@ -112,6 +117,7 @@ void store_free(store_t *st)
     free(st->insert_commit_sql);
     free(st->insert_rollback_sql);
     free(st->progress_group);
+    free(st->epochs);
     free(st->copy.data);
     free(st->pending);
     free(st);
@@ -120,6 +126,7 @@ void store_free(store_t *st)
 void store_record_progress(store_t *st, const char *group)
 {
     free(st->progress_group);
+    free(st->epochs);
     st->progress_group = strdup(group);
     if (!st->progress_group) abort();
 }
@@ -128,9 +135,22 @@ int store_read_progress(store_t *st, const char *topic, int n, int64_t *next, ch
                         error_class_t *cls)
 {
     if (!st->progress_group) abort(); /* a caller bug */
-    return offsets_load(st->settings->database_url, st->settings->db_statement_timeout_ms,
-                        clock_now_ms() + settings_db_attempt_ms(st->settings), st->progress_group, topic, n,
-                        next, err, errlen, cls);
+    int64_t *epoch = malloc((size_t)(n > 0 ? n : 1) * sizeof *epoch);
+    if (!epoch) abort();
+    int rc = offsets_load(st->settings->database_url, st->settings->db_statement_timeout_ms,
+                          clock_now_ms() + settings_db_attempt_ms(st->settings), st->progress_group, topic, n,
+                          next, epoch, err, errlen, cls);
+    if (rc == 0) {
+        if (n > st->nepochs) {
+            st->epochs = realloc(st->epochs, (size_t)n * sizeof *st->epochs);
+            if (!st->epochs) abort();
+            for (int p = st->nepochs; p < n; p++) st->epochs[p] = 0;
+            st->nepochs = n;
+        }
+        memcpy(st->epochs, epoch, (size_t)n * sizeof *epoch);
+    }
+    free(epoch);
+    return rc;
 }
 
 static int store_connect(store_t *st, char *err, size_t errlen, error_class_t *cls)
@@ -388,7 +408,7 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
          * transaction then takes its row locks in one order: dead letters,
          * rows, positions), in the same round trip as the COMMIT. */
         char *advance = hook->commit && st->progress_group
-                            ? offsets_advance_sql(st->conn, st->progress_group, b)
+                            ? offsets_advance_sql(st->conn, st->progress_group, b, st->epochs, st->nepochs)
                             : NULL;
         if (advance) {
             char *sql;

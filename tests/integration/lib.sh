@@ -312,3 +312,35 @@ wait_all_committed() { # group topic [seconds]
         wait_committed "$1" "$2" "$p" "$hw" "${3:-30}"
     done
 }
+
+# Review messages (≈230 bytes each) of the suite's APP with review ids
+# PREFIX-START.., one JSON object per line.
+gen_reviews() { # start count [prefix]
+    awk -v s="$1" -v n="$2" -v p="${3:-r}" -v app="$APP" 'BEGIN {
+        for (i = s; i < s + n; i++)
+            printf "{\"package_name\":\"%s\",\"review_id\":\"%s-%d\",\"user_name\":\"user %d\",\"content\":\"works fine, review %d\",\"score\":%d,\"thumbs_up_count\":%d,\"reviewed_at\":\"2026-11-01T10:00:00Z\",\"last_synced_at\":\"2026-11-29T12:00:00Z\"}\n",
+                app, p, i, i, i, i % 5 + 1, i % 7
+    }'
+}
+
+# The reviews pipeline's batch log lines of NAME.
+review_batches() { # name
+    grep -E '\[reviews\] batch size=' "$(svc_log "$1")" || true
+}
+
+# GET a path from 127.0.0.1:PORT with bash alone (no curl on a fresh machine).
+http_get() { # port path
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+    printf 'GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n' "$2" >&3
+    cat <&3
+    exec 3<&-
+}
+
+# A TCP port on the loopback nothing listens on (for STORAGE_METRICS_ADDR).
+free_port() {
+    local port
+    while :; do
+        port=$((20000 + RANDOM % 20000))
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
+    done
+}

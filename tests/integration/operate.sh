@@ -80,6 +80,22 @@ offsets_of() { # group topic
     echo "$(broker_committed "$1" "$2" 0) $(broker_committed "$1" "$2" 1) $(broker_committed "$1" "$2" 2)"
 }
 
+# "p0 p1 p2": GROUP's positions on TOPIC in the database (consumer_offsets;
+# "none": no row), where the service starts (DESIGN.md, Progress in the
+# database).
+positions_of() { # group topic
+    sql "SELECT string_agg(coalesce(o.next_offset::text, 'none'), ' ' ORDER BY p)
+         FROM generate_series(0, 2) p
+         LEFT JOIN consumer_offsets o ON o.group_id = '$1' AND o.topic = '$2' AND o.partition = p"
+}
+
+# The reviews group's two records of its progress: its positions in the
+# database and its offsets in Kafka ("o0 o1 o2" each).
+assert_reviews_at() { # database kafka when
+    assert_eq "$1" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions in the database $3"
+    assert_eq "$2" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets in Kafka $3"
+}
+
 # A review message: review PACKAGE ID THUMBS LAST_SYNCED_AT
 review() {
     printf '{"package_name":"%s","review_id":"%s","score":4,"thumbs_up_count":%s,"reviewed_at":"2026-11-01T00:00:00Z","last_synced_at":"%s"}\n' \
@@ -113,6 +129,15 @@ ingest_all() { # name
     stop_clean "$1"
 }
 
+# Start test NAME (begin_test) with produce_everywhere's messages on every
+# topic, all stored by a first run of the service.
+begin_ingested_test() { # name
+    begin_test "$1"
+    register_apps "com.example.$1"
+    produce_everywhere "com.example.$1"
+    ingest_all first
+}
+
 # The broker knows no topic TOPIC (asking creates nothing: see
 # watermark_partition_exists in kafka_mock_broker.c).
 assert_no_topic() { # topic
@@ -138,10 +163,13 @@ test_verify_reports_every_stage_healthy_after_ingest() {
         "$TOPIC_REVIEWS messages=18 high_watermarks=6,6,6" "$TOPIC_NETWORK_METRICS messages=3 high_watermarks=1,1,1"
     assert_stage verify rows ok "app_stats=6; reviews=18; network_metrics=3"
     assert_stage verify dead-letters ok "total=0"
+    assert_stage verify positions ok \
+        "$(group_of reviews) [0] database=6 kafka=6 even, [1] database=6 kafka=6 even, [2] database=6 kafka=6 even" \
+        "$(group_of app-stats) [0] database=2 kafka=2 even" "$(group_of network-metrics) [0] database=1 kafka=1 even"
     assert_stage verify lag ok "$(group_of app-stats) lag=0 [0]=0 [1]=0 [2]=0" \
         "$(group_of reviews) lag=0 [0]=0 [1]=0 [2]=0" "$(group_of network-metrics) lag=0 [0]=0 [1]=0 [2]=0"
     # One line per stage, in order, then the verdict.
-    assert_eq "verify schema topics messages rows dead-letters lag verify:" \
+    assert_eq "verify schema topics messages rows dead-letters positions lag verify:" \
         "$(out verify | awk '{printf "%s%s", (NR > 1 ? " " : ""), $1}')" "the report's lines"
     assert_eq "verify: healthy" "$(out verify | tail -n 1)" "verdict"
     # --max-lag 0 holds: everything is stored.
@@ -232,6 +260,7 @@ test_verify_reports_lag_before_ingest() {
     assert_rc 0 before
     assert_stage before messages ok "$TOPIC_REVIEWS messages=18"
     assert_stage before rows ok "app_stats=0; reviews=0; network_metrics=0"
+    assert_stage before positions ok "$(group_of reviews) [0] database=none kafka=none neither yet"
     assert_stage before lag warn "$(group_of reviews) lag=18 [0]=6 [1]=6 [2]=6 (no offset committed yet)" \
         "$(group_of app-stats) lag=6" "$(group_of network-metrics) lag=3"
     assert_eq "verify: healthy, with warnings (lag)" "$(out before | tail -n 1)" "verdict"
@@ -247,6 +276,47 @@ test_verify_reports_lag_before_ingest() {
     op after verify --max-lag 0
     assert_rc 0 after
     assert_stage after lag ok "$(group_of reviews) lag=0"
+}
+
+# The two records of a group's progress (DESIGN.md, Progress in the
+# database), partition by partition. The database ahead of Kafka is normal
+# (Kafka's copy is committed after the database's COMMIT), and a partition
+# without a database row starts at Kafka's committed offset: both said,
+# neither a warning. The lag counts from where the service starts.
+test_verify_shows_the_database_and_kafka_positions_and_which_is_ahead() {
+    begin_ingested_test ahead
+    # One more review on partition 0, stored and recorded in the database,
+    # but Kafka's copy not committed yet (a crash between the two commits).
+    review com.example.ahead r-0-late 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
+    sql "UPDATE consumer_offsets SET next_offset = 7 WHERE group_id = '$(group_of reviews)' AND partition = 0"
+    # Partition 2 as before the upgrade: no row.
+    sql "DELETE FROM consumer_offsets WHERE group_id = '$(group_of reviews)' AND partition = 2"
+
+    op verify verify
+    assert_rc 0 verify
+    assert_stage verify positions ok \
+        "$(group_of reviews) [0] database=7 kafka=6 database ahead by 1, [1] database=6 kafka=6 even, [2] database=none kafka=6 no database row" \
+        "$(group_of reviews): the database ahead of Kafka is normal: Kafka's copy lags a batch, or a crash came between the two commits" \
+        "$(group_of reviews) [2]: no position in the database: the service starts at Kafka's committed offset 6 (the first run after the upgrade)"
+    # The service starts partition 0 at the database's 7: nothing to read
+    # there, though Kafka's copy says 1.
+    assert_stage verify lag ok "$(group_of reviews) lag=0 [0]=0 [1]=0 [2]=0"
+    assert_eq "verify: healthy" "$(out verify | tail -n 1)" "verdict"
+}
+
+# A database restored from a backup is behind Kafka's committed offsets: the
+# service starts at the database's positions and stores the gap again. A
+# warning naming the partition and the count, and the lag counts it.
+test_verify_warns_when_kafka_is_ahead_of_the_database() {
+    begin_ingested_test behind
+    sql "UPDATE consumer_offsets SET next_offset = 2 WHERE group_id = '$(group_of reviews)' AND partition = 1"
+
+    op verify verify
+    assert_rc 0 verify
+    assert_stage verify positions warn "$(group_of reviews) [0] database=6 kafka=6 even, [1] database=2 kafka=6 Kafka ahead by 4, [2] database=6 kafka=6 even" \
+        "$(group_of reviews) [1]: Kafka's committed offset 6 is ahead of the database's position 2: the service starts at the database's and reads those 4 messages again (was the database restored from a backup?)"
+    assert_stage verify lag warn "$(group_of reviews) lag=4 [0]=0 [1]=4 [2]=0"
+    assert_eq "verify: healthy, with warnings (positions, lag)" "$(out verify | tail -n 1)" "verdict"
 }
 
 test_verify_reports_dead_letters_by_reason_and_the_newest() {
@@ -284,10 +354,10 @@ test_replay_to_earliest_reprocesses_only_that_pipeline() {
 
     op replay replay reviews --to earliest
     assert_rc 0 replay
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] committed 6 -> 0 (6 messages to read)" "partition 0"
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed 7 -> 0 (7 messages to read)" "partition 2"
-    assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions: 19 messages to read (was 0)" "summary"
-    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "reviews offsets after the replay"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] database 6, Kafka committed 6 -> 0 (6 messages to read)" "partition 0"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database 7, Kafka committed 7 -> 0 (7 messages to read)" "partition 2"
+    assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions, in the database and in Kafka: 19 messages to read (was 0)" "summary"
+    assert_reviews_at "0 0 0" "0 0 0" "after the replay"
     assert_eq "$stats" "$(offsets_of "$(group_of app-stats)" "$TOPIC_APP_STATS")" "app-stats offsets untouched"
     assert_eq "$metrics" "$(offsets_of "$(group_of network-metrics)" "$TOPIC_NETWORK_METRICS")" "network-metrics offsets untouched"
 
@@ -355,7 +425,7 @@ test_stop_replay_start_reads_the_topic_again_from_the_start() {
     # Two session timeouts (6 s) and 10 s: the stopping member leaves, and the
     # group answers again.
     [ "$elapsed" -lt 22000 ] || fail "the replay took $elapsed ms"
-    assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions: 19 messages to read" "summary"
+    assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions, in the database and in Kafka: 19 messages to read" "summary"
     assert_eq 0 "$(svc_wait first 30)" "exit status of the stopped service"
     assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
 
@@ -406,7 +476,7 @@ test_replay_waits_out_a_member_that_crashed() {
     svc_kill svc >/dev/null
     op replay replay reviews
     assert_rc 0 replay
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed 4 -> 0 (4 messages to read)" "partition 2"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database 4, Kafka committed 4 -> 0 (4 messages to read)" "partition 2"
     assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
 }
 
@@ -424,11 +494,11 @@ test_replay_to_latest_skips_the_backlog() {
 
     op replay replay reviews --to latest
     assert_rc 0 replay
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] committed 3 -> 3 (0 messages to read)" "partition 0"
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] committed none -> 10 (0 messages to read)" "partition 1"
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed none -> 4 (0 messages to read)" "partition 2"
-    assert_contains "$(out replay)" "reset to latest on 3 partitions: 0 messages to read (was 14)" "summary"
-    assert_eq "3 10 4" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] database 3, Kafka committed 3 -> 3 (0 messages to read)" "partition 0"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] database none, Kafka committed none -> 10 (0 messages to read)" "partition 1"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database none, Kafka committed none -> 4 (0 messages to read)" "partition 2"
+    assert_contains "$(out replay)" "reset to latest on 3 partitions, in the database and in Kafka: 0 messages to read (was 14)" "summary"
+    assert_reviews_at "3 10 4" "3 10 4" "after the replay"
 
     review com.example.latest after-1 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 1
     start_service second STORAGE_PIPELINES=reviews
@@ -460,9 +530,9 @@ test_replay_to_a_timestamp_starts_there() {
 
     op replay replay reviews --to "$t"
     assert_rc 0 replay
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] committed 5 -> 2 (3 messages to read)" "partition 0"
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] committed 6 -> 3 (3 messages to read)" "partition 1"
-    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] committed 7 -> 4 (3 messages to read)" "partition 2"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] database 5, Kafka committed 5 -> 2 (3 messages to read)" "partition 0"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] database 6, Kafka committed 6 -> 3 (3 messages to read)" "partition 1"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database 7, Kafka committed 7 -> 4 (3 messages to read)" "partition 2"
     assert_eq "2 3 4" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
 
     start_service again STORAGE_PIPELINES=reviews
@@ -474,10 +544,136 @@ test_replay_to_a_timestamp_starts_there() {
     # A time after every message: nothing left to read. Before all: everything.
     op future replay reviews --to 2999-01-01T00:00:00Z
     assert_rc 0 future
-    assert_eq "5 6 7" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after a replay to the future"
+    assert_reviews_at "5 6 7" "5 6 7" "after a replay to the future"
     op past replay reviews --to 2000-01-01T00:00:00
     assert_rc 0 past
-    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after a replay to the past"
+    assert_reviews_at "0 0 0" "0 0 0" "after a replay to the past"
+}
+
+# Both records of the group's progress move to the targets, the database's
+# backwards too: it is where the service starts. The replay prints each
+# record's position before, from the database's own rows.
+test_replay_resets_the_database_positions_with_kafkas() {
+    begin_ingested_test both
+    assert_reviews_at "6 6 6" "6 6 6" "after the first run"
+    # The two records apart: partition 1's position was restored from a
+    # backup (the service would read 4 messages again), partition 2 has no
+    # row (the first run after the upgrade).
+    sql "UPDATE consumer_offsets SET next_offset = 2 WHERE group_id = '$(group_of reviews)' AND partition = 1"
+    sql "DELETE FROM consumer_offsets WHERE group_id = '$(group_of reviews)' AND partition = 2"
+    local stats
+    stats=$(positions_of "$(group_of app-stats)" "$TOPIC_APP_STATS")
+
+    op replay replay reviews --to earliest
+    assert_rc 0 replay
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] database 6, Kafka committed 6 -> 0 (6 messages to read)" "partition 0"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [1] database 2, Kafka committed 6 -> 0 (6 messages to read)" "partition 1"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [2] database none, Kafka committed 6 -> 0 (6 messages to read)" "partition 2"
+    # Before: 0 + 4 + 0 messages to read, from where the service starts.
+    assert_contains "$(out replay)" "reset to earliest on 3 partitions, in the database and in Kafka: 18 messages to read (was 4)" "summary"
+    assert_reviews_at "0 0 0" "0 0 0" "after the replay"
+    assert_eq "$stats" "$(positions_of "$(group_of app-stats)" "$TOPIC_APP_STATS")" "app-stats positions untouched"
+
+    # Forward as well: to latest, both records at the end.
+    op latest replay reviews --to latest
+    assert_rc 0 latest
+    assert_contains "$(out latest)" "$TOPIC_REVIEWS [1] database 0, Kafka committed 0 -> 6 (0 messages to read)" "partition 1"
+    assert_reviews_at "6 6 6" "6 6 6" "after the replay to latest"
+}
+
+# DESIGN.md, Progress in the database: a member paused past its session
+# timeout across a replay, whose batch commits after it, does not raise the
+# positions the replay set (each replay moves the positions' epoch on; a
+# batch raises a position only within the epoch its member started in).
+test_a_replay_is_not_undone_by_a_batch_a_paused_member_commits_late() {
+    begin_ingested_test fence
+    assert_reviews_at "6 6 6" "6 6 6" "after the first run"
+    # A member whose next batch waits on a lock, with time to spare: its
+    # statement outlives the pause, the eviction and the replay.
+    start_service zombie STORAGE_PIPELINES=reviews STORAGE_DB_STATEMENT_TIMEOUT_MS=60000 \
+        STORAGE_DB_RETRY_MAX_ATTEMPTS=1 STORAGE_SHUTDOWN_TIMEOUT_SECONDS=90
+    wait_for_log zombie '\[reviews\] partitions assigned' 1
+    hold_lock reviews
+    { review com.example.fence r-0-7 1 2026-11-29T10:00:00Z; review com.example.fence r-0-8 1 2026-11-29T10:00:00Z; } |
+        produce "$TOPIC_REVIEWS" -p 0
+    wait_blocked "" 30 zombie || fail "the member's batch did not wait on the lock"
+    svc_signal zombie STOP
+    # The group drops the paused member after its session timeout; the
+    # replay waits for that.
+    op replay replay reviews --to earliest
+    assert_rc 0 replay
+    assert_reviews_at "0 0 0" "0 0 0" "after the replay"
+    # The paused member's transaction goes on: its rows, the raise, COMMIT.
+    release_lock
+    wait_for_sql "SELECT count(*) FROM reviews WHERE review_id IN ('r-0-7', 'r-0-8')" 2
+    assert_eq "0 0 0" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the late batch"
+    svc_kill zombie >/dev/null
+}
+
+# The database is checked before the replay joins the group: unreachable, or
+# without the table, the replay refuses with both records as they were and
+# the group never rebalanced.
+test_replay_refuses_with_nothing_changed_when_the_database_is_unreachable_or_lacks_the_table() {
+    begin_ingested_test nodb
+    local port
+    port=$(cat "$PG_DIR/port")
+    # The suite's server with a database that does not exist.
+    OP_ENV=("STORAGE_DATABASE_URL=host=127.0.0.1 port=$port dbname=no_such_database user=postgres")
+    op unreachable replay reviews --to earliest
+    assert_rc 1 unreachable
+    assert_contains "$(err unreachable)" "replay: cannot connect to PostgreSQL (" "refusal"
+    assert_contains "$(err unreachable)" "nothing was changed" "refusal"
+    if out unreachable | grep -q 'joining group'; then fail "the replay joined the group: $(out unreachable)"; fi
+    assert_reviews_at "6 6 6" "6 6 6" "after the refusal"
+    # The database comes before anything is asked of Kafka: with no broker
+    # either (a port nobody listens on), the refusal names the database.
+    OP_ENV+=("STORAGE_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1")
+    op first-asked replay reviews --to earliest
+    assert_rc 1 first-asked
+    assert_contains "$(err first-asked)" "replay: cannot connect to PostgreSQL (" "refusal"
+
+    # The database of a version before migration 0006.
+    OP_ENV=()
+    sql "ALTER TABLE consumer_offsets RENAME TO consumer_offsets_aside"
+    op unmigrated replay reviews --to earliest
+    sql "ALTER TABLE consumer_offsets_aside RENAME TO consumer_offsets"
+    assert_rc 1 unmigrated
+    assert_contains "$(err unmigrated)" "the database has no table consumer_offsets: apply the migrations first (storage-consumer migrate); nothing was changed" "refusal"
+    if out unmigrated | grep -q 'joining group'; then fail "the replay joined the group: $(out unmigrated)"; fi
+    assert_reviews_at "6 6 6" "6 6 6" "after the refusal"
+}
+
+# Kafka refuses the commit: the database's transaction is rolled back, and
+# neither record moved.
+test_replay_rolls_the_database_back_when_kafka_refuses_the_commit() {
+    begin_ingested_test kafkafail
+    trap 'end_test broker_ctl clear-request-errors OffsetCommit' EXIT
+    broker_ctl request-errors OffsetCommit GROUP_AUTHORIZATION_FAILED GROUP_AUTHORIZATION_FAILED \
+        GROUP_AUTHORIZATION_FAILED >/dev/null
+    op replay replay reviews --to earliest
+    broker_ctl clear-request-errors OffsetCommit >/dev/null
+    assert_rc 1 replay
+    assert_contains "$(err replay)" "replay: cannot commit the target offsets to Kafka" "failure"
+    assert_contains "$(err replay)" "the database's positions were rolled back: nothing was changed, run the replay again" "failure"
+    assert_reviews_at "6 6 6" "6 6 6" "after the failure"
+}
+
+# The database's COMMIT fails once Kafka took the reset (a deferred check
+# refuses it): the replay says which record moved and which did not, and
+# that the service would go on as if no replay happened.
+test_replay_says_what_changed_when_the_database_commit_fails_after_kafkas() {
+    begin_ingested_test commitfail
+    sql "CREATE FUNCTION refuse_position() RETURNS trigger LANGUAGE plpgsql AS
+           \$\$ BEGIN RAISE EXCEPTION 'positions refused at commit'; END \$\$"
+    sql "CREATE CONSTRAINT TRIGGER refuse_position AFTER INSERT OR UPDATE ON consumer_offsets
+           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_position()"
+    op replay replay reviews --to earliest
+    assert_rc 1 replay
+    assert_contains "$(err replay)" "Kafka's committed offsets of group $(group_of reviews) were reset to earliest, but the database's COMMIT failed" "failure"
+    assert_contains "$(err replay)" "positions refused at commit" "the server's reason"
+    assert_contains "$(err replay)" "The database's positions are unchanged, and the service starts from them: it would continue as if no replay happened. Run the replay again" "failure"
+    # Kafka took the reset; the database's positions are unchanged.
+    assert_reviews_at "6 6 6" "0 0 0" "after the failed COMMIT"
 }
 
 test_replay_refuses_a_missing_topic_and_creates_none() {

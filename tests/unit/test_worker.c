@@ -36,6 +36,9 @@ typedef struct {
     bool pending;                  /* a commit was refused: offsets wait for a flush */
     int last_commit_timeout_ms;    /* the deadline the worker gave the last commit or flush */
     int unreleased;                /* polls whose records were not released yet */
+    int positions_fail_times;      /* position reads failing before one succeeds (-1: always) */
+    error_class_t positions_fail_class;
+    int position_reads;
     /* observations */
     char calls[MAX_CALLS][16];
     int ncalls;
@@ -188,6 +191,24 @@ static void fake_disconnect(void *ctx)
     f->disconnects++;
 }
 
+static int fake_positions(void *ctx, const char *topic, int n, int64_t *next, char *err, size_t errlen,
+                          error_class_t *cls)
+{
+    fake_t *f = ctx;
+    (void)topic;
+    note(f, "positions");
+    f->position_reads++;
+    if (f->stop_during_write_failure) atomic_store(f->stop, true);
+    if (f->positions_fail_times != 0) {
+        if (f->positions_fail_times > 0) f->positions_fail_times--;
+        snprintf(err, errlen, "injected position read failure");
+        *cls = f->positions_fail_class;
+        return -1;
+    }
+    for (int p = 0; p < n; p++) next[p] = 100 + p;
+    return 0;
+}
+
 typedef struct {
     settings_t settings;
     atomic_bool stop;
@@ -211,7 +232,7 @@ static int setup(void **state)
         .settings = &fx->settings,
         .def = pipeline_get(PIPELINE_REVIEWS),
         .consumer = {&fx->fake, fake_poll, fake_release, fake_commit},
-        .store = {&fx->fake, fake_resolve, fake_write, fake_disconnect},
+        .store = {&fx->fake, fake_resolve, fake_write, fake_disconnect, NULL, NULL, fake_positions},
         .stop = &fx->stop,
     };
     *state = fx;
@@ -575,6 +596,65 @@ static void app_stats_redelivery_inside_a_batch_keeps_the_first(void **state)
     batch_free(&b);
 }
 
+static void assigned_partitions_start_at_the_database_positions(void **state)
+{
+    fixture_t *fx = *state;
+    int64_t next[3];
+    char err[256];
+    assert_int_equal(worker_read_positions(&fx->worker, "reviews", 3, next, err, sizeof err), 0);
+    assert_int_equal(next[0], 100);
+    assert_int_equal(next[2], 102);
+    assert_int_equal(fx->fake.position_reads, 1);
+}
+
+static void a_transient_error_reading_positions_is_retried(void **state)
+{
+    fixture_t *fx = *state;
+    int64_t next[1];
+    char err[256];
+    fx->fake.positions_fail_times = 2;
+    fx->fake.positions_fail_class = ERROR_CLASS_TRANSIENT;
+    assert_int_equal(worker_read_positions(&fx->worker, "reviews", 1, next, err, sizeof err), 0);
+    assert_int_equal(fx->fake.position_reads, 3);
+    assert_int_equal(next[0], 100);
+}
+
+static void positions_that_cannot_be_read_fail_the_assignment(void **state)
+{
+    fixture_t *fx = *state;
+    int64_t next[1];
+    char err[256];
+    /* Transient, until the retries run out: the first try and 3 retries. */
+    fx->fake.positions_fail_times = -1;
+    fx->fake.positions_fail_class = ERROR_CLASS_TRANSIENT;
+    assert_int_equal(worker_read_positions(&fx->worker, "reviews", 1, next, err, sizeof err), -1);
+    assert_int_equal(fx->fake.position_reads, 4);
+    assert_non_null(strstr(err, "injected position read failure"));
+    /* Not transient (a missing privilege): at once. */
+    fx->fake.position_reads = 0;
+    fx->fake.positions_fail_class = ERROR_CLASS_FATAL;
+    assert_int_equal(worker_read_positions(&fx->worker, "reviews", 1, next, err, sizeof err), -1);
+    assert_int_equal(fx->fake.position_reads, 1);
+}
+
+static void a_stop_interrupts_the_back_off_of_a_position_read(void **state)
+{
+    fixture_t *fx = *state;
+    static char *slow[] = {"STORAGE_DB_RETRY_BASE_MS=600000", "STORAGE_DB_RETRY_MAX_ATTEMPTS=1",
+                           "STORAGE_MAX_POLL_INTERVAL_MS=86400000", NULL};
+    int64_t next[1];
+    char err[256];
+    settings_free(&fx->settings);
+    assert_int_equal(settings_load(&fx->settings, slow, err, sizeof err), 0);
+    fx->fake.positions_fail_times = -1;
+    fx->fake.positions_fail_class = ERROR_CLASS_TRANSIENT;
+    fx->fake.stop_during_write_failure = true;
+    /* Would sleep ten minutes if the stop did not interrupt it. */
+    assert_int_equal(worker_read_positions(&fx->worker, "reviews", 1, next, err, sizeof err), -1);
+    assert_int_equal(fx->fake.position_reads, 1);
+    assert_non_null(strstr(err, "stop requested"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -600,6 +680,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(unregistered_multibyte_name_gives_a_valid_utf8_detail, setup, teardown),
         cmocka_unit_test_setup_teardown(review_with_latest_last_synced_at_wins_inside_a_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(app_stats_redelivery_inside_a_batch_keeps_the_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(assigned_partitions_start_at_the_database_positions, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_transient_error_reading_positions_is_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(positions_that_cannot_be_read_fail_the_assignment, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_stop_interrupts_the_back_off_of_a_position_read, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
