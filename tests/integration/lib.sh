@@ -327,20 +327,3 @@ gen_reviews() { # start count [prefix]
 review_batches() { # name
     grep -E '\[reviews\] batch size=' "$(svc_log "$1")" || true
 }
-
-# GET a path from 127.0.0.1:PORT with bash alone (no curl on a fresh machine).
-http_get() { # port path
-    exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
-    printf 'GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n' "$2" >&3
-    cat <&3
-    exec 3<&-
-}
-
-# A TCP port on the loopback nothing listens on (for STORAGE_METRICS_ADDR).
-free_port() {
-    local port
-    while :; do
-        port=$((20000 + RANDOM % 20000))
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
-    done
-}
