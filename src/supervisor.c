@@ -162,6 +162,12 @@ static int positions_adapter(void *ctx, const char *topic, int n, int64_t *next,
     return store_read_progress(ctx, topic, n, next, err, errlen, cls);
 }
 
+static int record_starts_adapter(void *ctx, const char *topic, int n, const int64_t *next, char *err,
+                                 size_t errlen, error_class_t *cls)
+{
+    return store_record_starts(ctx, topic, n, next, err, errlen, cls);
+}
+
 static void *pipeline_thread(void *arg)
 {
     pipeline_run_t *p = arg;
@@ -244,7 +250,8 @@ int supervisor_run(const settings_t *s)
         pipeline_run_t *p = &runs[i];
         if (!s->pipeline_enabled[i]) continue;
         pipeline_metrics_t *pm = metrics_pipeline(metrics, (pipeline_id_t)i);
-        consumer_positions_t positions = {worker_read_positions, &p->worker, &pm->lost_to_retention};
+        consumer_positions_t positions = {worker_read_positions, worker_record_starts, &p->worker,
+                                          &pm->lost_to_retention};
         p->consumer = consumer_new(s, (pipeline_id_t)i, &positions, err, sizeof err);
         if (!p->consumer) {
             LOG_ERROR(pipeline_get((pipeline_id_t)i)->name, "%s", err);
@@ -262,7 +269,7 @@ int supervisor_run(const settings_t *s)
             .def = pipeline_get((pipeline_id_t)i),
             .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter, flush_adapter},
             .store = {p->store, resolve_adapter, write_adapter, disconnect_adapter, start_adapter,
-                      finish_adapter, positions_adapter},
+                      finish_adapter, positions_adapter, record_starts_adapter},
             .stop = &stop,
             .metrics = pm,
             .heartbeat = heartbeat,

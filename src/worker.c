@@ -102,16 +102,20 @@ static void describe_offsets(const batch_t *b, char *out, size_t len)
                                  (long long)lo[k], (long long)hi[k]);
 }
 
-int worker_read_positions(void *worker, const char *topic, int n, int64_t *next, char *err, size_t errlen)
+/* One database step of an assignment (reading or recording positions),
+ * with the batch's retry schedule for transient errors. */
+static int assignment_step(worker_t *w, const char *what, const char *topic, int n, int64_t *next,
+                           const int64_t *starts, char *err, size_t errlen)
 {
-    worker_t *w = worker;
     const settings_t *s = w->settings;
     for (int attempt = 1;; attempt++) {
         error_class_t cls = ERROR_CLASS_FATAL;
-        if (w->store.positions(w->store.ctx, topic, n, next, err, errlen, &cls) == 0) return 0;
+        int rc = starts ? w->store.record_starts(w->store.ctx, topic, n, starts, err, errlen, &cls)
+                        : w->store.positions(w->store.ctx, topic, n, next, err, errlen, &cls);
+        if (rc == 0) return 0;
         if (cls != ERROR_CLASS_TRANSIENT || attempt > s->db_retry_max_attempts) return -1;
         long delay = retry_backoff_ms(attempt, s->db_retry_base_ms);
-        LOG_WARN(w->def->name, "transient database error reading where the assigned partitions start, retrying attempt=%d/%d in_ms=%ld error=\"%s\"",
+        LOG_WARN(w->def->name, "transient database error %s, retrying attempt=%d/%d in_ms=%ld error=\"%s\"", what,
                  attempt, s->db_retry_max_attempts, delay, err);
         if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
         if (sleep_interruptible(w, delay)) {
@@ -121,6 +125,18 @@ int worker_read_positions(void *worker, const char *topic, int n, int64_t *next,
             return -1;
         }
     }
+}
+
+int worker_read_positions(void *worker, const char *topic, int n, int64_t *next, char *err, size_t errlen)
+{
+    return assignment_step(worker, "reading where the assigned partitions start", topic, n, next, NULL, err,
+                           errlen);
+}
+
+int worker_record_starts(void *worker, const char *topic, int n, const int64_t *next, char *err, size_t errlen)
+{
+    return assignment_step(worker, "recording where the assigned partitions start", topic, n, NULL, next, err,
+                           errlen);
 }
 
 /* One polled batch on its way through the loop. */

@@ -51,6 +51,10 @@ typedef struct {
      * into next[p] (-1: none); one attempt (see worker_read_positions). */
     int (*positions)(void *ctx, const char *topic, int n, int64_t *next, char *err, size_t errlen,
                      error_class_t *cls);
+    /* Optional, with positions: record next[p] (>= 0) where the database
+     * has no position; one attempt (see worker_record_starts). */
+    int (*record_starts)(void *ctx, const char *topic, int n, const int64_t *next, char *err, size_t errlen,
+                         error_class_t *cls);
 } worker_store_t;
 
 typedef struct {
@@ -79,6 +83,11 @@ typedef struct {
  * (retries exhausted, an error that is not transient, or a stop requested
  * during a back-off). */
 int worker_read_positions(void *worker, const char *topic, int n, int64_t *next, char *err, size_t errlen);
+
+/* Record where partitions without a position start (the store's
+ * record_starts), with the same retries. Returns like
+ * worker_read_positions. */
+int worker_record_starts(void *worker, const char *topic, int n, const int64_t *next, char *err, size_t errlen);
 
 /* Run until *stop is set (returns 0 after the in-flight batch is committed)
  * or a fatal error (returns -1 with the reason in w->failure). */

@@ -27,6 +27,12 @@ typedef struct {
      * next consumer_poll returns -1; nothing of those partitions is
      * delivered). Retries are the callee's. */
     int (*read)(void *ctx, const char *topic, int n, int64_t *next, char *err, size_t errlen);
+    /* Record next[p] (>= 0) as the database's position of each partition p
+     * that had none, before it is started there: from this assignment on,
+     * the database is the record (a backup taken later restores it).
+     * Returns 0, or -1 with the reason in `err`: the pipeline fails, as
+     * for read. */
+    int (*record)(void *ctx, const char *topic, int n, const int64_t *next, char *err, size_t errlen);
     void *ctx;
     /* Counts the records retention deleted before they were stored. */
     atomic_uint_fast64_t *lost;

@@ -83,6 +83,28 @@ int offsets_read(db_conn_t *conn, int64_t deadline_ms, const char *group, const 
     return 0;
 }
 
+int offsets_record_starts(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms,
+                          const char *group, const char *topic, int n, const int64_t *next, char *err,
+                          size_t errlen, error_class_t *cls)
+{
+    db_conn_t *conn = db_connect(conninfo, statement_timeout_ms, deadline_ms, err, errlen);
+    if (!conn) {
+        *cls = ERROR_CLASS_TRANSIENT;
+        return -1;
+    }
+    char *starts = db_array_literal(NULL, next, (size_t)n);
+    const char *params[3] = {group, topic, starts};
+    PGresult *res = db_query(conn,
+                             "INSERT INTO consumer_offsets (group_id, topic, partition, next_offset) "
+                             "SELECT $1, $2, (p - 1)::integer, t FROM unnest($3::bigint[]) WITH ORDINALITY AS u(t, p) "
+                             "WHERE t >= 0 ORDER BY p ON CONFLICT (group_id, topic, partition) DO NOTHING",
+                             3, params, NULL, NULL, deadline_ms, err, errlen, cls);
+    free(starts);
+    if (res) PQclear(res);
+    db_close(conn);
+    return res ? 0 : -1;
+}
+
 int offsets_load(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms, const char *group,
                  const char *topic, int n, int64_t *next, int64_t *epoch, char *err, size_t errlen,
                  error_class_t *cls)

@@ -42,6 +42,17 @@ int offsets_load(const char *conninfo, int statement_timeout_ms, int64_t deadlin
                  const char *topic, int n, int64_t *next, int64_t *epoch, char *err, size_t errlen,
                  error_class_t *cls);
 
+/* Record next[p] as the position of each partition p < n of `topic` in
+ * `group` that has none (next[p] < 0: leave p alone), on a connection of
+ * its own as offsets_load: where a member starts a partition the database
+ * had no position for (Kafka's committed offset, or the reset policy's
+ * offset), so that from then on the database is the record and a backup
+ * taken afterwards restores it. A row written meanwhile wins. Returns 0, or
+ * -1 with `err` and *cls set. */
+int offsets_record_starts(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms,
+                          const char *group, const char *topic, int n, const int64_t *next, char *err,
+                          size_t errlen, error_class_t *cls);
+
 /* Whether consumer_offsets exists (migration 0006): 1 yes, 0 no, -1 the
  * catalog could not be read (`err`). */
 int offsets_table_exists(db_conn_t *conn, char *err, size_t errlen);

@@ -153,6 +153,15 @@ int store_read_progress(store_t *st, const char *topic, int n, int64_t *next, ch
     return rc;
 }
 
+int store_record_starts(store_t *st, const char *topic, int n, const int64_t *next, char *err, size_t errlen,
+                        error_class_t *cls)
+{
+    if (!st->progress_group) abort(); /* a caller bug */
+    return offsets_record_starts(st->settings->database_url, st->settings->db_statement_timeout_ms,
+                                 clock_now_ms() + settings_db_attempt_ms(st->settings), st->progress_group, topic,
+                                 n, next, err, errlen, cls);
+}
+
 static int store_connect(store_t *st, char *err, size_t errlen, error_class_t *cls)
 {
     char sql[2048];

@@ -34,6 +34,12 @@ void store_record_progress(store_t *st, const char *group);
 int store_read_progress(store_t *st, const char *topic, int n, int64_t *next, char *err, size_t errlen,
                         error_class_t *cls);
 
+/* Record the positions a member starts at where the database had none
+ * (offsets_record_starts, for the store_record_progress group), within one
+ * database attempt. Returns 0, or -1 with `err` and *cls set. */
+int store_record_starts(store_t *st, const char *topic, int n, const int64_t *next, char *err, size_t errlen,
+                        error_class_t *cls);
+
 /* Resolve the batch's package names to application ids — one query for the
  * whole batch, through the per-thread TTL cache, never caching an absence —
  * and bind them (unregistered apps become dead letters). Connects first if

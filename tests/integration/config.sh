@@ -24,7 +24,7 @@ ENV
     assert_eq 0 "$rc" "exit code: $out"
     assert_contains "$out" '{"ts":"'
     assert_contains "$out" '"component":"migrate"'
-    assert_eq 5 "$(sql "SELECT count(*) FROM storage_consumer_migrations")" "migrations applied through the file's database"
+    assert_eq "$(ls "$TOP"/migrations/*.sql | wc -l)" "$(sql "SELECT count(*) FROM storage_consumer_migrations")" "migrations applied through the file's database"
     # A variable already in the environment beats the file.
     out=$(run_clean STORAGE_LOG_FORMAT=text "$BIN" --env-file "$WORK/app.env" migrate 2>&1)
     case "$out" in *'{"ts"'*) fail "the file overrode the environment: $out" ;; esac

@@ -27,14 +27,10 @@ db_positions() { # group topic
          FROM consumer_offsets WHERE group_id = '$1' AND topic = '$2'"
 }
 
-# The high watermarks of TOPIC's 3 partitions, as db_positions prints them
-# (partitions that never had a message left out).
+# The high watermarks of TOPIC's 3 partitions, as db_positions prints them.
 high_watermarks() { # topic
-    local p hw out=""
-    for p in 0 1 2; do
-        hw=$(high_watermark "$1" "$p")
-        [ "$hw" -gt 0 ] && out="$out${out:+ }$p:$hw"
-    done
+    local p out=""
+    for p in 0 1 2; do out="$out${out:+ }$p:$(high_watermark "$1" "$p")"; done
     echo "$out"
 }
 
@@ -144,10 +140,36 @@ test_the_first_run_after_the_upgrade_starts_at_kafkas_committed_offsets() {
     wait_for_sql "SELECT count(*) FROM reviews" 250
     wait_for_sql "SELECT coalesce((SELECT sum(next_offset) FROM consumer_offsets WHERE group_id = '$group'), 0)" 250
     stop_clean new
-    assert_eq "0:250" "$(db_positions "$group" "$TOPIC_REVIEWS")" "positions recorded by the new run"
+    # Partition 0 from Kafka's committed offset; 1 and 2, never committed,
+    # from the reset policy's start: each recorded at the assignment.
+    assert_eq "0:250 1:0 2:0" "$(db_positions "$group" "$TOPIC_REVIEWS")" "positions recorded by the new run"
     assert_eq 50 "$(batch_sum new reviews size)" "records delivered after the upgrade"
     assert_eq 0 "$(batch_sum new reviews skipped)" "rows read twice"
-    assert_eq 3 "$(log_count new 'has no position in the database: starting at Kafka.s committed offset')" "partitions started from Kafka's copy"
+    assert_eq 1 "$(log_count new "warn .*\\[0\\] has no position in the database: starting at Kafka.s committed offset 200 and recording it")" "partition 0 started from Kafka's copy, with a warning"
+    assert_eq 2 "$(log_count new "has no position in the database nor in Kafka: starting at offset 0 \\(STORAGE_AUTO_OFFSET_RESET=earliest\\) and recording it")" "partitions 1 and 2 started by the reset policy"
+}
+
+# A partition's position is recorded when it is assigned, before any batch:
+# a backup taken from then on restores it, so a database restored to before
+# the partition's first batch reads the partition again instead of starting
+# at Kafka's committed offset.
+test_a_partition_gets_its_position_when_assigned_before_any_batch() {
+    begin_progress_test assigned
+    local group
+    group=$(group_of reviews)
+    gen_reviews 0 40 | produce "$TOPIC_REVIEWS" -p 1
+    svc_start empty STORAGE_PIPELINES=reviews
+    wait_for_log empty '\[reviews\] partitions assigned' 1
+    wait_for_sql "SELECT count(*) FROM reviews" 40
+    stop_clean empty
+    # Latest: partition 2 starts at its end, which is recorded as such.
+    gen_reviews 100 5 | produce "$TOPIC_REVIEWS" -p 2
+    sql "DELETE FROM consumer_offsets WHERE partition = 2" >/dev/null
+    svc_start latest STORAGE_PIPELINES=reviews STORAGE_AUTO_OFFSET_RESET=latest
+    wait_for_sql "SELECT next_offset FROM consumer_offsets WHERE group_id = '$group' AND partition = 2" 5
+    stop_clean latest
+    assert_eq "0:0 1:40 2:5" "$(db_positions "$group" "$TOPIC_REVIEWS")" "positions"
+    assert_eq 0 "$(batch_lines latest reviews)" "batches of the run that started at the end"
 }
 
 # A database position below the partition's first offset: retention deleted

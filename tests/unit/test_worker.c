@@ -209,6 +209,24 @@ static int fake_positions(void *ctx, const char *topic, int n, int64_t *next, ch
     return 0;
 }
 
+static int fake_record_starts(void *ctx, const char *topic, int n, const int64_t *next, char *err,
+                              size_t errlen, error_class_t *cls)
+{
+    fake_t *f = ctx;
+    (void)topic;
+    (void)n;
+    (void)next;
+    note(f, "record");
+    f->position_reads++;
+    if (f->positions_fail_times != 0) {
+        if (f->positions_fail_times > 0) f->positions_fail_times--;
+        snprintf(err, errlen, "injected record failure");
+        *cls = f->positions_fail_class;
+        return -1;
+    }
+    return 0;
+}
+
 typedef struct {
     settings_t settings;
     atomic_bool stop;
@@ -232,7 +250,8 @@ static int setup(void **state)
         .settings = &fx->settings,
         .def = pipeline_get(PIPELINE_REVIEWS),
         .consumer = {&fx->fake, fake_poll, fake_release, fake_commit},
-        .store = {&fx->fake, fake_resolve, fake_write, fake_disconnect, NULL, NULL, fake_positions},
+        .store = {&fx->fake, fake_resolve, fake_write, fake_disconnect, NULL, NULL, fake_positions,
+                  fake_record_starts},
         .stop = &fx->stop,
     };
     *state = fx;
@@ -655,6 +674,23 @@ static void a_stop_interrupts_the_back_off_of_a_position_read(void **state)
     assert_non_null(strstr(err, "stop requested"));
 }
 
+static void recording_where_partitions_start_is_retried_like_a_read(void **state)
+{
+    fixture_t *fx = *state;
+    const int64_t starts[2] = {-1, 7};
+    char err[256];
+    fx->fake.positions_fail_times = 1;
+    fx->fake.positions_fail_class = ERROR_CLASS_TRANSIENT;
+    assert_int_equal(worker_record_starts(&fx->worker, "reviews", 2, starts, err, sizeof err), 0);
+    assert_string_equal(trace(&fx->fake), "record record");
+    fx->fake.ncalls = 0;
+    fx->fake.positions_fail_times = -1;
+    fx->fake.positions_fail_class = ERROR_CLASS_FATAL;
+    assert_int_equal(worker_record_starts(&fx->worker, "reviews", 2, starts, err, sizeof err), -1);
+    assert_string_equal(trace(&fx->fake), "record");
+    assert_non_null(strstr(err, "injected record failure"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -684,6 +720,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_transient_error_reading_positions_is_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(positions_that_cannot_be_read_fail_the_assignment, setup, teardown),
         cmocka_unit_test_setup_teardown(a_stop_interrupts_the_back_off_of_a_position_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(recording_where_partitions_start_is_retried_like_a_read, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
