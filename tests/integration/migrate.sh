@@ -11,13 +11,15 @@
 pg_start
 
 # The tables storage-consumer owns (DESIGN.md: Tables and natural keys) and its tracking table (DESIGN.md: Migrations).
-OWN_TABLES="app_stats reviews network_metrics dead_letter_events storage_consumer_migrations"
+OWN_TABLES="app_stats reviews network_metrics dead_letter_events consumer_offsets storage_consumer_migrations"
 DATA_TABLES="app_stats reviews network_metrics"
 MIGRATION_NAMES="0001_app_stats.sql
 0002_reviews.sql
 0003_network_metrics.sql
 0004_dead_letter_events.sql
-0005_dead_letter_resolution.sql"
+0005_dead_letter_resolution.sql
+0006_consumer_offsets.sql"
+MIGRATION_COUNT=$(wc -l <<<"$MIGRATION_NAMES")
 
 # Run `storage-consumer migrate` against $DB with only the given STORAGE_*
 # settings (anything STORAGE_* in the caller's environment is dropped, so a
@@ -171,6 +173,14 @@ error_type character varying(64) NOT NULL
 error_detail text NOT NULL
 created_at timestamp with time zone NOT NULL DEFAULT now()"
 
+# The progress record (DESIGN.md: Progress in the database).
+SPEC_CONSUMER_OFFSETS="group_id text NOT NULL
+topic text NOT NULL
+partition integer NOT NULL
+next_offset bigint NOT NULL
+epoch bigint NOT NULL DEFAULT 0
+updated_at timestamp with time zone NOT NULL DEFAULT now()"
+
 test_fresh_apply_creates_the_spec_schema() {
     fresh_db mig_fresh
     create_applications_table
@@ -180,6 +190,13 @@ test_fresh_apply_creates_the_spec_schema() {
     assert_columns reviews "$SPEC_REVIEWS"
     assert_columns network_metrics "$SPEC_NETWORK_METRICS"
     assert_columns dead_letter_events "$SPEC_DEAD_LETTER_EVENTS"
+    assert_columns consumer_offsets "$SPEC_CONSUMER_OFFSETS"
+    assert_eq "group_id,partition,topic" \
+        "$(sql "SELECT string_agg(a.attname, ',' ORDER BY a.attname)
+                  FROM pg_constraint c
+                  JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+                 WHERE c.conrelid = 'consumer_offsets'::regclass AND c.contype = 'p'")" \
+        "consumer_offsets: primary key"
 
     local t
     for t in app_stats reviews network_metrics dead_letter_events; do
@@ -222,7 +239,7 @@ test_fresh_apply_creates_the_spec_schema() {
     # file (DESIGN.md: Migrations: so an operator can recompute it and an edit is detected).
     assert_eq "$MIGRATION_NAMES" "$(sql "SELECT name FROM storage_consumer_migrations ORDER BY name")" \
         "applied migrations"
-    assert_eq 5 "$(sql "SELECT count(*) FROM storage_consumer_migrations WHERE checksum ~ '^[0-9a-f]{32}\$'")" \
+    assert_eq "$MIGRATION_COUNT" "$(sql "SELECT count(*) FROM storage_consumer_migrations WHERE checksum ~ '^[0-9a-f]{32}\$'")" \
         "32-hex-digit checksums"
     local name sum
     while IFS= read -r name; do
@@ -240,7 +257,7 @@ test_applying_again_is_a_no_op() {
     before=$(sql "SELECT name, checksum, applied_at FROM storage_consumer_migrations ORDER BY name")
     schema_before=$(sql "SELECT relname, relkind FROM pg_class
                           WHERE relnamespace = 'public'::regnamespace ORDER BY 1")
-    assert_eq 5 "$(wc -l <<<"$before")" "rows after the first run"
+    assert_eq "$MIGRATION_COUNT" "$(wc -l <<<"$before")" "rows after the first run"
 
     migrate_ok "$WORK/again2"
     assert_eq "$before" \
@@ -352,7 +369,7 @@ test_a_failing_migration_leaves_nothing_half_applied() {
     # Once the conflict is gone, the next run applies everything.
     sql "DROP TABLE reviews"
     migrate_ok "$WORK/halfway2"
-    assert_eq 5 "$(sql "SELECT count(*) FROM storage_consumer_migrations")" "rows after the retry"
+    assert_eq "$MIGRATION_COUNT" "$(sql "SELECT count(*) FROM storage_consumer_migrations")" "rows after the retry"
 }
 
 test_password_never_appears_in_connection_errors() {
