@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -80,26 +81,14 @@ static void log_rejects(const worker_t *w, const batch_t *b)
 /* Describe the offsets committed: "p0:17-41 p2:5-9". */
 static void describe_offsets(const batch_t *b, char *out, size_t len)
 {
-    int32_t parts[64];
-    int64_t lo[64], hi[64];
-    size_t n = 0, used = 0;
+    batch_range_t *ranges = malloc((b->count ? b->count : 1) * sizeof *ranges);
+    if (!ranges) abort();
+    size_t n = batch_ranges(b, ranges), used = 0;
     out[0] = '\0';
-    for (size_t i = 0; i < b->count; i++) {
-        const record_t *r = &b->records[i];
-        size_t k = 0;
-        while (k < n && parts[k] != r->partition) k++;
-        if (k == n) {
-            if (n == 64) continue;
-            parts[n] = r->partition;
-            lo[n] = hi[n] = r->offset;
-            n++;
-        }
-        if (r->offset < lo[k]) lo[k] = r->offset;
-        if (r->offset > hi[k]) hi[k] = r->offset;
-    }
     for (size_t k = 0; k < n && used < len; k++)
-        used += (size_t)snprintf(out + used, len - used, "%sp%d:%lld-%lld", k ? "," : "", parts[k],
-                                 (long long)lo[k], (long long)hi[k]);
+        used += (size_t)snprintf(out + used, len - used, "%sp%d:%lld-%lld", k ? "," : "", ranges[k].partition,
+                                 (long long)ranges[k].first, (long long)ranges[k].last);
+    free(ranges);
 }
 
 /* One database step of an assignment (reading or recording positions),

@@ -178,3 +178,20 @@ size_t batch_superseded(const batch_t *b)
     for (size_t i = 0; i < b->count; i++) n += b->entries[i].state == ENTRY_SUPERSEDED;
     return n;
 }
+
+size_t batch_ranges(const batch_t *b, batch_range_t *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->count; i++) {
+        const record_t *r = &b->records[i];
+        size_t k = 0;
+        while (k < n && out[k].partition != r->partition) k++;
+        if (k == n) {
+            out[n++] = (batch_range_t){r->partition, r->offset, r->offset};
+        } else {
+            if (r->offset < out[k].first) out[k].first = r->offset;
+            if (r->offset > out[k].last) out[k].last = r->offset;
+        }
+    }
+    return n;
+}

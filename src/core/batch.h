@@ -48,6 +48,12 @@ typedef struct {
     size_t capacity;
 } batch_t;
 
+/* The offsets a batch covers in one partition. */
+typedef struct {
+    int32_t partition;
+    int64_t first, last;
+} batch_range_t;
+
 /* Counters of one batch, for the log line and the metrics. */
 typedef struct {
     size_t inserted, updated, skipped, dead_lettered, superseded;
@@ -58,6 +64,11 @@ void batch_free(batch_t *b);
 
 /* Take `count` records (borrowed) and decode each into its entry. */
 void batch_decode(batch_t *b, record_t *records, size_t count);
+
+/* The partitions the batch's records are in, each with its lowest and
+ * highest offset, in the order the partitions first appear, into out (room
+ * for b->count ranges: never more). Returns how many. */
+size_t batch_ranges(const batch_t *b, batch_range_t *out);
 
 /* The distinct package names of the decoded events, for one resolve query.
  * Fills `names` (pointers into the events; valid until the batch is reused)

@@ -6,16 +6,10 @@
 
 #include "pg/db_internal.h"
 
-/* The partitions a batch covers, each with its next offset, in partition
- * order: every transaction locks its rows in one order. */
-typedef struct {
-    int32_t partition;
-    int64_t next;
-} position_t;
-
+/* Partition order: every transaction locks its rows in one order. */
 static int by_partition(const void *a, const void *b)
 {
-    int32_t x = ((const position_t *)a)->partition, y = ((const position_t *)b)->partition;
+    int32_t x = ((const batch_range_t *)a)->partition, y = ((const batch_range_t *)b)->partition;
     return (x > y) - (x < y);
 }
 
@@ -23,16 +17,9 @@ char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, 
                           int nepochs)
 {
     if (b->count == 0) return NULL;
-    position_t *pos = malloc(b->count * sizeof *pos);
-    size_t n = 0;
+    batch_range_t *pos = malloc(b->count * sizeof *pos);
     if (!pos) abort();
-    for (size_t i = 0; i < b->count; i++) {
-        const record_t *r = &b->records[i];
-        size_t k = 0;
-        while (k < n && pos[k].partition != r->partition) k++;
-        if (k == n) pos[n++] = (position_t){r->partition, r->offset + 1};
-        else if (r->offset + 1 > pos[k].next) pos[k].next = r->offset + 1;
-    }
+    size_t n = batch_ranges(b, pos);
     qsort(pos, n, sizeof *pos, by_partition);
 
     char *g = PQescapeLiteral(conn, group, strlen(group));
@@ -47,7 +34,7 @@ char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, 
         int32_t p = pos[k].partition;
         long long epoch = p >= 0 && p < nepochs ? (long long)epochs[p] : 0;
         len += (size_t)snprintf(sql + len, cap - len, "%s(%s, %s, %d, %lld, %lld)", k ? ", " : "", g, t, (int)p,
-                                (long long)pos[k].next, epoch);
+                                (long long)pos[k].last + 1, epoch);
     }
     /* Never backwards: a late write of a member that lost the partition
      * leaves the new owner's position as it is; and never across a replay. */
@@ -83,15 +70,23 @@ int offsets_read(db_conn_t *conn, int64_t deadline_ms, const char *group, const 
     return 0;
 }
 
+/* A connection of its own for one step of an assignment, or NULL with
+ * `err` and *cls set: connect-time failures carry no SQLSTATE (too many
+ * connections, the server starting up) and are transient, as the store's. */
+static db_conn_t *own_connection(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms, char *err,
+                                 size_t errlen, error_class_t *cls)
+{
+    db_conn_t *conn = db_connect(conninfo, statement_timeout_ms, deadline_ms, err, errlen);
+    if (!conn) *cls = ERROR_CLASS_TRANSIENT;
+    return conn;
+}
+
 int offsets_record_starts(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms,
                           const char *group, const char *topic, int n, const int64_t *next, char *err,
                           size_t errlen, error_class_t *cls)
 {
-    db_conn_t *conn = db_connect(conninfo, statement_timeout_ms, deadline_ms, err, errlen);
-    if (!conn) {
-        *cls = ERROR_CLASS_TRANSIENT;
-        return -1;
-    }
+    db_conn_t *conn = own_connection(conninfo, statement_timeout_ms, deadline_ms, err, errlen, cls);
+    if (!conn) return -1;
     char *starts = db_array_literal(NULL, next, (size_t)n);
     const char *params[3] = {group, topic, starts};
     PGresult *res = db_query(conn,
@@ -109,12 +104,8 @@ int offsets_load(const char *conninfo, int statement_timeout_ms, int64_t deadlin
                  const char *topic, int n, int64_t *next, int64_t *epoch, char *err, size_t errlen,
                  error_class_t *cls)
 {
-    db_conn_t *conn = db_connect(conninfo, statement_timeout_ms, deadline_ms, err, errlen);
-    if (!conn) {
-        /* As the store's connect: no SQLSTATE, transient. */
-        *cls = ERROR_CLASS_TRANSIENT;
-        return -1;
-    }
+    db_conn_t *conn = own_connection(conninfo, statement_timeout_ms, deadline_ms, err, errlen, cls);
+    if (!conn) return -1;
     int rc = offsets_read(conn, deadline_ms, group, topic, n, next, epoch, err, errlen, cls);
     db_close(conn);
     return rc;

@@ -135,22 +135,16 @@ int store_read_progress(store_t *st, const char *topic, int n, int64_t *next, ch
                         error_class_t *cls)
 {
     if (!st->progress_group) abort(); /* a caller bug */
-    int64_t *epoch = malloc((size_t)(n > 0 ? n : 1) * sizeof *epoch);
-    if (!epoch) abort();
-    int rc = offsets_load(st->settings->database_url, st->settings->db_statement_timeout_ms,
-                          clock_now_ms() + settings_db_attempt_ms(st->settings), st->progress_group, topic, n,
-                          next, epoch, err, errlen, cls);
-    if (rc == 0) {
-        if (n > st->nepochs) {
-            st->epochs = realloc(st->epochs, (size_t)n * sizeof *st->epochs);
-            if (!st->epochs) abort();
-            for (int p = st->nepochs; p < n; p++) st->epochs[p] = 0;
-            st->nepochs = n;
-        }
-        memcpy(st->epochs, epoch, (size_t)n * sizeof *epoch);
+    if (n > st->nepochs) {
+        st->epochs = realloc(st->epochs, (size_t)n * sizeof *st->epochs);
+        if (!st->epochs) abort();
+        st->nepochs = n;
     }
-    free(epoch);
-    return rc;
+    /* Read straight into the epochs: a read that fails fails the
+     * assignment (after its retries), and a retry reads them again. */
+    return offsets_load(st->settings->database_url, st->settings->db_statement_timeout_ms,
+                        clock_now_ms() + settings_db_attempt_ms(st->settings), st->progress_group, topic, n, next,
+                        st->epochs, err, errlen, cls);
 }
 
 int store_record_starts(store_t *st, const char *topic, int n, const int64_t *next, char *err, size_t errlen,

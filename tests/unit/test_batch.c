@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,11 +77,42 @@ static void a_stored_winner_keeps_the_observations_it_superseded_merged(void **s
     batch_free(&b);
 }
 
+/* What a batch's positions and its log line are built from: each partition
+ * once, in the order it first appears, with its lowest and highest offset. */
+static void a_batch_spans_each_partition_from_its_lowest_to_its_highest_offset(void **state)
+{
+    (void)state;
+    static const struct {
+        int32_t partition;
+        int64_t offset;
+    } coords[] = {{2, 8}, {0, 5}, {2, 9}, {0, 3}, {0, 7}, {1, 40}};
+    record_t r[6];
+    batch_t b;
+    batch_range_t ranges[6];
+    for (size_t i = 0; i < 6; i++)
+        r[i] = (record_t){.topic = "reviews", .partition = coords[i].partition, .offset = coords[i].offset,
+                          .value = observations[0], .value_len = strlen(observations[0])};
+    batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
+    batch_decode(&b, r, 6);
+    assert_int_equal(batch_ranges(&b, ranges), 3);
+    assert_int_equal(ranges[0].partition, 2);
+    assert_int_equal(ranges[0].first, 8);
+    assert_int_equal(ranges[0].last, 9);
+    assert_int_equal(ranges[1].partition, 0);
+    assert_int_equal(ranges[1].first, 3);
+    assert_int_equal(ranges[1].last, 7);
+    assert_int_equal(ranges[2].partition, 1);
+    assert_int_equal(ranges[2].first, 40);
+    assert_int_equal(ranges[2].last, 40);
+    batch_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(refused_winners_hand_their_key_to_the_next_newest_observation_in_turn),
         cmocka_unit_test(a_stored_winner_keeps_the_observations_it_superseded_merged),
+        cmocka_unit_test(a_batch_spans_each_partition_from_its_lowest_to_its_highest_offset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
