@@ -17,11 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/clock.h"
 #include "core/utf8.h"
 #include "exit_code.h"
 #include "ops/ops.h"
 #include "ops/args.h"
+#include "ops/connect.h"
 #include "ops/print.h"
 #include "ops/redrive.h"
 #include "pg/dead_letters.h"
@@ -55,16 +55,10 @@ static void fail_msg(const char *sub, const char *what, const char *detail)
  * reporting why on stderr. */
 static db_conn_t *connect_checked(const settings_t *s, const char *sub)
 {
-    char err[1024];
-    db_conn_t *conn = db_connect(s->database_url, s->db_statement_timeout_ms,
-                                 clock_now_ms() + settings_db_attempt_ms(s), err, sizeof err);
-    if (!conn) {
-        char *masked = db_mask_conninfo(s->database_url);
-        fprintf(stderr, "storage-consumer: dead-letters %s: cannot connect to PostgreSQL (%s): %s\n", sub,
-                masked, err);
-        free(masked);
-        return NULL;
-    }
+    char err[1024], command[64];
+    snprintf(command, sizeof command, "dead-letters %s", sub);
+    db_conn_t *conn = ops_connect(s, command, "");
+    if (!conn) return NULL;
     int current = dead_letters_resolvable(conn, err, sizeof err);
     if (current < 0) fail_msg(sub, "checking the schema: ", err);
     if (current == 0)

@@ -55,6 +55,7 @@
 #include "kafka/member.h"
 #include "log.h"
 #include "ops/args.h"
+#include "ops/connect.h"
 #include "pg/db.h"
 #include "pg/offsets.h"
 
@@ -290,15 +291,8 @@ out:
 static db_conn_t *connect_database(const settings_t *s)
 {
     char err[1024];
-    db_conn_t *conn = db_connect(s->database_url, s->db_statement_timeout_ms,
-                                 clock_now_ms() + settings_db_attempt_ms(s), err, sizeof err);
-    if (!conn) {
-        char *masked = db_mask_conninfo(s->database_url);
-        fprintf(stderr, "storage-consumer: replay: cannot connect to PostgreSQL (%s): %s; nothing was changed\n",
-                masked, err);
-        free(masked);
-        return NULL;
-    }
+    db_conn_t *conn = ops_connect(s, "replay", "; nothing was changed");
+    if (!conn) return NULL;
     int exists = offsets_table_exists(conn, err, sizeof err);
     if (exists == 1) return conn;
     if (exists == 0)
