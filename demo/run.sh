@@ -2,14 +2,20 @@
 # make demo: the whole product on one machine. Starts a throw-away
 # PostgreSQL and the Kafka-protocol broker helper, registers sample apps,
 # publishes two hourly crawls (with bad messages among them), runs
-# storage-consumer until every group has caught up, prints what landed, stops
-# it with SIGTERM and cleans up.
+# storage-consumer until every group has caught up, shows the operator's
+# tools (verify, dead-letters list, /healthz, /readyz, /metrics), prints what
+# landed, stops it with SIGTERM and cleans up.
+#
+# DEMO_KEEP=1 keeps the work directory (the service's log, the database's
+# data directory, the published crawls) and says where it is.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${DEMO_BIN:-$top/build/storage-consumer}
 PG=$top/tests/support/pg.sh
 BROKER=$top/tests/support/broker.sh
+# free_port and http_get
+. "$top/tests/support/service.sh"
 APPS=12
 WORK=$(mktemp -d /tmp/storage-demo.XXXXXX)
 chmod 755 "$WORK"
@@ -18,6 +24,11 @@ SERVICE_PID=
 cleanup() {
     [ -n "$SERVICE_PID" ] && kill -TERM "$SERVICE_PID" 2>/dev/null && wait "$SERVICE_PID" 2>/dev/null
     "$BROKER" stop "$WORK/kafka" >/dev/null 2>&1 || true
+    if [ "${DEMO_KEEP:-0}" = 1 ]; then
+        "$PG" stop "$WORK/pg" >/dev/null 2>&1 || true
+        echo "work directory kept (DEMO_KEEP=1): $WORK (service.log, pg/, wave*.tsv)"
+        return
+    fi
     "$PG" destroy "$WORK/pg" >/dev/null 2>&1 || true
     rm -rf "$WORK"
 }
@@ -82,10 +93,20 @@ wait_caught_up() {
 say "publishing the first hourly crawl"
 publish 1
 
-say "starting storage-consumer"
-STORAGE_DATABASE_URL="$DB" STORAGE_KAFKA_BOOTSTRAP_SERVERS="$BOOTSTRAP" \
-    STORAGE_SESSION_TIMEOUT_MS=6000 STORAGE_HEARTBEAT_DIR="$WORK/heartbeat" \
-    "$BIN" run >"$WORK/service.log" 2>&1 &
+# GET a path from the service's HTTP endpoint (http_get of
+# tests/support/service.sh: bash alone, no curl needed); print the status
+# line and the body.
+show_get() { # path
+    http_get "$HTTP_PORT" "$1" | tr -d '\r' | awk 'NR == 1 { print; next } body { print } /^$/ { body = 1 }'
+}
+
+# The settings every command of this demo shares.
+export STORAGE_DATABASE_URL="$DB" STORAGE_KAFKA_BOOTSTRAP_SERVERS="$BOOTSTRAP" \
+    STORAGE_SESSION_TIMEOUT_MS=6000 STORAGE_HEARTBEAT_DIR="$WORK/heartbeat"
+HTTP_PORT=$(free_port)
+
+say "starting storage-consumer (HTTP endpoint on 127.0.0.1:$HTTP_PORT)"
+STORAGE_METRICS_ADDR="127.0.0.1:$HTTP_PORT" "$BIN" run >"$WORK/service.log" 2>&1 &
 SERVICE_PID=$!
 wait_caught_up
 echo "caught up: lag 0 on every partition of every group"
@@ -95,8 +116,21 @@ publish 2
 wait_caught_up
 echo "caught up: lag 0 on every partition of every group"
 
-say "health"
-STORAGE_HEARTBEAT_DIR="$WORK/heartbeat" "$BIN" health
+say "the operator's tools: health (heartbeat files), for a host's health check"
+"$BIN" health
+
+say "GET /healthz (liveness) and /readyz (readiness), for an orchestrator's probes"
+show_get /healthz
+show_get /readyz
+
+say "GET /metrics (a few of the reviews pipeline's series)"
+show_get /metrics | grep -E '^storage_consumer_(messages_consumed|rows_inserted|rows_updated|rows_skipped|dead_letters)_total\{pipeline="reviews"' | grep -vE '\} 0$' || true
+
+say "verify: the deployment checked stage by stage (exit 0: nothing broken; warnings are the bad messages)"
+"$BIN" verify || { echo "verify found a broken stage"; exit 1; }
+
+say "dead-letters list: what could not be stored, and why"
+"$BIN" dead-letters list | head -12
 
 say "stopping storage-consumer with SIGTERM"
 kill -TERM "$SERVICE_PID"

@@ -16,8 +16,8 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ---------------------------------------------------------------------------
-# 1. A full demo run (two hourly crawls with bad messages, health, SIGTERM)
-# under LeakSanitizer: the demo's service and its `health` command are the
+# 1. A full demo run (two hourly crawls with bad messages, the operator's
+# tools, SIGTERM) under LeakSanitizer: the demo's service and its `health` command are the
 # sanitizer build; every report they make goes to a file of its own.
 
 test_a_full_demo_run_under_leak_sanitizer_reports_no_leak() {
@@ -45,6 +45,14 @@ test_a_full_demo_run_under_leak_sanitizer_reports_no_leak() {
     grep -q '^lag: 0$' "$WORK/demo.log" || fail "the demo did not catch up: $(tail -n 5 "$WORK/demo.log")"
     grep -qE 'batch counters: consumed=[1-9][0-9]* ' "$WORK/demo.log" || fail "the demo consumed nothing"
     echo "# $(grep -E 'batch counters:' "$WORK/demo.log")"
+    # The operator's tools the demo shows, each answering on the live service.
+    grep -A1 -F '== GET /healthz' "$WORK/demo.log" | grep -q '^HTTP/1.1 200 OK' ||
+        fail "the demo's GET /healthz did not answer 200: $(grep -A3 -F '== GET /healthz' "$WORK/demo.log")"
+    grep -q '^storage_consumer_rows_inserted_total{pipeline="reviews"} [1-9]' "$WORK/demo.log" ||
+        fail "the demo showed no /metrics series"
+    grep -q '^verify: healthy' "$WORK/demo.log" || fail "the demo's verify did not pass: $(grep '^verify' "$WORK/demo.log")"
+    grep -qF 'invalid_json' <(sed -n '/== dead-letters list/,/== stopping/p' "$WORK/demo.log") ||
+        fail "the demo's dead-letters list did not show the invalid JSON message"
 }
 
 # ---------------------------------------------------------------------------
