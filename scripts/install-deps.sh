@@ -2,10 +2,23 @@
 # Installs the Debian packages storage-consumer needs to build, test and run
 # its demo. Does nothing when they are all present, so `make test` can call
 # it every time.
+#
+#   scripts/install-deps.sh         build, tests, demo
+#   scripts/install-deps.sh image   those, and what make image-test needs to
+#                                   build and open the container image
 set -eu
 
+# The deploy suite checks deploy/ with systemd-analyze, promtool, a YAML
+# parser and groff/man.
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
-postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev"
+postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev
+systemd prometheus python3-yaml groff-base man-db"
+
+case "${1:-}" in
+"") ;;
+image) PACKAGES="$PACKAGES debootstrap podman uidmap fuse-overlayfs" ;;
+*) echo "usage: scripts/install-deps.sh [image]" >&2; exit 2 ;;
+esac
 
 missing=""
 for p in $PACKAGES; do
