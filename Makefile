@@ -151,9 +151,12 @@ BINDIR  := $(PREFIX)/bin
 MANDIR  := $(PREFIX)/share/man
 UNITDIR := $(PREFIX)/lib/systemd/system
 
-install: $(BUILD)/storage-consumer
+# INSTALL_BIN: the binary to install (the release build by default).
+INSTALL_BIN ?= $(BUILD)/storage-consumer
+
+install: $(INSTALL_BIN)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR)
-	install -m 0755 $(BUILD)/storage-consumer $(DESTDIR)$(BINDIR)/storage-consumer
+	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/storage-consumer
 	install -m 0644 docs/storage-consumer.1 $(DESTDIR)$(MANDIR)/man1/storage-consumer.1
 	sed 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' deploy/storage-consumer.service \
 	    >$(DESTDIR)$(UNITDIR)/storage-consumer.service
