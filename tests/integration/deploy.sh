@@ -16,16 +16,17 @@ setting_default() { # NAME
     grep -oE "\"$1\", [0-9]+" "$TOP/src/settings.c" | head -n 1 | awk '{print $2}'
 }
 
-# The STORAGE_* names the man page's ENVIRONMENT section lists, sorted.
+# The STORAGE_* names the man page's ENVIRONMENT section lists (a tag line
+# ".B NAME" each), sorted; not the STORAGE_RDKAFKA_ prefix.
 man_settings() {
     awk '/^\.SH ENVIRONMENT/ {on = 1; next} /^\.SH / {on = 0} on' "$MAN" |
-        grep -oE '^\.BI? STORAGE_[A-Z0-9_]+' | awk '{print $2}' | grep -v '_$' | sort -u
+        grep -oE '^\.B STORAGE_[A-Z0-9_]+$' | awk '{print $2}' | grep -v '_$' | sort -u
 }
 
 # The STORAGE_* names `storage-consumer --help` lists under "settings:".
 help_settings() {
     "$BIN" --help | awk '/^settings:/ {on = 1; next} on && /^[^ ]/ {on = 0} on' |
-        grep -oE '^  STORAGE_[A-Z0-9_]+' | tr -d ' ' | sort -u
+        grep -oE '^  STORAGE_[A-Z0-9_]+' | tr -d ' ' | grep -v '_$' | sort -u
 }
 
 # make install into a scratch tree, with the suite's binary.
@@ -33,16 +34,21 @@ install_into() { # make variables...
     make -s -C "$TOP" install INSTALL_BIN="$BIN" "$@" >/dev/null
 }
 
-yaml_py() { # python code reading the parsed documents as `docs`, files...
+# Run python CODE with `docs`, the YAML documents of FILES; a failed assert
+# prints its message alone.
+yaml_py() { # code files...
     local code=$1
     shift
-    python3 - "$@" <<PY
-import sys, yaml
+    YAML_PY_CODE=$code python3 -c '
+import os, sys, yaml
 docs = []
 for path in sys.argv[1:]:
     docs.extend(d for d in yaml.safe_load_all(open(path)) if d is not None)
-$code
-PY
+try:
+    exec(os.environ["YAML_PY_CODE"])
+except AssertionError as e:
+    sys.exit("assertion failed: %s" % e)
+' "$@"
 }
 
 test_make_install_puts_binary_unit_and_man_page_under_prefix() {
