@@ -84,6 +84,71 @@ test_installed_unit_passes_systemd_analyze_verify_and_security() {
         fail "systemd-analyze security: exposure above 2.0: $(echo "$out" | tail -n 1)"
 }
 
+# The system calls in a systemd filter expression (@group or name),
+# expanded recursively.
+syscall_set() { # @group
+    systemd-analyze syscall-filter "$1" | awk '/^    [@a-z]/ {print $1}' | while read -r s; do
+        case $s in
+        @*) syscall_set "$s" ;;
+        *) echo "$s" ;;
+        esac
+    done
+}
+
+test_service_stays_within_the_units_system_call_filter_and_restrictions() {
+    # The unit's SystemCallFilter=, RestrictAddressFamilies= and
+    # MemoryDenyWriteExecute= would kill or refuse the service at the first
+    # call outside them; systemd cannot run here, so strace records every
+    # call of a real run (start, migrate, consume, serve /metrics, SIGTERM)
+    # and each is checked against the unit. The release binary: the
+    # sanitizers' own calls are not the service's.
+    local rel=$BIN
+    ldd "$BIN" | grep -qE 'lib(asan|tsan)' && rel=$(dirname "$BUILD")/storage-consumer
+    [ -x "$rel" ] || fail "no release build at $rel (make all)"
+    local unit=$DEPLOY/storage-consumer.service
+    grep -qx 'SystemCallFilter=@system-service' "$unit" || fail "the unit's filter changed: update this test"
+    grep -qx 'SystemCallFilter=~@privileged @resources' "$unit" || fail "the unit's deny list changed: update this test"
+    grep -qx 'RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK' "$unit" ||
+        fail "the unit's address families changed: update this test"
+    begin_test syscalls
+    local APP=com.example.syscalls port vars spid child rc=0
+    register_apps "$APP"
+    gen_reviews 1 20 | produce "$TOPIC_REVIEWS"
+    port=$(free_port)
+    mapfile -t vars < <(svc_env syscalls)
+    env -i "${vars[@]}" STORAGE_METRICS_ADDR="127.0.0.1:$port" \
+        strace -f -qq -o "$WORK/syscalls.trace" "$rel" run >"$WORK/syscalls.log" 2>&1 &
+    spid=$!
+    # On the way out: the traced service killed (by its id) if still there;
+    # end_test sees the test's own status.
+    trap 'rc_=$?; c=$(ps --ppid '"$spid"' -o pid= | tr -d " "); [ -z "$c" ] || kill -KILL $c; (exit $rc_); end_test' EXIT
+    wait_for_sql "SELECT count(*) FROM reviews" 20
+    http_get "$port" /metrics | grep -q storage_consumer_ || fail "no metrics from the traced service"
+    child=$(ps --ppid "$spid" -o pid= | tr -d ' ')
+    [ -n "$child" ] || fail "the traced service is gone: $(tail -n 5 "$WORK/syscalls.log")"
+    kill -TERM "$child"
+    wait "$spid" || rc=$?
+    assert_eq 0 "$rc" "exit code of the traced service: $(tail -n 3 "$WORK/syscalls.log")"
+
+    local allowed denied used name bad=""
+    allowed=$(syscall_set @system-service | sort -u)
+    denied=$( (syscall_set @privileged; syscall_set @resources) | sort -u)
+    used=$(sed -E 's/^[0-9]+ +//' "$WORK/syscalls.trace" | grep -oE '^[a-z_0-9]+\(' | tr -d '(' | sort -u)
+    [ "$(echo "$used" | wc -l)" -gt 20 ] || fail "strace recorded too little: $used"
+    for name in $used; do
+        [ "$name" = execve ] && continue # strace's own start of the binary; systemd's too
+        if ! echo "$allowed" | grep -qx "$name"; then bad="$bad $name(not in @system-service)"; fi
+        if echo "$denied" | grep -qx "$name"; then bad="$bad $name(denied)"; fi
+    done
+    [ -z "$bad" ] || fail "system calls the unit's SystemCallFilter= refuses:$bad"
+    if grep -E '^[0-9]+ +(mmap|mprotect|pkey_mprotect)\(' "$WORK/syscalls.trace" | grep -E 'PROT_WRITE' | grep -q 'PROT_EXEC'; then
+        fail "writable and executable memory (MemoryDenyWriteExecute=): $(grep -E 'PROT_WRITE\|PROT_EXEC|PROT_EXEC.*PROT_WRITE' "$WORK/syscalls.trace" | head -n 2)"
+    fi
+    if grep -E '^[0-9]+ +socket(pair)?\(' "$WORK/syscalls.trace" | grep -vqE '\((AF_INET|AF_INET6|AF_UNIX|AF_NETLINK),'; then
+        fail "an address family outside RestrictAddressFamilies=: $(grep -E '^[0-9]+ +socket(pair)?\(' "$WORK/syscalls.trace" | grep -vE '\((AF_INET|AF_INET6|AF_UNIX|AF_NETLINK),' | head -n 2)"
+    fi
+}
+
 test_unit_stops_with_sigterm_and_waits_longer_than_the_shutdown_timeout() {
     local unit=$DEPLOY/storage-consumer.service shutdown stop d
     shutdown=$(setting_default STORAGE_SHUTDOWN_TIMEOUT_SECONDS)
@@ -94,7 +159,7 @@ test_unit_stops_with_sigterm_and_waits_longer_than_the_shutdown_timeout() {
     for d in KillSignal=SIGTERM Restart=on-failure RestartPreventExitStatus=2 \
         EnvironmentFile=/etc/storage-consumer/storage-consumer.env NoNewPrivileges=yes ProtectSystem=strict \
         ProtectHome=yes PrivateTmp=yes MemoryDenyWriteExecute=yes SystemCallFilter=@system-service \
-        "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX" DynamicUser=yes; do
+        "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK" DynamicUser=yes; do
         grep -qxF "$d" "$unit" || fail "$unit lacks $d"
     done
 }
