@@ -165,8 +165,9 @@ install: $(INSTALL_BIN)
 # make image-test: builds deploy/Containerfile FROM a debootstrapped Debian 12
 # (cached in $(BUILD)/image) and runs the image's binary against the test
 # PostgreSQL and broker (tests/image/run.sh). Minutes, so not in make test.
-image-test: all
+image-test:
 	scripts/install-deps.sh image
+	$(MAKE) all
 	tests/image/run.sh $(BUILD)
 
 clean:

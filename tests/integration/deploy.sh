@@ -96,9 +96,9 @@ syscall_set() { # @group
 }
 
 test_service_stays_within_the_units_system_call_filter_and_restrictions() {
-    # The unit's SystemCallFilter=, RestrictAddressFamilies= and
-    # MemoryDenyWriteExecute= would kill or refuse the service at the first
-    # call outside them; systemd cannot run here, so strace records every
+    # The unit's SystemCallFilter=, RestrictAddressFamilies=,
+    # MemoryDenyWriteExecute= and file system protections would kill or
+    # refuse the service at the first call outside them; systemd cannot run here, so strace records every
     # call of a real run (start, migrate, consume, serve /metrics, SIGTERM)
     # and each is checked against the unit. The release binary: the
     # sanitizers' own calls are not the service's.
@@ -144,6 +144,23 @@ test_service_stays_within_the_units_system_call_filter_and_restrictions() {
     if grep -E '^[0-9]+ +(mmap|mprotect|pkey_mprotect)\(' "$WORK/syscalls.trace" | grep -E 'PROT_WRITE' | grep -q 'PROT_EXEC'; then
         fail "writable and executable memory (MemoryDenyWriteExecute=): $(grep -E 'PROT_WRITE\|PROT_EXEC|PROT_EXEC.*PROT_WRITE' "$WORK/syscalls.trace" | head -n 2)"
     fi
+    # ProtectSystem=strict, ProtectHome=, ProcSubset=pid: nothing written
+    # outside /tmp (PrivateTmp=), the runtime directory and /dev/null, nothing
+    # read under /home or /root, nothing of /proc but the process's own
+    # (glibc's malloc reads /proc/sys/vm/overcommit_memory and, refused,
+    # keeps its default: harmless).
+    local paths
+    paths=$(grep -E '^[0-9]+ +(openat|open|mkdir|mkdirat|creat|unlink|unlinkat|rename|renameat2?|utimensat)\(' \
+        "$WORK/syscalls.trace" | grep -v ' = -1 ' || true)
+    local written
+    written=$(echo "$paths" | grep -E 'O_WRONLY|O_RDWR|O_CREAT|mkdir|creat\(|unlink|rename|utimensat' |
+        grep -oE '"[^"]*"' | tr -d '"' | grep -vE '^(/tmp/|/run/storage-consumer|/dev/null$)' | sort -u || true)
+    [ -z "$written" ] || fail "writes outside what ProtectSystem=strict leaves writable: $written"
+    local hidden
+    hidden=$(echo "$paths" | grep -oE '"[^"]*"' | tr -d '"' |
+        grep -E '^(/home|/root|/proc/)' | grep -vE '^/proc/(self|thread-self|[0-9]+)(/|$)' |
+        grep -vx /proc/sys/vm/overcommit_memory | sort -u || true)
+    [ -z "$hidden" ] || fail "reads what ProtectHome= or ProcSubset=pid hide: $hidden"
     if grep -E '^[0-9]+ +socket(pair)?\(' "$WORK/syscalls.trace" | grep -vqE '\((AF_INET|AF_INET6|AF_UNIX|AF_NETLINK),'; then
         fail "an address family outside RestrictAddressFamilies=: $(grep -E '^[0-9]+ +socket(pair)?\(' "$WORK/syscalls.trace" | grep -vE '\((AF_INET|AF_INET6|AF_UNIX|AF_NETLINK),' | head -n 2)"
     fi
