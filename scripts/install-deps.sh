@@ -9,10 +9,10 @@
 set -eu
 
 # The deploy suite checks deploy/ with systemd-analyze, promtool, a YAML
-# parser and groff/man.
+# parser, groff/man, and strace (a run against the unit's sandbox).
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
 postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev
-systemd prometheus python3-yaml groff-base man-db"
+systemd prometheus python3-yaml groff-base man-db strace"
 
 case "${1:-}" in
 "") ;;
