@@ -55,8 +55,8 @@ fi
 step "built in $((SECONDS - build_started)) s"
 
 # A container's root file system (the image's layers and a writable one on
-# top), mounted without starting the container: podman run does not start
-# on these machines, chroot does the rest.
+# top), mounted without starting the container: where podman run cannot
+# start one (cgroups in hybrid mode, rlimits refused), chroot does the rest.
 container=$(podman create --name storage-consumer-image-test --replace "$image") || exit 1
 ROOT=$(podman mount "$container") || exit 1
 export ROOT IMAGE=$image CONTAINER=$container
