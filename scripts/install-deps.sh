@@ -9,10 +9,11 @@
 set -eu
 
 # The deploy suite checks deploy/ with systemd-analyze, promtool, a YAML
-# parser, groff/man, and strace (a run against the unit's sandbox).
+# parser, docker-compose (the Compose schema; no engine needed), groff/man, and
+# strace (a run against the unit's sandbox).
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
 postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev
-systemd prometheus python3-yaml groff-base man-db strace"
+systemd prometheus python3-yaml docker-compose groff-base man-db strace"
 
 case "${1:-}" in
 "") ;;

@@ -241,6 +241,10 @@ for name, value in env.items():
 
 test_compose_starts_the_service_after_migrate_succeeded() {
     local out
+    # The Compose file schema, by a Compose implementation (docker-compose
+    # validates without a container engine).
+    out=$(cd "$DEPLOY" && POSTGRES_PASSWORD=x docker-compose -f compose.yaml config -q 2>&1) ||
+        fail "docker-compose config: $out"
     out=$(yaml_py '
 s = docs[0]["services"]
 for name in ("postgres", "kafka", "migrate", "storage-consumer"):
