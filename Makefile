@@ -34,7 +34,7 @@ MAIN_SRC := src/main.c
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all clean test deps sanitize tsan demo fuzz bench bench-bins reliability
+.PHONY: all clean test deps sanitize tsan demo fuzz bench bench-bins reliability install image-test
 
 all: $(BUILD)/storage-consumer $(BUILD)/kafka-mock-broker
 
@@ -142,6 +142,33 @@ bench-bins: all $(BUILD)/bench/bare_pg $(BUILD)/bench/latency
 bench: deps
 	$(MAKE) bench-bins
 	BUILD=$(BUILD) bench/run.sh
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, its man page and
+# the systemd unit, whose ExecStart names the installed binary
+# (docs/DESIGN.md: Deployment).
+PREFIX  ?= /usr/local
+BINDIR  := $(PREFIX)/bin
+MANDIR  := $(PREFIX)/share/man
+UNITDIR := $(PREFIX)/lib/systemd/system
+
+# INSTALL_BIN: the binary to install (the release build by default).
+INSTALL_BIN ?= $(BUILD)/storage-consumer
+
+install: $(INSTALL_BIN)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR)
+	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/storage-consumer
+	install -m 0644 docs/storage-consumer.1 $(DESTDIR)$(MANDIR)/man1/storage-consumer.1
+	sed 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' deploy/storage-consumer.service \
+	    >$(DESTDIR)$(UNITDIR)/storage-consumer.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/storage-consumer.service
+
+# make image-test: builds deploy/Containerfile FROM a debootstrapped Debian 12
+# (cached in $(BUILD)/image) and runs the image's binary against the test
+# PostgreSQL and broker (tests/image/run.sh). Minutes, so not in make test.
+image-test:
+	scripts/install-deps.sh image
+	$(MAKE) all
+	tests/image/run.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

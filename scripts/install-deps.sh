@@ -2,10 +2,24 @@
 # Installs the Debian packages storage-consumer needs to build, test and run
 # its demo. Does nothing when they are all present, so `make test` can call
 # it every time.
+#
+#   scripts/install-deps.sh         build, tests, demo
+#   scripts/install-deps.sh image   those, and what make image-test needs to
+#                                   build and open the container image
 set -eu
 
+# The deploy suite checks deploy/ with systemd-analyze, promtool, a YAML
+# parser, docker-compose (the Compose schema; no engine needed), groff/man, and
+# strace (a run against the unit's sandbox).
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
-postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev"
+postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev
+systemd prometheus python3-yaml docker-compose groff-base man-db strace"
+
+case "${1:-}" in
+"") ;;
+image) PACKAGES="$PACKAGES debootstrap podman uidmap fuse-overlayfs" ;;
+*) echo "usage: scripts/install-deps.sh [image]" >&2; exit 2 ;;
+esac
 
 missing=""
 for p in $PACKAGES; do
