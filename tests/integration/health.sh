@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Heartbeats, `storage-consumer health` and scripts/healthcheck.sh (DESIGN.md: Supervisor, health, shutdown).
+# Heartbeats, `storage-consumer health` (DESIGN.md: Supervisor, health, shutdown).
 . "$(dirname "$0")/lib.sh"
 
 pg_start
@@ -27,19 +27,11 @@ test_health_is_ok_while_every_pipeline_runs_and_unhealthy_after_stop() {
     assert_contains "$out" "app-stats: healthy"
     assert_contains "$out" "reviews: healthy"
     assert_contains "$out" "network-metrics: healthy"
-    # The container health check script says the same.
-    local vars
-    mapfile -t vars < <(svc_env hb)
-    env "${vars[@]}" HEALTHCHECK_BIN="$BIN" "$TOP/scripts/healthcheck.sh" >/dev/null ||
-        fail "healthcheck.sh reported unhealthy while running"
     assert_eq 0 "$(svc_stop hb)" "exit code"
     sleep 2.2
     out=$(health hb STORAGE_HEALTH_MAX_AGE_SECONDS=1)
     assert_eq 1 "${out%%:*}" "health exit code after stop: $out"
     assert_contains "$out" "reviews: unhealthy"
-    if env "${vars[@]}" STORAGE_HEALTH_MAX_AGE_SECONDS=1 HEALTHCHECK_BIN="$BIN" "$TOP/scripts/healthcheck.sh" >/dev/null; then
-        fail "healthcheck.sh reported healthy after stop"
-    fi
 }
 
 test_health_checks_only_the_pipelines_this_process_runs() {
@@ -95,7 +87,7 @@ test_health_reports_a_cleanly_stopped_process_unhealthy_at_once() {
     fresh_schema health_stopped
     fresh_topics health5
     svc_start stopped
-    local out vars rc=0 p
+    local out p
     out=$(wait_healthy stopped)
     assert_eq 0 "${out%%:*}" "health while running: $out"
     assert_eq 0 "$(svc_stop stopped)" "exit code"
@@ -105,9 +97,6 @@ test_health_reports_a_cleanly_stopped_process_unhealthy_at_once() {
         assert_contains "$out" "$p: unhealthy (stopped at "
     done
     assert_contains "$out" "result=clean"
-    mapfile -t vars < <(svc_env stopped)
-    env "${vars[@]}" HEALTHCHECK_BIN="$BIN" "$TOP/scripts/healthcheck.sh" >/dev/null || rc=$?
-    assert_eq 1 "$rc" "healthcheck.sh right after a clean stop"
 }
 
 # A failed pipeline stops the process (exit 1): unhealthy at once, the
