@@ -67,12 +67,13 @@ int env_file_parse_line(char *line, char **name, char **value, char *why, size_t
         /* Unquoted: taken as written, trailing whitespace trimmed. */
         size_t len = strlen(p);
         while (len > 0 && blank(p[len - 1])) p[--len] = '\0';
-        if (len > 0 && p[len - 1] == '\\')
+        /* systemd takes a backslash here as an escape (at the end of the
+         * line: a continuation), Docker keeps it: refused, not guessed. A
+         * quote past the first character is literal to both. */
+        if (strchr(p, '\\'))
             return malformed(why, whylen,
-                             "a line ending in a backslash (systemd would join it with the next line, Docker "
-                             "would keep the backslash): quote the value");
-        if (strchr(p, '"') || strchr(p, '\''))
-            return malformed(why, whylen, "a quote inside an unquoted value: quote the whole value");
+                             "a backslash in an unquoted value (systemd reads it as an escape, Docker keeps "
+                             "it): single-quote the value");
         *name = start;
         *value = v;
         return 1;

@@ -110,6 +110,12 @@ static int ensure_schema(const settings_t *s, bool migrate)
     if (missing > 0 && migrate) {
         int applied = migrate_apply(conn, err, sizeof err);
         if (applied >= 0) LOG_INFO("migrate", "schema is current applied=%d total=%u", applied, migration_count);
+        /* 42501: insufficient privilege, a runtime role without DDL rights. */
+        if (applied < 0 && strstr(err, "42501"))
+            snprintf(err + strlen(err), sizeof err - strlen(err),
+                     " (%s missing; a role without DDL rights: apply them with `storage-consumer migrate` as "
+                     "the migration role and run with STORAGE_MIGRATE=off)",
+                     pending);
         missing = applied < 0 ? -1 : 0;
     } else if (missing > 0) {
         snprintf(err, sizeof err,
@@ -202,6 +208,9 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     log_configure(settings.log_level, settings.log_format);
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "STORAGE_", 8) == 0 && settings_is_kubernetes_service_variable(*e))
+            LOG_DEBUG("settings", "ignoring %.*s: a variable Kubernetes sets for a Service", (int)strcspn(*e, "="), *e);
     /* librdkafka's own messages (its log, its errors) may quote a secret
      * property's value: the log, and the commands' error messages, redact
      * those values wherever they turn up. */

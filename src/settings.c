@@ -322,10 +322,7 @@ static int reject_unknown_variables(loader_t *l)
             if (strlen(settings_catalog[i].name) == n && strncmp(*e, settings_catalog[i].name, n) == 0)
                 known = 1;
         if (known) continue;
-        if (settings_is_kubernetes_service_variable(*e)) {
-            LOG_DEBUG("settings", "ignoring %.*s: a variable Kubernetes sets for a Service", (int)n, *e);
-            continue;
-        }
+        if (settings_is_kubernetes_service_variable(*e)) continue; /* main logs it at debug */
         return fail(l, "%.*s: unknown setting (a misspelt variable would be silently ignored)", (int)n, *e);
     }
     return 0;

@@ -94,7 +94,7 @@ test_kubernetes_service_variables_are_ignored() {
     fresh_db config_k8s
     create_applications_table
     local out rc=0
-    out=$(run_clean STORAGE_DATABASE_URL="$DB" \
+    out=$(run_clean STORAGE_DATABASE_URL="$DB" STORAGE_LOG_LEVEL=debug \
         STORAGE_SERVICE_HOST=10.96.0.12 STORAGE_SERVICE_PORT=9100 STORAGE_PORT=tcp://10.96.0.12:9100 \
         STORAGE_CONSUMER_SERVICE_HOST=10.96.0.13 STORAGE_CONSUMER_SERVICE_PORT=9100 \
         STORAGE_CONSUMER_SERVICE_PORT_METRICS=9100 STORAGE_CONSUMER_PORT=tcp://10.96.0.13:9100 \
@@ -103,6 +103,7 @@ test_kubernetes_service_variables_are_ignored() {
         "$BIN" migrate 2>&1) || rc=$?
     assert_eq 0 "$rc" "exit code: $out"
     assert_contains "$out" "schema is current"
+    assert_contains "$out" "ignoring STORAGE_CONSUMER_PORT_9100_TCP_ADDR: a variable Kubernetes sets"
 }
 
 test_a_misspelt_setting_still_stops_start_up() {

@@ -487,6 +487,7 @@ test_a_runtime_role_meets_a_schema_that_is_behind() {
         STORAGE_HEARTBEAT_DIR="$WORK/hb-behind" timeout 60 "$BIN" run 2>&1) || rc=$?
     assert_eq 1 "$rc" "exit code of run with STORAGE_MIGRATE=auto: $out"
     assert_contains "$out" "permission denied"
+    assert_contains "$out" "0006_consumer_offsets.sql missing; a role without DDL rights"
     # --no-migrate belongs to run alone.
     rc=0
     out=$(env STORAGE_DATABASE_URL="$DB" "$BIN" migrate --no-migrate 2>&1) || rc=$?

@@ -94,6 +94,8 @@ static void test_env_file_unquoted_value_is_taken_as_written_with_trailing_white
     expect_assignment("STORAGE_DATABASE_URL=host=db port=5432   \t", "STORAGE_DATABASE_URL", "host=db port=5432");
     expect_assignment("A=a#b ; c", "A", "a#b ; c");
     expect_assignment("A=", "A", "");
+    /* A quote past the first character is no quoting (systemd and Docker agree). */
+    expect_assignment("A=it's \"x\"", "A", "it's \"x\"");
 }
 
 static void test_env_file_variables_are_never_expanded(void **state)
@@ -114,8 +116,8 @@ static void test_env_file_malformed_lines_are_refused(void **state)
     expect_malformed("A='open", "unterminated single quote");
     expect_malformed("A=\"open", "unterminated double quote");
     expect_malformed("A=\"a\" b", "after the closing quote");
-    expect_malformed("A=a\"b", "quote inside an unquoted value");
     expect_malformed("A=continued \\", "backslash");
+    expect_malformed("A=C:\\temp", "backslash");
 }
 
 int main(void)
