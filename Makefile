@@ -22,7 +22,7 @@ CORE_LIBS := $(shell pkg-config --libs jansson 2>/dev/null) -lm
 BUILD   ?= build
 
 # The core knows neither Kafka nor PostgreSQL: unit tests link only these.
-CORE_SRC := src/log.c src/settings.c src/core/timestamp.c src/core/decode.c \
+CORE_SRC := src/log.c src/settings.c src/env_file.c src/core/timestamp.c src/core/decode.c \
             src/core/pipeline.c src/core/retry.c src/core/batch.c src/core/app_cache.c src/core/utf8.c \
             src/core/clock.c src/worker.c src/metrics.c
 APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/store.c src/pg/dead_letters.c src/pg/offsets.c \

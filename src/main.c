@@ -1,12 +1,14 @@
 /* storage-consumer — Kafka topics into PostgreSQL, nothing lost, nothing
  * duplicated. main parses the command line and the settings and decides the
  * exit code; the work is done by the modules it calls. */
-#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "env_file.h"
 #include "exit_code.h"
 #include "kafka/conf.h"
 #include "log.h"
@@ -25,14 +27,19 @@ extern char **environ;
 static void usage(FILE *out)
 {
     fputs("usage: storage-consumer [--env-file PATH] [COMMAND]\n"
+          "       storage-consumer --version | -V\n"
           "\n"
           "Consumes the app-stats, reviews and network-metrics topics and stores every\n"
           "message in PostgreSQL: offsets move only after the rows are committed, and\n"
           "every write is idempotent, so redelivery never duplicates a row.\n"
           "\n"
           "commands:\n"
-          "  run         (the default) apply migrations, then consume until SIGTERM/SIGINT;\n"
-          "              exits 1 if any pipeline fails, so the orchestrator restarts it\n"
+          "  run [--no-migrate]\n"
+          "              (the default) apply pending migrations, then consume until\n"
+          "              SIGTERM/SIGINT; exits 1 if any pipeline fails, so the orchestrator\n"
+          "              restarts it. A current schema is only read (no DDL); with\n"
+          "              --no-migrate or STORAGE_MIGRATE=off a schema that is behind exits 1\n"
+          "              naming the missing migrations\n"
           "  migrate     apply the schema migrations and exit\n"
           "  health      exit 0 if every enabled pipeline runs with a fresh heartbeat,\n"
           "              else 1 (a stopped pipeline at once, a killed one once stale)\n"
@@ -45,101 +52,112 @@ static void usage(FILE *out)
           "  dead-letters list|show ID|redrive [--pipeline P] [--type T] [--dry-run]\n"
           "              inspect dead letters; redrive stores those that now succeed and\n"
           "              marks them resolved (`dead-letters --help` for details)\n"
-          "  version     print the version and exit\n"
+          "  version     print the version and those of the libraries, and exit\n"
           "  --help      this text\n"
           "\n"
           "options:\n"
-          "  --env-file PATH   read NAME=value lines (# comments) into the environment\n"
-          "                    first; variables already set in the environment win\n"
+          "  --env-file PATH   read NAME=value lines into the environment first (the\n"
+          "                    rules: README.md); variables already set in the\n"
+          "                    environment win\n"
+          "  --version, -V     same as the version command\n"
           "\n"
           "Settings come from STORAGE_* environment variables (see README.md).\n"
-          "exit codes: 0 clean stop, 1 runtime failure, 2 configuration or usage error\n",
+          "exit codes: 0 clean stop, 1 runtime failure, 2 configuration or usage error\n"
+          "\n",
           out);
+    settings_print_catalog(out);
 }
 
-/* Load NAME=value lines into the environment without overriding variables
- * that are already set: the explicit environment beats the file. */
-static int load_env_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char line[8192];
-    int lineno = 0;
-    if (!f) {
-        fprintf(stderr, "storage-consumer: --env-file %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    while (fgets(line, sizeof line, f)) {
-        lineno++;
-        char *p = line;
-        size_t n = strlen(p);
-        while (n > 0 && (p[n - 1] == '\n' || p[n - 1] == '\r')) p[--n] = '\0';
-        while (*p == ' ' || *p == '\t') p++;
-        if (*p == '\0' || *p == '#') continue;
-        if (strncmp(p, "export ", 7) == 0) p += 7;
-        char *eq = strchr(p, '=');
-        if (!eq || eq == p) {
-            fprintf(stderr, "storage-consumer: --env-file %s:%d: expected NAME=value\n", path, lineno);
-            fclose(f);
-            return -1;
-        }
-        *eq = '\0';
-        char *value = eq + 1;
-        n = strlen(value);
-        if (n >= 2 && (value[0] == '"' || value[0] == '\'') && value[n - 1] == value[0]) {
-            value[n - 1] = '\0';
-            value++;
-        }
-        setenv(p, value, 0);
-    }
-    fclose(f);
-    return 0;
-}
-
-static int cmd_migrate(const settings_t *s, bool quiet_when_current)
+/* Connect for the schema's work: no statement timeout, since a migration
+ * building an index on a large table, or a second instance waiting on the
+ * advisory lock, may take long. */
+static db_conn_t *schema_connect(const settings_t *s)
 {
     char err[2048];
-    char *masked = db_mask_conninfo(s->database_url);
-    /* No statement timeout: a migration building an index on a large table,
-     * or a second instance waiting on the advisory lock, may take long. */
     db_conn_t *conn = db_connect(s->database_url, 0, 0, err, sizeof err);
     if (!conn) {
+        char *masked = db_mask_conninfo(s->database_url);
         LOG_ERROR("migrate", "cannot connect to PostgreSQL (%s): %s", masked, err);
         free(masked);
-        return EXIT_FAILED;
     }
-    free(masked);
+    return conn;
+}
+
+static int cmd_migrate(const settings_t *s)
+{
+    char err[2048];
+    db_conn_t *conn = schema_connect(s);
+    if (!conn) return EXIT_FAILED;
     int applied = migrate_apply(conn, err, sizeof err);
     db_close(conn);
     if (applied < 0) {
         LOG_ERROR("migrate", "%s", err);
         return EXIT_FAILED;
     }
-    if (applied > 0 || !quiet_when_current)
-        LOG_INFO("migrate", "schema is current applied=%d total=%u", applied, migration_count);
+    LOG_INFO("migrate", "schema is current applied=%d total=%u", applied, migration_count);
     return EXIT_OK;
 }
 
-static int cmd_run(const settings_t *s)
+/* Before run: the schema read first, without a lock or any DDL, so that a
+ * runtime role without CREATE starts against a current schema; pending
+ * migrations applied only when `migrate` (DESIGN.md: Least privilege). */
+static int ensure_schema(const settings_t *s, bool migrate)
 {
-    char err[1024];
-    char *masked;
-    if (kafka_conf_check(s, err, sizeof err)) {
-        fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
-        return EXIT_USAGE;
+    char err[2048], pending[1024];
+    db_conn_t *conn = schema_connect(s);
+    if (!conn) return EXIT_FAILED;
+    int missing = migrate_pending(conn, pending, sizeof pending, err, sizeof err);
+    if (missing > 0 && migrate) {
+        int applied = migrate_apply(conn, err, sizeof err);
+        if (applied >= 0) LOG_INFO("migrate", "schema is current applied=%d total=%u", applied, migration_count);
+        /* 42501: insufficient privilege, a runtime role without DDL rights. */
+        if (applied < 0 && strstr(err, "42501"))
+            snprintf(err + strlen(err), sizeof err - strlen(err),
+                     " (%s missing; a role without DDL rights: apply them with `storage-consumer migrate` as "
+                     "the migration role and run with STORAGE_MIGRATE=off)",
+                     pending);
+        missing = applied < 0 ? -1 : 0;
+    } else if (missing > 0) {
+        snprintf(err, sizeof err,
+                 "the schema is behind this release: %d migration(s) missing (%s); STORAGE_MIGRATE=off "
+                 "(or --no-migrate): apply them with `storage-consumer migrate` as the migration role",
+                 missing, pending);
+        missing = -1;
     }
-    masked = db_mask_conninfo(s->database_url);
+    db_close(conn);
+    if (missing < 0) {
+        LOG_ERROR("migrate", "%s", err);
+        return EXIT_FAILED;
+    }
+    return EXIT_OK;
+}
+
+static int cmd_run(const settings_t *s, bool migrate)
+{
+    char *masked = db_mask_conninfo(s->database_url);
     LOG_INFO("main", "storage-consumer %s starting database=\"%s\" kafka=%s", STORAGE_VERSION, masked,
              s->bootstrap_servers);
     free(masked);
-    /* A migration error exits 1 before any pipeline starts. */
-    if (cmd_migrate(s, true) != EXIT_OK) return EXIT_FAILED;
+    /* A schema that cannot be made current exits 1 before any pipeline starts. */
+    if (ensure_schema(s, migrate) != EXIT_OK) return EXIT_FAILED;
     return supervisor_run(s);
+}
+
+static void print_version(void)
+{
+    /* The libraries' versions as loaded at run time, not as compiled. */
+    printf("storage-consumer %s\n", STORAGE_VERSION);
+    printf("librdkafka %s\n", kafka_library_version());
+    printf("libpq %s\n", db_library_version());
+    printf("jansson %s\n", jansson_version_str());
+    printf("libmicrohttpd %s\n", MHD_get_version());
 }
 
 int main(int argc, char **argv)
 {
     const char *command = "run";
     int i = 1;
+    bool no_migrate = false;
     settings_t settings;
     char err[1024];
     int rc;
@@ -150,11 +168,19 @@ int main(int argc, char **argv)
                 fprintf(stderr, "storage-consumer: --env-file needs a path\n");
                 return EXIT_USAGE;
             }
-            if (load_env_file(argv[++i])) return EXIT_USAGE;
+            if (env_file_load(argv[++i], err, sizeof err)) {
+                fprintf(stderr, "storage-consumer: --env-file %s\n", err);
+                return EXIT_USAGE;
+            }
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 ||
                    strcmp(argv[i], "help") == 0) {
             usage(stdout);
             return EXIT_OK;
+        } else if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
+            print_version();
+            return EXIT_OK;
+        } else if (strcmp(argv[i], "--no-migrate") == 0) {
+            no_migrate = true;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "storage-consumer: unknown option %s\n", argv[i]);
             usage(stderr);
@@ -164,9 +190,16 @@ int main(int argc, char **argv)
             break;
         }
     }
+    /* run's own option may follow it. */
+    if (strcmp(command, "run") == 0)
+        for (; i < argc && strcmp(argv[i], "--no-migrate") == 0; i++) no_migrate = true;
+    if (no_migrate && strcmp(command, "run") != 0) {
+        fprintf(stderr, "storage-consumer: --no-migrate is an option of run, not of %s\n", command);
+        return EXIT_USAGE;
+    }
 
     if (strcmp(command, "version") == 0) {
-        printf("storage-consumer %s\n", STORAGE_VERSION);
+        print_version();
         return EXIT_OK;
     }
 
@@ -175,15 +208,24 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     log_configure(settings.log_level, settings.log_format);
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "STORAGE_", 8) == 0 && settings_is_kubernetes_service_variable(*e))
+            LOG_DEBUG("settings", "ignoring %.*s: a variable Kubernetes sets for a Service", (int)strcspn(*e, "="), *e);
     /* librdkafka's own messages (its log, its errors) may quote a secret
      * property's value: the log, and the commands' error messages, redact
      * those values wherever they turn up. */
     for (size_t k = 0; k < settings.kafka_property_count; k++)
         if (settings_kafka_property_is_secret(settings.kafka_properties[k].name))
             log_add_secret(settings.kafka_properties[k].value);
-    if (db_check_conninfo(settings.database_url)) {
-        /* libpq's own message would quote the URI, password included. */
-        fprintf(stderr, "storage-consumer: invalid setting: STORAGE_DATABASE_URL: not a valid libpq conninfo or URI\n");
+    /* Every configuration error exits 2 here, before any migration or
+     * connection (DESIGN.md: Settings catalog). */
+    if (db_check_conninfo(settings.database_url, err, sizeof err)) {
+        fprintf(stderr, "storage-consumer: invalid setting: STORAGE_DATABASE_URL: %s\n", err);
+        settings_free(&settings);
+        return EXIT_USAGE;
+    }
+    if (strcmp(command, "run") == 0 && kafka_conf_check(&settings, err, sizeof err)) {
+        fprintf(stderr, "storage-consumer: invalid setting: %s\n", err);
         settings_free(&settings);
         return EXIT_USAGE;
     }
@@ -209,9 +251,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "storage-consumer: unexpected argument %s\n", argv[i]);
         rc = EXIT_USAGE;
     } else if (strcmp(command, "run") == 0) {
-        rc = cmd_run(&settings);
+        rc = cmd_run(&settings, settings.migrate && !no_migrate);
     } else if (strcmp(command, "migrate") == 0) {
-        rc = cmd_migrate(&settings, false);
+        rc = cmd_migrate(&settings);
     } else if (strcmp(command, "health") == 0) {
         rc = supervisor_health(&settings);
     } else {

@@ -167,21 +167,148 @@ static int load_kafka_properties(loader_t *l, settings_t *s)
     return 0;
 }
 
-/* Every STORAGE_ variable we read. Anything else with the prefix is a typo,
- * and a typo silently ignored is a setting silently not applied. */
-static const char *const known_variables[] = {
-    "STORAGE_DATABASE_URL", "STORAGE_KAFKA_BOOTSTRAP_SERVERS", "STORAGE_PIPELINES",
-    "STORAGE_GROUP_PREFIX", "STORAGE_TOPIC_APP_STATS", "STORAGE_TOPIC_REVIEWS",
-    "STORAGE_TOPIC_NETWORK_METRICS", "STORAGE_MAX_POLL_RECORDS",
-    "STORAGE_MAX_POLL_RECORDS_APP_STATS", "STORAGE_MAX_POLL_RECORDS_REVIEWS",
-    "STORAGE_MAX_POLL_RECORDS_NETWORK_METRICS", "STORAGE_POLL_TIMEOUT_MS",
-    "STORAGE_MAX_POLL_INTERVAL_MS", "STORAGE_SESSION_TIMEOUT_MS", "STORAGE_AUTO_OFFSET_RESET",
-    "STORAGE_DB_RETRY_MAX_ATTEMPTS", "STORAGE_DB_RETRY_BASE_MS",
-    "STORAGE_DB_STATEMENT_TIMEOUT_MS", "STORAGE_COMMIT_TIMEOUT_MS",
-    "STORAGE_APPLICATION_CACHE_TTL_SECONDS", "STORAGE_SHUTDOWN_TIMEOUT_SECONDS",
-    "STORAGE_COMMIT_FAILURE_LIMIT", "STORAGE_HEARTBEAT_DIR", "STORAGE_HEALTH_MAX_AGE_SECONDS",
-    "STORAGE_LOG_LEVEL", "STORAGE_LOG_FORMAT", "STORAGE_METRICS_ADDR",
+/* Every STORAGE_ variable we read, with its default and what it does
+ * (DESIGN.md: Settings catalog). `--help` prints this table, and the
+ * unknown-variable check below derives from it: anything else with the
+ * prefix is a typo, and a typo silently ignored is a setting silently not
+ * applied. The per-pipeline variables are listed one by one. */
+const settings_doc_t settings_catalog[] = {
+    {"STORAGE_DATABASE_URL", "(libpq's PG* variables)", "libpq conninfo (host=... dbname=...) or URI (postgresql://...)"},
+    {"STORAGE_KAFKA_BOOTSTRAP_SERVERS", "localhost:9092", "Kafka brokers, host:port,..."},
+    {"STORAGE_PIPELINES", "app-stats,reviews,network-metrics", "the pipelines this process runs"},
+    {"STORAGE_GROUP_PREFIX", "storage-consumer", "consumer group = prefix + \".\" + pipeline"},
+    {"STORAGE_TOPIC_APP_STATS", "app-stats", "topic of the app-stats pipeline"},
+    {"STORAGE_TOPIC_REVIEWS", "reviews", "topic of the reviews pipeline"},
+    {"STORAGE_TOPIC_NETWORK_METRICS", "network-metrics", "topic of the network-metrics pipeline"},
+    {"STORAGE_MAX_POLL_RECORDS", "(per pipeline)", "batch size of every pipeline"},
+    {"STORAGE_MAX_POLL_RECORDS_APP_STATS", "200", "batch size of app-stats (beats the shared one)"},
+    {"STORAGE_MAX_POLL_RECORDS_REVIEWS", "500", "batch size of reviews (beats the shared one)"},
+    {"STORAGE_MAX_POLL_RECORDS_NETWORK_METRICS", "50", "batch size of network-metrics (beats the shared one)"},
+    {"STORAGE_POLL_TIMEOUT_MS", "1000", "how long a poll waits for the first record"},
+    {"STORAGE_MAX_POLL_INTERVAL_MS", "300000", "must hold the worst-case batch (checked at start)"},
+    {"STORAGE_SESSION_TIMEOUT_MS", "45000", "Kafka group session timeout"},
+    {"STORAGE_AUTO_OFFSET_RESET", "earliest", "where a new group starts: earliest or latest"},
+    {"STORAGE_DB_RETRY_MAX_ATTEMPTS", "5", "retries of a batch after a transient database error"},
+    {"STORAGE_DB_RETRY_BASE_MS", "1000", "first back-off between retries, doubled each time"},
+    {"STORAGE_DB_STATEMENT_TIMEOUT_MS", "15000", "per statement; one database attempt ends 1 s later"},
+    {"STORAGE_COMMIT_TIMEOUT_MS", "10000", "deadline of one offset commit"},
+    {"STORAGE_APPLICATION_CACHE_TTL_SECONDS", "300", "package name -> application id cache; 0: none"},
+    {"STORAGE_SHUTDOWN_TIMEOUT_SECONDS", "30", "time to finish the batch in flight and leave the group"},
+    {"STORAGE_COMMIT_FAILURE_LIMIT", "5", "offset commits failing in a row before exit 1"},
+    {"STORAGE_HEARTBEAT_DIR", "/tmp/storage-consumer", "one heartbeat file per pipeline"},
+    {"STORAGE_HEALTH_MAX_AGE_SECONDS", "90", "`health` reports a staler heartbeat as unhealthy"},
+    {"STORAGE_LOG_LEVEL", "info", "debug, info, warn or error"},
+    {"STORAGE_LOG_FORMAT", "text", "text or json"},
+    {"STORAGE_METRICS_ADDR", "(none)", "host:port of the Prometheus endpoint"},
+    {"STORAGE_MIGRATE", "auto", "run: auto applies pending migrations; off only checks the schema"},
 };
+const size_t settings_catalog_count = sizeof settings_catalog / sizeof settings_catalog[0];
+
+void settings_print_catalog(FILE *out)
+{
+    fputs("settings:\n", out);
+    for (size_t i = 0; i < settings_catalog_count; i++)
+        fprintf(out, "  %-40s  %s (default: %s)\n", settings_catalog[i].name, settings_catalog[i].description,
+                settings_catalog[i].default_value);
+    fprintf(out, "  %-40s  any librdkafka property, upper-cased, '.' as '_'\n", SETTINGS_RDKAFKA_PREFIX "<PROPERTY>");
+}
+
+static bool all_digits(const char *v)
+{
+    if (!*v) return false;
+    for (; *v; v++)
+        if (!isdigit((unsigned char)*v)) return false;
+    return true;
+}
+
+/* An IPv4 or IPv6 address as Kubernetes writes a cluster IP. */
+static bool ip_text(const char *v)
+{
+    if (!*v) return false;
+    for (; *v; v++)
+        if (!isxdigit((unsigned char)*v) && *v != '.' && *v != ':') return false;
+    return true;
+}
+
+/* "tcp", "udp" or "sctp" in [v, v+n). */
+static bool protocol(const char *v, size_t n, bool upper)
+{
+    static const char *const protos[] = {"tcp", "udp", "sctp"};
+    for (size_t i = 0; i < sizeof protos / sizeof protos[0]; i++)
+        if (n == strlen(protos[i]) && (upper ? strncasecmp(v, protos[i], n) == 0 && isupper((unsigned char)*v)
+                                             : strncmp(v, protos[i], n) == 0))
+            return true;
+    return false;
+}
+
+/* tcp://10.0.0.1:9100 or tcp://[fd00::1]:9100 */
+static bool port_url(const char *v)
+{
+    const char *sep = strstr(v, "://");
+    const char *colon = strrchr(v, ':');
+    if (!sep || !protocol(v, (size_t)(sep - v), false) || colon <= sep + 3 || !all_digits(colon + 1)) return false;
+    const char *host = sep + 3;
+    size_t n = (size_t)(colon - host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') host++, n -= 2;
+    char ip[64];
+    if (n == 0 || n >= sizeof ip) return false;
+    memcpy(ip, host, n);
+    ip[n] = '\0';
+    return ip_text(ip);
+}
+
+/* Whether `suffix` (from the '_' after the service's name to the '=') and
+ * `value` have the shape of one of the variables Kubernetes sets. */
+static bool kubernetes_shape(const char *suffix, size_t n, const char *value)
+{
+#define IS(lit) (n == sizeof lit - 1 && strncmp(suffix, lit, n) == 0)
+#define STARTS(lit) (n > sizeof lit - 1 && strncmp(suffix, lit, sizeof lit - 1) == 0)
+    if (IS("_SERVICE_HOST")) return ip_text(value);
+    if (IS("_SERVICE_PORT")) return all_digits(value);
+    if (IS("_PORT")) return port_url(value);
+    if (STARTS("_SERVICE_PORT_")) {
+        /* A port's name: lower-case letters, digits and '-', so upper-case
+         * letters, digits and '_' here. */
+        for (size_t i = sizeof "_SERVICE_PORT_" - 1; i < n; i++)
+            if (!isupper((unsigned char)suffix[i]) && !isdigit((unsigned char)suffix[i]) && suffix[i] != '_')
+                return false;
+        return all_digits(value);
+    }
+    if (STARTS("_PORT_")) {
+        /* _PORT_<N>_<PROTO>[_PROTO|_PORT|_ADDR] */
+        const char *p = suffix + sizeof "_PORT_" - 1, *end = suffix + n;
+        const char *num = p;
+        while (p < end && isdigit((unsigned char)*p)) p++;
+        if (p == num || p == end || *p != '_') return false;
+        const char *proto = ++p;
+        while (p < end && *p != '_') p++;
+        if (!protocol(proto, (size_t)(p - proto), true)) return false;
+        size_t left = (size_t)(end - p);
+        if (left == 0) return port_url(value);
+        if (left == 6 && strncmp(p, "_PROTO", 6) == 0) return protocol(value, strlen(value), false);
+        if (left == 5 && strncmp(p, "_PORT", 5) == 0)
+            return strlen(value) == (size_t)(proto - 1 - num) && strncmp(value, num, strlen(value)) == 0;
+        if (left == 5 && strncmp(p, "_ADDR", 5) == 0) return ip_text(value);
+    }
+    return false;
+#undef IS
+#undef STARTS
+}
+
+bool settings_is_kubernetes_service_variable(const char *entry)
+{
+    /* Kubernetes sets, for every Service of the namespace (its name
+     * upper-cased, '-' as '_'), <S>_SERVICE_HOST, <S>_SERVICE_PORT,
+     * <S>_SERVICE_PORT_<PORT NAME>, <S>_PORT, <S>_PORT_<N>_<PROTO> and
+     * <S>_PORT_<N>_<PROTO>_{PROTO,PORT,ADDR}, each with a value of its own
+     * shape (an IP, a port, tcp://IP:port). Both name and value must match:
+     * STORAGE_METRICS_PORT=9100 is no Service's variable. */
+    const char *eq = strchr(entry, '=');
+    if (!eq) return false;
+    for (const char *p = entry + 1; p < eq; p++)
+        if (*p == '_' && kubernetes_shape(p, (size_t)(eq - p), eq + 1)) return true;
+    return false;
+}
 
 static int reject_unknown_variables(loader_t *l)
 {
@@ -191,12 +318,12 @@ static int reject_unknown_variables(loader_t *l)
         if (strncmp(*e, SETTINGS_RDKAFKA_PREFIX, strlen(SETTINGS_RDKAFKA_PREFIX)) == 0) continue;
         size_t n = (size_t)(eq - *e);
         int known = 0;
-        for (size_t i = 0; i < sizeof known_variables / sizeof known_variables[0]; i++)
-            if (strlen(known_variables[i]) == n && strncmp(*e, known_variables[i], n) == 0)
+        for (size_t i = 0; i < settings_catalog_count; i++)
+            if (strlen(settings_catalog[i].name) == n && strncmp(*e, settings_catalog[i].name, n) == 0)
                 known = 1;
-        if (!known)
-            return fail(l, "%.*s: unknown setting (a misspelt variable would be silently ignored)",
-                        (int)n, *e);
+        if (known) continue;
+        if (settings_is_kubernetes_service_variable(*e)) continue; /* main logs it at debug */
+        return fail(l, "%.*s: unknown setting (a misspelt variable would be silently ignored)", (int)n, *e);
     }
     return 0;
 }
@@ -333,6 +460,13 @@ static int load(loader_t *l, settings_t *s)
     s->log_format = LOG_FORMAT_TEXT;
     if (v && log_format_parse(v, &s->log_format))
         return fail(l, "STORAGE_LOG_FORMAT=%s: must be text or json", v);
+
+    v = env_get(l, "STORAGE_MIGRATE");
+    s->migrate = true;
+    if (v && strcmp(v, "off") == 0)
+        s->migrate = false;
+    else if (v && strcmp(v, "auto") != 0)
+        return fail(l, "STORAGE_MIGRATE=%s: must be auto or off", v);
 
     v = env_get(l, "STORAGE_METRICS_ADDR");
     if (v) {

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core/pipeline.h"
 #include "log.h"
@@ -53,9 +54,34 @@ typedef struct {
     log_level_t log_level;
     log_format_t log_format;
     char *metrics_addr; /* NULL: no metrics endpoint */
+    bool migrate;       /* STORAGE_MIGRATE=auto (true) or off: run applies pending migrations */
     kafka_property_t *kafka_properties;
     size_t kafka_property_count;
 } settings_t;
+
+/* One setting of the catalog (DESIGN.md: Settings catalog). */
+typedef struct {
+    const char *name;          /* "STORAGE_DATABASE_URL" */
+    const char *default_value; /* as text */
+    const char *description;   /* one line */
+} settings_doc_t;
+
+/* Every STORAGE_ variable the service reads, each per-pipeline one listed
+ * on its own (STORAGE_RDKAFKA_<PROPERTY> aside): what --help prints and
+ * what the unknown-variable check accepts. */
+extern const settings_doc_t settings_catalog[];
+extern const size_t settings_catalog_count;
+
+/* "settings:", then one line per setting ("  NAME  description (default:
+ * ...)") and one for STORAGE_RDKAFKA_<PROPERTY>. */
+void settings_print_catalog(FILE *out);
+
+/* Whether `entry` ("NAME=value") is one of the variables Kubernetes sets
+ * for every Service of a namespace (<S>_SERVICE_HOST, <S>_PORT_9100_TCP_ADDR,
+ * ...), name and value both of their shape: a Service named storage or
+ * storage-consumer gives such variables a STORAGE_ prefix, and they are
+ * ignored rather than refused as unknown settings. */
+bool settings_is_kubernetes_service_variable(const char *entry);
 
 /* Parse and validate the variables in `envp` (a NULL-terminated array of
  * "NAME=value", as `environ`). On success returns 0 and `out` owns its

@@ -43,6 +43,15 @@ static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char 
     LOG_AT(lvl, "rdkafka", "%s: %s", fac, buf);
 }
 
+/* The STORAGE_RDKAFKA_ variable of librdkafka property `name`. */
+static void variable_of(const char *name, char *var, size_t len)
+{
+    size_t n = (size_t)snprintf(var, len, "%s", SETTINGS_RDKAFKA_PREFIX);
+    for (const char *p = name; *p && n + 1 < len; p++)
+        var[n++] = *p == '.' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+    var[n < len ? n : len - 1] = '\0';
+}
+
 rd_kafka_conf_t *kafka_conf_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -71,11 +80,7 @@ rd_kafka_conf_t *kafka_conf_new(const settings_t *s, pipeline_id_t id, char *err
     SET("queued.max.messages.kbytes", "16384", "(built in)");
     for (size_t i = 0; i < s->kafka_property_count; i++) {
         char var[256];
-        size_t n = 0;
-        n += (size_t)snprintf(var, sizeof var, "%s", SETTINGS_RDKAFKA_PREFIX);
-        for (const char *p = s->kafka_properties[i].name; *p && n + 1 < sizeof var; p++)
-            var[n++] = *p == '.' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
-        var[n] = '\0';
+        variable_of(s->kafka_properties[i].name, var, sizeof var);
         SET(s->kafka_properties[i].name, s->kafka_properties[i].value, var);
     }
 #undef SET
@@ -86,12 +91,61 @@ error:
     return NULL;
 }
 
+/* The check's trial handle talks to no broker: its log is debug detail. */
+static void on_check_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    (void)level;
+    LOG_DEBUG("rdkafka", "configuration check: %s: %s", fac, buf);
+}
+
 int kafka_conf_check(const settings_t *s, char *err, size_t errlen)
 {
-    rd_kafka_conf_t *conf = kafka_conf_new(s, PIPELINE_REVIEWS, err, errlen);
-    if (!conf) return -1;
+    /* Every rd_kafka_conf_set of every enabled pipeline's configuration
+     * (DESIGN.md: Settings catalog, refused at start). */
+    rd_kafka_conf_t *conf = NULL;
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        if (!s->pipeline_enabled[i]) continue;
+        rd_kafka_conf_t *c = kafka_conf_new(s, (pipeline_id_t)i, err, errlen);
+        if (!c) {
+            if (conf) rd_kafka_conf_destroy(conf);
+            return -1;
+        }
+        if (conf)
+            rd_kafka_conf_destroy(c);
+        else
+            conf = c;
+    }
+    /* What only creating a client checks: properties that contradict each
+     * other, files that cannot be read (ssl.*.location), mechanisms this
+     * build lacks. A trial consumer with no bootstrap servers reaches no
+     * broker and is gone at once. */
+    char why[512];
+    if (!conf && !(conf = kafka_conf_new(s, PIPELINE_REVIEWS, err, errlen))) return -1;
+    rd_kafka_conf_set_log_cb(conf, on_check_log);
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", "", why, sizeof why) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(err, errlen, "STORAGE_KAFKA_BOOTSTRAP_SERVERS: %s", why);
+        return -1;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
+    if (rk) {
+        rd_kafka_destroy(rk);
+        return 0;
+    }
     rd_kafka_conf_destroy(conf);
-    return 0;
+    log_redact(why, sizeof why); /* may quote a secret property's value */
+    /* Name the variable of the property librdkafka's reason names, the
+     * longest match first (ssl.keystore.location before ssl.key...). */
+    const char *named = NULL;
+    for (size_t i = 0; i < s->kafka_property_count; i++) {
+        const char *n = s->kafka_properties[i].name;
+        if (strstr(why, n) && (!named || strlen(n) > strlen(named))) named = n;
+    }
+    char var[256] = "STORAGE_RDKAFKA_*";
+    if (named) variable_of(named, var, sizeof var);
+    snprintf(err, errlen, "%s: librdkafka refuses the configuration: %s", var, why);
+    return -1;
 }
 
 rd_kafka_t *kafka_handle_new(const settings_t *s, pipeline_id_t id, kafka_rebalance_cb_t rebalance,
@@ -117,4 +171,9 @@ rd_kafka_t *kafka_handle_new(const settings_t *s, pipeline_id_t id, kafka_rebala
     /* A member's rebalances and errors come with its consumer poll. */
     if (rebalance) rd_kafka_poll_set_consumer(rk);
     return rk;
+}
+
+const char *kafka_library_version(void)
+{
+    return rd_kafka_version_str();
 }

@@ -9,8 +9,14 @@
 
 #include "settings.h"
 
-/* Validate the librdkafka pass-through properties without connecting.
- * Returns 0, or -1 naming the STORAGE_RDKAFKA_ variable at fault. */
+/* Validate the librdkafka configuration of every enabled pipeline without
+ * connecting: every rd_kafka_conf_set, built-in and STORAGE_RDKAFKA_, then
+ * a trial client that reaches no broker (what only creating a client
+ * checks: contradictions, unreadable files). Returns 0, or -1 naming the
+ * variable at fault, never a secret's value (DESIGN.md: Settings catalog). */
 int kafka_conf_check(const settings_t *s, char *err, size_t errlen);
+
+/* librdkafka's version as loaded at run time, e.g. "2.0.2". */
+const char *kafka_library_version(void);
 
 #endif

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,15 +29,84 @@ static void db_notice(void *arg, const char *message)
     LOG_DEBUG("postgres", "notice: %.*s", (int)strcspn(message, "\n"), message);
 }
 
-int db_check_conninfo(const char *conninfo)
+/* One of `allowed` (NULL-terminated). */
+static bool one_of(const char *v, const char *const *allowed)
 {
+    for (; *allowed; allowed++)
+        if (strcmp(v, *allowed) == 0) return true;
+    return false;
+}
+
+/* A comma-separated list of ports (one per host), each empty or 1..65535. */
+static bool valid_ports(const char *v)
+{
+    for (;;) {
+        const char *comma = strchr(v, ',');
+        size_t n = comma ? (size_t)(comma - v) : strlen(v);
+        long port = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (v[i] < '0' || v[i] > '9' || port > 65535) return false;
+            port = port * 10 + (v[i] - '0');
+        }
+        if (n > 0 && (port < 1 || port > 65535)) return false;
+        if (!comma) return true;
+        v = comma + 1;
+    }
+}
+
+static bool valid_integer(const char *v)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    return *v && *end == '\0' && errno == 0 && x >= 0 && x <= 2147483647L;
+}
+
+int db_check_conninfo(const char *conninfo, char *err, size_t errlen)
+{
+    static const char *const sslmodes[] = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL};
+    static const char *const gssencmodes[] = {"disable", "prefer", "require", NULL};
+    static const char *const channel_bindings[] = {"disable", "prefer", "require", NULL};
+    static const char *const session_attrs[] = {"any", "read-write", "read-only", "primary", "standby",
+                                                "prefer-standby", NULL};
     char *errmsg = NULL;
     PQconninfoOption *opts = PQconninfoParse(conninfo, &errmsg);
-    /* errmsg quotes the conninfo, password included: never show it. */
-    PQfreemem(errmsg);
-    if (!opts) return -1;
+    if (!opts) {
+        /* errmsg may quote the conninfo, password included: only the
+         * messages that quote a keyword alone are passed on. */
+        const char *why = errmsg && (strncmp(errmsg, "invalid connection option", 25) == 0 ||
+                                     strncmp(errmsg, "invalid URI query parameter", 27) == 0)
+                              ? errmsg
+                              : "not a valid libpq conninfo or URI";
+        snprintf(err, errlen, "%.*s", (int)strcspn(why, "\n"), why);
+        PQfreemem(errmsg);
+        return -1;
+    }
+    /* PQconninfoParse checks the syntax and the keywords, not the values:
+     * those would fail only at the first connection, after start-up. */
+    int rc = 0;
+    for (PQconninfoOption *o = opts; o->keyword && rc == 0; o++) {
+        if (!o->val) continue;
+        const char *k = o->keyword, *v = o->val, *expect = NULL;
+        if (strcmp(k, "port") == 0 && !valid_ports(v))
+            expect = "a port 1..65535 (a comma-separated list, one per host)";
+        else if (strcmp(k, "sslmode") == 0 && !one_of(v, sslmodes))
+            expect = "disable, allow, prefer, require, verify-ca or verify-full";
+        else if (strcmp(k, "gssencmode") == 0 && !one_of(v, gssencmodes))
+            expect = "disable, prefer or require";
+        else if (strcmp(k, "channel_binding") == 0 && !one_of(v, channel_bindings))
+            expect = "disable, prefer or require";
+        else if (strcmp(k, "target_session_attrs") == 0 && !one_of(v, session_attrs))
+            expect = "any, read-write, read-only, primary, standby or prefer-standby";
+        else if ((strcmp(k, "connect_timeout") == 0 || strncmp(k, "keepalives", 10) == 0) && !valid_integer(v))
+            expect = "a non-negative integer";
+        if (expect) {
+            snprintf(err, errlen, "%s=%s: expected %s", k, v, expect);
+            rc = -1;
+        }
+    }
     PQconninfoFree(opts);
-    return 0;
+    return rc;
 }
 
 PGconn *db_connect(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms, char *err,
@@ -53,10 +123,7 @@ PGconn *db_connect(const char *conninfo, int statement_timeout_ms, int64_t deadl
     const char *vals[] = {connect_timeout, conninfo, "storage-consumer", NULL};
     PGconn *conn;
 
-    if (db_check_conninfo(conninfo)) {
-        snprintf(err, errlen, "not a valid libpq conninfo or URI");
-        return NULL;
-    }
+    if (db_check_conninfo(conninfo, err, errlen)) return NULL;
     conn = PQconnectdbParams(keys, vals, 1);
     if (!conn) {
         snprintf(err, errlen, "out of memory creating a PostgreSQL connection");
@@ -304,6 +371,17 @@ void db_describe(PGconn *conn, const PGresult *res, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", state, msg);
     else
         snprintf(err, errlen, "%s", msg[0] ? msg : "connection lost");
+}
+
+const char *db_library_version(void)
+{
+    static char text[32];
+    int v = PQlibVersion(); /* 150018: 15.18; before 10, 90624: 9.6.24 */
+    if (v >= 100000)
+        snprintf(text, sizeof text, "%d.%d", v / 10000, v % 10000);
+    else
+        snprintf(text, sizeof text, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    return text;
 }
 
 char *db_mask_conninfo(const char *conninfo)

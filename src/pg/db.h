@@ -16,8 +16,14 @@
 /* A connection: libpq's PGconn, opaque outside src/pg/. */
 typedef struct pg_conn db_conn_t;
 
-/* 0 if `conninfo` parses as a libpq conninfo or URI, else -1. */
-int db_check_conninfo(const char *conninfo);
+/* 0 if `conninfo` parses as a libpq conninfo or URI whose port, sslmode,
+ * gssencmode, channel_binding, target_session_attrs, connect_timeout and
+ * keepalives* values libpq would accept; else -1 with the reason in `err`
+ * (a keyword and its value, never a password; DESIGN.md: Settings catalog). */
+int db_check_conninfo(const char *conninfo, char *err, size_t errlen);
+
+/* libpq's version as loaded at run time, e.g. "15.18" (a static string). */
+const char *db_library_version(void);
 
 /* A conninfo with any password replaced by "********", for logs. Returns a
  * string the caller frees. */

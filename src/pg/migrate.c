@@ -31,6 +31,16 @@ static int check_migration(PGconn *conn, const migration_t *m, migration_status_
     return 0;
 }
 
+/* An applied migration whose file changed since: refused, never skipped. */
+static int refuse_edited(const migration_t *m, const migration_status_t *ms, char *err, size_t errlen)
+{
+    snprintf(err, errlen,
+             "migration %s was edited after it was applied (applied checksum %s, file checksum %s): "
+             "restore the file and add a new migration instead",
+             m->name, ms->applied_checksum, ms->checksum);
+    return -1;
+}
+
 /* Runs inside the caller's transaction, under the advisory lock. */
 static int apply_all(PGconn *conn, char *err, size_t errlen)
 {
@@ -65,13 +75,7 @@ static int apply_all(PGconn *conn, char *err, size_t errlen)
         migration_status_t ms;
         if (check_migration(conn, m, &ms, err, errlen)) return -1;
         const char *checksum = ms.checksum;
-        if (ms.state == MIGRATION_EDITED) {
-            snprintf(err, errlen,
-                     "migration %s was edited after it was applied (applied checksum %s, file checksum %s): "
-                     "restore the file and add a new migration instead",
-                     m->name, ms.applied_checksum, checksum);
-            return -1;
-        }
+        if (ms.state == MIGRATION_EDITED) return refuse_edited(m, &ms, err, errlen);
         if (ms.state == MIGRATION_APPLIED) continue;
 
         if (db_command(conn, m->sql, 0, why, sizeof why, NULL)) {
@@ -156,4 +160,29 @@ void migrate_status_free(schema_status_t *status)
     free(status->unknown);
     free(status->migrations);
     memset(status, 0, sizeof *status);
+}
+
+int migrate_pending(db_conn_t *conn, char *pending, size_t plen, char *err, size_t errlen)
+{
+    schema_status_t st;
+    int count = 0;
+    size_t used = 0;
+    if (plen) pending[0] = '\0';
+    if (migrate_status(conn, &st, err, errlen)) {
+        migrate_status_free(&st);
+        return -1;
+    }
+    for (unsigned i = 0; i < migration_count; i++) {
+        if (st.tracked && st.migrations[i].state == MIGRATION_EDITED) {
+            refuse_edited(&migrations[i], &st.migrations[i], err, errlen);
+            migrate_status_free(&st);
+            return -1;
+        }
+        if (st.tracked && st.migrations[i].state == MIGRATION_APPLIED) continue;
+        count++;
+        if (used < plen)
+            used += (size_t)snprintf(pending + used, plen - used, "%s%s", used ? ", " : "", migrations[i].name);
+    }
+    migrate_status_free(&st);
+    return count;
 }

@@ -50,4 +50,11 @@ typedef struct {
 int migrate_status(db_conn_t *conn, schema_status_t *status, char *err, size_t errlen);
 void migrate_status_free(schema_status_t *status);
 
+/* Read-only, no lock taken, nothing created (DESIGN.md: Least privilege):
+ * the number of this binary's migrations the database lacks, their names
+ * comma-separated in `pending`; or -1 with the reason in `err` (the catalog
+ * cannot be read, an applied migration was edited). Needs only SELECT on
+ * storage_consumer_migrations. */
+int migrate_pending(db_conn_t *conn, char *pending, size_t plen, char *err, size_t errlen);
+
 #endif

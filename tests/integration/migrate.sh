@@ -9,6 +9,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 pg_start
+broker_start
 
 # The tables storage-consumer owns (DESIGN.md: Tables and natural keys) and its tracking table (DESIGN.md: Migrations).
 OWN_TABLES="app_stats reviews network_metrics dead_letter_events consumer_offsets storage_consumer_migrations"
@@ -409,6 +410,109 @@ test_an_invalid_setting_exits_2_naming_the_variable_before_touching_the_database
     assert_eq 2 "$rc" "exit status"
     assert_contains "$(cat "$WORK/badsetting.err")" "STORAGE_LOG_LEVEL"
     assert_eq "" "$(existing_own_tables)" "tables created despite an invalid setting"
+}
+
+# ---------------------------------------------------------------------------
+# Least privilege (DESIGN.md: Least privilege): a migration role owns the
+# schema, a runtime role has only the grants README.md lists.
+
+APP=com.example.leastprivilege
+
+# The GRANT statements of README.md's least-privilege section, for ROLE on
+# database DBNAME.
+readme_grants() { # role dbname
+    sed -n '/^<!-- runtime-grants -->$/,/^```$/p' "$TOP/README.md" | sed '1,2d;$d' |
+        sed "s/storage_runtime/$1/g; s/DATABASE analytics/DATABASE $2/g"
+}
+
+# A database (fresh_db NAME) whose schema the role NAME_migrator applied,
+# and a role NAME_runtime with README.md's grants and nothing else: neither
+# is a superuser, PostgreSQL 15 gives PUBLIC no CREATE on public, and
+# PUBLIC's TEMPORARY on the database is revoked.
+roles_db() { # name
+    fresh_db "$1"
+    create_applications_table
+    sql "CREATE ROLE ${1}_migrator LOGIN; CREATE ROLE ${1}_runtime LOGIN;
+         GRANT CREATE ON SCHEMA public TO ${1}_migrator;
+         GRANT REFERENCES, SELECT ON apps_registry_application TO ${1}_migrator"
+    local rc=0
+    env STORAGE_DATABASE_URL="$DB user=${1}_migrator" timeout 60 "$BIN" migrate >"$WORK/$1.migrate" 2>&1 || rc=$?
+    assert_eq 0 "$rc" "migrate as the migration role: $(cat "$WORK/$1.migrate")"
+    sql "REVOKE TEMPORARY ON DATABASE $1 FROM PUBLIC"
+    readme_grants "${1}_runtime" "$1" >"$WORK/$1.grants.sql"
+    [ -s "$WORK/$1.grants.sql" ] || fail "README.md has no runtime grants block"
+    psql "$DB" -X -q -v ON_ERROR_STOP=1 -f "$WORK/$1.grants.sql" >/dev/null || fail "the README's grants failed"
+    assert_eq "f" "$(sql "SELECT has_schema_privilege('${1}_runtime', 'public', 'CREATE')")" "the runtime role can create"
+}
+
+test_runtime_role_without_ddl_rights_stores_rows() {
+    begin_test lp_rows
+    roles_db lp_rows
+    register_apps "$APP"
+    { gen_reviews 1 20; echo '{"package_name":"'"$APP"'","review_id":"bad"}'; } | produce "$TOPIC_REVIEWS" -p 0
+    echo '{"package_name":"'"$APP"'","crawled_at":"2026-11-29T12:00:00Z","title":"t","score":4.5}' | produce "$TOPIC_APP_STATS" -p 1
+    start_service svc STORAGE_DATABASE_URL="$DB user=lp_rows_runtime"
+    wait_for_sql "SELECT (SELECT count(*) FROM reviews) || '/' || (SELECT count(*) FROM app_stats) || '/' || (SELECT count(*) FROM dead_letter_events)" "20/1/1" 60
+    wait_for_sql "SELECT count(*) > 0 FROM consumer_offsets" "t" 30
+    stop_clean svc
+    local log
+    log=$(cat "$(svc_log svc)")
+    case "$log" in *42501*|*"permission denied"*) fail "the runtime role lacked a privilege: $(grep -E '42501|permission denied' <<<"$log" | head -3)" ;; esac
+    case "$log" in *"applied migration"*) fail "run applied a migration" ;; esac
+    end_test
+}
+
+test_a_runtime_role_meets_a_schema_that_is_behind() {
+    roles_db lp_behind
+    # As if this binary were a release ahead of the database.
+    sql "DROP TABLE consumer_offsets; DELETE FROM storage_consumer_migrations WHERE name = '0006_consumer_offsets.sql'"
+    local out rc
+    for how in "--no-migrate" "STORAGE_MIGRATE=off"; do
+        rc=0
+        if [ "$how" = --no-migrate ]; then
+            out=$(env STORAGE_DATABASE_URL="$DB user=lp_behind_runtime" STORAGE_KAFKA_BOOTSTRAP_SERVERS="$BOOTSTRAP" \
+                STORAGE_HEARTBEAT_DIR="$WORK/hb-behind" timeout 60 "$BIN" run --no-migrate 2>&1) || rc=$?
+        else
+            out=$(env STORAGE_DATABASE_URL="$DB user=lp_behind_runtime" STORAGE_KAFKA_BOOTSTRAP_SERVERS="$BOOTSTRAP" \
+                STORAGE_HEARTBEAT_DIR="$WORK/hb-behind" "$how" timeout 60 "$BIN" run 2>&1) || rc=$?
+        fi
+        assert_eq 1 "$rc" "exit code with $how: $out"
+        assert_contains "$out" "1 migration(s) missing (0006_consumer_offsets.sql)" "with $how"
+        case "$out" in *42501*|*"permission denied"*) fail "run with $how attempted DDL: $out" ;; esac
+    done
+    # Left to migrate (the default), the runtime role tries and is refused:
+    # still exit 1, the privilege named.
+    rc=0
+    out=$(env STORAGE_DATABASE_URL="$DB user=lp_behind_runtime" STORAGE_KAFKA_BOOTSTRAP_SERVERS="$BOOTSTRAP" \
+        STORAGE_HEARTBEAT_DIR="$WORK/hb-behind" timeout 60 "$BIN" run 2>&1) || rc=$?
+    assert_eq 1 "$rc" "exit code of run with STORAGE_MIGRATE=auto: $out"
+    assert_contains "$out" "permission denied"
+    assert_contains "$out" "0006_consumer_offsets.sql missing; a role without DDL rights"
+    # --no-migrate belongs to run alone.
+    rc=0
+    out=$(env STORAGE_DATABASE_URL="$DB" "$BIN" migrate --no-migrate 2>&1) || rc=$?
+    assert_eq 2 "$rc" "migrate --no-migrate: $out"
+}
+
+test_run_against_a_current_schema_takes_no_migration_lock() {
+    fresh_db lp_lock
+    create_applications_table
+    migrate_ok "$WORK/lplock"
+    # Another session holds the migration lock: a run that only reads the
+    # schema must not wait for it.
+    psql "$DB" -X -q -c "SELECT pg_advisory_lock(7301946530471288117); SELECT pg_sleep(60)" >/dev/null 2>&1 &
+    local holder=$! out rc=0 i
+    for i in $(seq 1 50); do
+        [ "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")" = 1 ] && break
+        sleep 0.1
+    done
+    out=$(env STORAGE_DATABASE_URL="$DB" STORAGE_KAFKA_BOOTSTRAP_SERVERS="$BOOTSTRAP" STORAGE_PIPELINES=reviews \
+        STORAGE_TOPIC_REVIEWS=lp-lock-reviews STORAGE_GROUP_PREFIX=lp-lock STORAGE_SESSION_TIMEOUT_MS=6000 \
+        STORAGE_HEARTBEAT_DIR="$WORK/hb-lplock" timeout --preserve-status -s INT 8 "$BIN" run 2>&1) || rc=$?
+    kill "$holder" 2>/dev/null || true
+    wait "$holder" 2>/dev/null || true
+    assert_eq 0 "$rc" "run stopped by SIGINT: $out"
+    assert_contains "$out" "[reviews]"
 }
 
 run_tests

@@ -769,9 +769,124 @@ static void error_message_is_truncated_to_the_buffer(void **state)
     assert_string_equal(err, "STORAGE_POLL_TI");
 }
 
+/* ------------------------------------------------------------------------ */
+/* The catalog, and the variables Kubernetes sets (DESIGN.md: Settings
+ * catalog)                                                                 */
+
+static void test_kubernetes_service_variables_are_ignored(void **state)
+{
+    (void)state;
+    settings_t s;
+    /* Services named "storage" and "storage-consumer", ports named and not. */
+    load_ok(&s, ENV("STORAGE_SERVICE_HOST=10.96.0.12", "STORAGE_SERVICE_PORT=9100",
+                    "STORAGE_SERVICE_PORT_METRICS=9100", "STORAGE_PORT=tcp://10.96.0.12:9100",
+                    "STORAGE_PORT_9100_TCP=tcp://10.96.0.12:9100", "STORAGE_PORT_9100_TCP_PROTO=tcp",
+                    "STORAGE_PORT_9100_TCP_PORT=9100", "STORAGE_PORT_9100_TCP_ADDR=10.96.0.12",
+                    "STORAGE_CONSUMER_SERVICE_HOST=fd00::1", "STORAGE_CONSUMER_SERVICE_PORT=80",
+                    "STORAGE_CONSUMER_SERVICE_PORT_HTTP_METRICS=80", "STORAGE_CONSUMER_PORT=udp://[fd00::1]:80",
+                    "STORAGE_CONSUMER_PORT_80_UDP=udp://[fd00::1]:80", "STORAGE_CONSUMER_PORT_80_UDP_PROTO=udp",
+                    "STORAGE_CONSUMER_PORT_80_UDP_PORT=80", "STORAGE_CONSUMER_PORT_80_UDP_ADDR=fd00::1",
+                    "STORAGE_CONSUMER_PORT_5432_SCTP_ADDR=10.0.0.1"));
+    assert_string_equal(s.bootstrap_servers, "localhost:9092");
+    settings_free(&s);
+}
+
+static void test_a_misspelt_setting_still_stops_start_up(void **state)
+{
+    (void)state;
+    expect_error(ENV("STORAGE_DATABSE_URL=host=db"), "STORAGE_DATABSE_URL", "unknown setting");
+    /* Kubernetes' names with values of another shape: settings, misspelt. */
+    expect_error(ENV("STORAGE_METRICS_PORT=9100"), "STORAGE_METRICS_PORT", "unknown setting");
+    expect_error(ENV("STORAGE_DB_SERVICE_HOST=db.example.com"), "STORAGE_DB_SERVICE_HOST", "unknown setting");
+    expect_error(ENV("STORAGE_PORT_9100_HTTP=tcp://10.0.0.1:9100"), "STORAGE_PORT_9100_HTTP", "unknown");
+    expect_error(ENV("STORAGE_PORT_9100_TCP_HOST=10.0.0.1"), "STORAGE_PORT_9100_TCP_HOST", "unknown");
+    expect_error(ENV("STORAGE_PORT_9100_TCP_PORT=9200"), "STORAGE_PORT_9100_TCP_PORT", "unknown");
+    expect_error(ENV("STORAGE_SERVICE_PORT_metrics=9100"), "STORAGE_SERVICE_PORT_metrics", "unknown");
+    expect_error(ENV("STORAGE_SERVICE_PORT="), NULL, NULL);
+}
+
+static void test_every_catalog_setting_is_accepted(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < settings_catalog_count; i++) {
+        char entry[128];
+        settings_t s;
+        /* An empty value means the default: the name alone is checked. */
+        snprintf(entry, sizeof entry, "%s=", settings_catalog[i].name);
+        load_ok(&s, ENV(entry));
+        settings_free(&s);
+        assert_non_null(settings_catalog[i].description);
+        assert_true(strlen(settings_catalog[i].description) > 0);
+    }
+}
+
+static void test_the_catalog_lists_each_pipelines_variables_with_their_defaults(void **state)
+{
+    (void)state;
+    for (int p = 0; p < PIPELINE_COUNT; p++) {
+        const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
+        char topic[96], batch[96], size[16];
+        snprintf(topic, sizeof topic, "STORAGE_TOPIC_%s", def->env_suffix);
+        snprintf(batch, sizeof batch, "STORAGE_MAX_POLL_RECORDS_%s", def->env_suffix);
+        snprintf(size, sizeof size, "%d", def->default_batch_size);
+        int found = 0;
+        for (size_t i = 0; i < settings_catalog_count; i++) {
+            if (strcmp(settings_catalog[i].name, topic) == 0) {
+                assert_string_equal(settings_catalog[i].default_value, def->default_topic);
+                found++;
+            }
+            if (strcmp(settings_catalog[i].name, batch) == 0) {
+                assert_string_equal(settings_catalog[i].default_value, size);
+                found++;
+            }
+        }
+        if (found != 2) fail_msg("%s or %s is not in the catalog", topic, batch);
+    }
+}
+
+static void test_the_catalog_prints_one_line_per_setting(void **state)
+{
+    (void)state;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    settings_print_catalog(out);
+    fclose(out);
+    assert_true(strncmp(text, "settings:\n", 10) == 0);
+    for (size_t i = 0; i < settings_catalog_count; i++) {
+        char line[128];
+        snprintf(line, sizeof line, "\n  %s ", settings_catalog[i].name);
+        if (!strstr(text, line)) fail_msg("%s has no line of its own: %s", settings_catalog[i].name, text);
+    }
+    assert_non_null(strstr(text, "\n  STORAGE_RDKAFKA_<PROPERTY> "));
+    free(text);
+}
+
+static void test_storage_migrate_is_auto_or_off(void **state)
+{
+    (void)state;
+    settings_t s;
+    load_ok(&s, NO_ENV);
+    assert_true(s.migrate);
+    settings_free(&s);
+    load_ok(&s, ENV("STORAGE_MIGRATE=off"));
+    assert_false(s.migrate);
+    settings_free(&s);
+    load_ok(&s, ENV("STORAGE_MIGRATE=auto"));
+    assert_true(s.migrate);
+    settings_free(&s);
+    expect_rejected_value("STORAGE_MIGRATE", "no");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kubernetes_service_variables_are_ignored),
+        cmocka_unit_test(test_a_misspelt_setting_still_stops_start_up),
+        cmocka_unit_test(test_every_catalog_setting_is_accepted),
+        cmocka_unit_test(test_the_catalog_lists_each_pipelines_variables_with_their_defaults),
+        cmocka_unit_test(test_the_catalog_prints_one_line_per_setting),
+        cmocka_unit_test(test_storage_migrate_is_auto_or_off),
         cmocka_unit_test(defaults_apply_when_environment_is_empty),
         cmocka_unit_test(null_environment_gives_defaults),
         cmocka_unit_test(unrelated_variables_are_ignored),

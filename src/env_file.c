@@ -1,0 +1,116 @@
+#include "env_file.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static int malformed(char *why, size_t whylen, const char *reason)
+{
+    snprintf(why, whylen, "%s", reason);
+    return -1;
+}
+
+int env_file_parse_line(char *line, char **name, char **value, char *why, size_t whylen)
+{
+    size_t n = strlen(line);
+    if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
+    char *p = line;
+    while (blank(*p)) p++;
+    if (*p == '\0' || *p == '#' || *p == ';') return 0;
+    /* "export NAME=value": a file a shell can also source. */
+    if (strncmp(p, "export", 6) == 0 && blank(p[6])) {
+        p += 6;
+        while (blank(*p)) p++;
+    }
+    char *start = p;
+    if (!(isalpha((unsigned char)*p) || *p == '_'))
+        return malformed(why, whylen, "expected NAME=value (NAME: letters, digits and '_', not starting with a digit)");
+    while (isalnum((unsigned char)*p) || *p == '_') p++;
+    char *name_end = p;
+    while (blank(*p)) p++;
+    if (*p != '=')
+        return malformed(why, whylen, "expected NAME=value (NAME: letters, digits and '_', not starting with a digit)");
+    *name_end = '\0';
+    p++;
+    while (blank(*p)) p++;
+
+    char *v = p;
+    if (*p == '\'') {
+        /* Single quotes: every character literal, up to the next quote. */
+        char *close = strchr(p + 1, '\'');
+        if (!close) return malformed(why, whylen, "unterminated single quote");
+        *close = '\0';
+        v = p + 1;
+        p = close + 1;
+    } else if (*p == '"') {
+        /* Double quotes: \" \\ \$ and \` stand for the character; any other
+         * backslash is kept as written. */
+        char *out = p, *in = p + 1;
+        for (;; in++) {
+            if (*in == '\0') return malformed(why, whylen, "unterminated double quote");
+            if (*in == '"') break;
+            if (*in == '\\' && (in[1] == '"' || in[1] == '\\' || in[1] == '$' || in[1] == '`')) in++;
+            *out++ = *in;
+        }
+        *out = '\0';
+        v = p;
+        p = in + 1;
+    } else {
+        /* Unquoted: taken as written, trailing whitespace trimmed. */
+        size_t len = strlen(p);
+        while (len > 0 && blank(p[len - 1])) p[--len] = '\0';
+        /* systemd takes a backslash here as an escape (at the end of the
+         * line: a continuation), Docker keeps it: refused, not guessed. A
+         * quote past the first character is literal to both. */
+        if (strchr(p, '\\'))
+            return malformed(why, whylen,
+                             "a backslash in an unquoted value (systemd reads it as an escape, Docker keeps "
+                             "it): single-quote the value");
+        *name = start;
+        *value = v;
+        return 1;
+    }
+    while (blank(*p)) p++;
+    if (*p != '\0') return malformed(why, whylen, "text after the closing quote");
+    *name = start;
+    *value = v;
+    return 1;
+}
+
+int env_file_load(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL, why[256];
+    size_t cap = 0;
+    ssize_t got;
+    int lineno = 0, rc = 0;
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    while ((got = getline(&line, &cap, f)) >= 0) {
+        char *name, *value;
+        lineno++;
+        if (got > 0 && line[got - 1] == '\n') line[--got] = '\0';
+        int r = (size_t)got != strlen(line) ? malformed(why, sizeof why, "a NUL byte")
+                                            : env_file_parse_line(line, &name, &value, why, sizeof why);
+        if (r < 0) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+            rc = -1;
+            break;
+        }
+        /* The environment the process was started with wins. */
+        if (r > 0) setenv(name, value, 0);
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
