@@ -173,14 +173,14 @@ static int load_kafka_properties(loader_t *l, settings_t *s)
  * prefix is a typo, and a typo silently ignored is a setting silently not
  * applied. The per-pipeline variables are listed one by one. */
 const settings_doc_t settings_catalog[] = {
-    {"STORAGE_DATABASE_URL", "(libpq's PG* variables)", "libpq conninfo (host=... dbname=...) or URI (postgresql://...)"},
+    {"STORAGE_DATABASE_URL", "libpq's PG* variables", "libpq conninfo (host=... dbname=...) or URI (postgresql://...)"},
     {"STORAGE_KAFKA_BOOTSTRAP_SERVERS", "localhost:9092", "Kafka brokers, host:port,..."},
     {"STORAGE_PIPELINES", "app-stats,reviews,network-metrics", "the pipelines this process runs"},
     {"STORAGE_GROUP_PREFIX", "storage-consumer", "consumer group = prefix + \".\" + pipeline"},
     {"STORAGE_TOPIC_APP_STATS", "app-stats", "topic of the app-stats pipeline"},
     {"STORAGE_TOPIC_REVIEWS", "reviews", "topic of the reviews pipeline"},
     {"STORAGE_TOPIC_NETWORK_METRICS", "network-metrics", "topic of the network-metrics pipeline"},
-    {"STORAGE_MAX_POLL_RECORDS", "(per pipeline)", "batch size of every pipeline"},
+    {"STORAGE_MAX_POLL_RECORDS", "per pipeline", "batch size of every pipeline"},
     {"STORAGE_MAX_POLL_RECORDS_APP_STATS", "200", "batch size of app-stats (beats the shared one)"},
     {"STORAGE_MAX_POLL_RECORDS_REVIEWS", "500", "batch size of reviews (beats the shared one)"},
     {"STORAGE_MAX_POLL_RECORDS_NETWORK_METRICS", "50", "batch size of network-metrics (beats the shared one)"},
@@ -199,7 +199,7 @@ const settings_doc_t settings_catalog[] = {
     {"STORAGE_HEALTH_MAX_AGE_SECONDS", "90", "`health` reports a staler heartbeat as unhealthy"},
     {"STORAGE_LOG_LEVEL", "info", "debug, info, warn or error"},
     {"STORAGE_LOG_FORMAT", "text", "text or json"},
-    {"STORAGE_METRICS_ADDR", "(none)", "host:port of the Prometheus endpoint"},
+    {"STORAGE_METRICS_ADDR", "none", "host:port of the Prometheus endpoint"},
     {"STORAGE_MIGRATE", "auto", "run: auto applies pending migrations; off only checks the schema"},
 };
 const size_t settings_catalog_count = sizeof settings_catalog / sizeof settings_catalog[0];

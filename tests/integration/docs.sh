@@ -7,7 +7,7 @@
 help_settings() {
     env -i PATH="$PATH" ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} "$BIN" --help |
         awk '/^settings:/ { on = 1; next } on && /^[^ ]/ { on = 0 }
-             on && /^  STORAGE_[A-Z0-9_]+/ { print $1 }' | sort -u
+             on && /^  STORAGE_[A-Z0-9_]+ / { print $1 }' | sort -u
 }
 
 # The STORAGE_* names in the first column of the README's settings table.
