@@ -133,7 +133,7 @@ static int cmd_run(const settings_t *s)
     free(masked);
     /* A migration error exits 1 before any pipeline starts. */
     if (cmd_migrate(s, true) != EXIT_OK) return EXIT_FAILED;
-    return supervisor_run(s);
+    return supervisor_run(s, STORAGE_VERSION);
 }
 
 int main(int argc, char **argv)

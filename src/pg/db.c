@@ -387,3 +387,15 @@ char *db_array_literal(const char *const *texts, const int64_t *ids, size_t n)
     if (fclose(f) != 0 || !out) abort();
     return out;
 }
+
+const char *db_library_version(void)
+{
+    static char text[32];
+    int v = PQlibVersion();
+    /* 10 and later: major * 10000 + minor; before: major, minor, patch. */
+    if (v >= 100000)
+        snprintf(text, sizeof text, "%d.%d", v / 10000, v % 10000);
+    else
+        snprintf(text, sizeof text, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    return text;
+}

@@ -33,6 +33,10 @@ char *db_mask_conninfo(const char *conninfo);
 db_conn_t *db_connect(const char *conninfo, int statement_timeout_ms, int64_t deadline_ms, char *err,
                       size_t errlen);
 
+/* The libpq version this process runs with ("15.18"; PQlibVersion, not
+ * the headers it was built against). */
+const char *db_library_version(void);
+
 /* Close a connection (NULL: nothing). */
 void db_close(db_conn_t *conn);
 
