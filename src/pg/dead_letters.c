@@ -38,9 +38,9 @@ static const char *value_or_null(const PGresult *res, int row, int col)
  * (RETURNING partition, kafka_offset): `idx` holds the statement's k entry
  * indexes. The rows come back in the order they were sent, so the search
  * resumes where the last match was. */
-static size_t mark_inserted(batch_t *b, const size_t *idx, size_t k, const PGresult *res)
+static void mark_inserted(batch_t *b, const size_t *idx, size_t k, const PGresult *res)
 {
-    size_t cursor = 0, marked = 0;
+    size_t cursor = 0;
     for (int row = 0; row < PQntuples(res); row++) {
         int32_t partition = (int32_t)strtol(PQgetvalue(res, row, 0), NULL, 10);
         int64_t offset = strtoll(PQgetvalue(res, row, 1), NULL, 10);
@@ -50,13 +50,11 @@ static size_t mark_inserted(batch_t *b, const size_t *idx, size_t k, const PGres
             const record_t *r = &b->records[idx[j]];
             if (!e->dead_letter_new && r->partition == partition && r->offset == offset) {
                 e->dead_letter_new = true;
-                marked++;
                 cursor = (j + 1) % k;
                 break;
             }
         }
     }
-    return marked;
 }
 
 int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, batch_t *b, size_t *written, char *err,
@@ -67,7 +65,7 @@ int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, batch_t *b, size_t 
         b->entries[i].dead_letter_new = false;
         total += b->entries[i].state == ENTRY_REJECTED;
     }
-    *written = 0;
+    *written = total;
     if (total == 0) return 0;
 
     size_t rows = total < DEAD_LETTER_ROWS_PER_STATEMENT ? total : DEAD_LETTER_ROWS_PER_STATEMENT;
@@ -142,7 +140,7 @@ int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, batch_t *b, size_t 
             if (*cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
             rc = -1;
         } else {
-            *written += mark_inserted(b, idx, k, res);
+            mark_inserted(b, idx, k, res);
             PQclear(res);
         }
         free(sql);
