@@ -112,8 +112,13 @@ test_committed_lag_is_reported_for_every_owned_partition() {
     svc_start committed STORAGE_PIPELINES=reviews STORAGE_METRICS_ADDR="127.0.0.1:$port"
     wait_for_sql "SELECT count(*) FROM reviews" 4
     wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 2 4
-    sleep 0.5
-    body=$(metrics_body "$port")
+    # Each gauge appears once the fetcher has seen its partition's high
+    # watermark (an empty fetch is answered after fetch.wait.max.ms).
+    for i in $(seq 1 50); do
+        body=$(metrics_body "$port")
+        [ "$(echo "$body" | grep -c '^storage_consumer_committed_lag{')" = 3 ] && break
+        sleep 0.2
+    done
     for p in 0 1 2; do
         assert_contains "$body" "storage_consumer_committed_lag{pipeline=\"reviews\",topic=\"$TOPIC_REVIEWS\",partition=\"$p\"} 0" "partition $p"
     done
