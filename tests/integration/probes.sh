@@ -33,6 +33,20 @@ review_of() { # package id
     echo "{\"package_name\":\"$1\",\"review_id\":\"$2\",\"score\":3,\"thumbs_up_count\":1,\"reviewed_at\":\"2026-11-29T12:00:00Z\",\"last_synced_at\":\"2026-11-29T12:00:00Z\"}"
 }
 
+# Begin test NAME with a reviews-only service serving the probes on PORT
+# (set here), and wait until it is ready. UNDO... undoes the test's fault
+# when the test ends, however it ends.
+ready_service() { # name undo...
+    begin_test "$1"
+    shift
+    UNDO=("$@")
+    trap 'end_test "${UNDO[@]}"' EXIT
+    PORT=$(free_port)
+    start_service svc STORAGE_PIPELINES=reviews STORAGE_METRICS_ADDR="127.0.0.1:$PORT"
+    trap 'end_test "${UNDO[@]}"' EXIT
+    wait_status "$PORT" /readyz 200 30 >/dev/null
+}
+
 test_readyz_is_503_until_partitions_are_assigned() {
     begin_test ready
     local port resp
@@ -61,13 +75,8 @@ test_readyz_is_503_until_partitions_are_assigned() {
 }
 
 test_readyz_is_503_while_postgresql_is_down() {
-    begin_test pgdown
-    trap 'end_test pg_ctl_ start' EXIT
-    local port resp
-    port=$(free_port)
-    start_service svc STORAGE_PIPELINES=reviews STORAGE_METRICS_ADDR="127.0.0.1:$port"
-    trap 'end_test pg_ctl_ start' EXIT
-    wait_status "$port" /readyz 200 30 >/dev/null
+    ready_service pgdown pg_ctl_ start
+    local port=$PORT resp
     pg_ctl_ stop -m fast >/dev/null
     # An idle pipeline asks PostgreSQL every 2 s (WORKER_DB_PING_MS).
     resp=$(wait_status "$port" /readyz 503 10)
@@ -133,6 +142,21 @@ test_healthz_is_503_while_a_loop_is_stuck() {
     resp=$(wait_status "$port" /healthz 200 10)
     assert_contains "$resp" "reviews: alive"
     wait_for_sql "SELECT count(*) FROM reviews" 1
+    stop_clean svc
+}
+
+# The brokers' state comes from librdkafka's statistics (every second): no
+# broker connected is not ready, and ready again once they are back.
+test_readyz_is_503_while_every_broker_is_down() {
+    ready_service brokers broker_ctl broker-up -1
+    local port=$PORT resp
+    broker_ctl broker-down -1 >/dev/null
+    resp=$(wait_status "$port" /readyz 503 10)
+    assert_contains "$resp" "reviews: not ready: no Kafka broker reachable"
+    assert_eq 200 "$(status_of "$port" /healthz)" "/healthz while the brokers are down"
+    broker_ctl broker-up -1 >/dev/null
+    resp=$(wait_status "$port" /readyz 200 60)
+    assert_contains "$resp" "reviews: ready"
     stop_clean svc
 }
 
