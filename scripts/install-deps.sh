@@ -6,6 +6,12 @@
 #   scripts/install-deps.sh         build, tests, demo
 #   scripts/install-deps.sh image   those, and what make image-test needs to
 #                                   build and open the container image
+#
+# prometheus is there for promtool, the reference checker of the /metrics
+# exposition (tests/integration/metrics.sh) and of the alert rules: a 19 MB
+# download, 96 MB installed, about 12 s. On a machine that runs systemd the
+# package also enables a Prometheus server on port 9090; a container or CI
+# runner without it gets the tools only.
 set -eu
 
 # The deploy suite checks deploy/ with systemd-analyze, promtool, a YAML

@@ -140,7 +140,7 @@ static int cmd_run(const settings_t *s, bool migrate)
     free(masked);
     /* A schema that cannot be made current exits 1 before any pipeline starts. */
     if (ensure_schema(s, migrate) != EXIT_OK) return EXIT_FAILED;
-    return supervisor_run(s);
+    return supervisor_run(s, STORAGE_VERSION);
 }
 
 static void print_version(void)

@@ -1,10 +1,13 @@
 #include "metrics.h"
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/decode.h"
 
@@ -24,7 +27,7 @@ static size_t error_type_index(const char *type)
     return METRICS_ERROR_TYPES - 1;
 }
 
-static int64_t now_unix_ms(void)
+int64_t metrics_now_unix_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -41,15 +44,17 @@ void metrics_record_batch(pipeline_metrics_t *pm, const batch_t *b, const batch_
     atomic_fetch_add_explicit(&pm->skipped, c->skipped + c->superseded, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->dead_lettered, c->dead_lettered, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->batches, 1, memory_order_relaxed);
+    /* Only dead letters this batch inserted: a replay re-reads records
+     * whose dead letters are already stored (DESIGN.md: Probes and metrics). */
     for (size_t i = 0; i < b->count; i++)
-        if (b->entries[i].state == ENTRY_REJECTED)
+        if (b->entries[i].state == ENTRY_REJECTED && b->entries[i].dead_letter_new)
             atomic_fetch_add_explicit(&pm->dead_letters_by_type[error_type_index(b->entries[i].rejection.error_type)],
                                       1, memory_order_relaxed);
     size_t k = 0;
     while (k < METRICS_DURATION_BUCKETS && duration_ms / 1000.0 > duration_bounds_s[k]) k++;
     atomic_fetch_add_explicit(&pm->duration_bucket[k], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->duration_sum_us, (uint_fast64_t)(duration_ms * 1000.0), memory_order_relaxed);
-    atomic_store_explicit(&pm->last_success_unix_ms, now_unix_ms(), memory_order_relaxed);
+    atomic_store_explicit(&pm->last_success_unix_ms, metrics_now_unix_ms(), memory_order_relaxed);
 }
 
 typedef struct {
@@ -89,6 +94,97 @@ static void counter(out_t *o, metrics_t *m, const char *name, const char *help, 
     }
 }
 
+/* A gauge per owned partition, from the array at `offset` of each
+ * pipeline's counters (-1: not reported). */
+static void partition_gauge(out_t *o, metrics_t *m, const char *name, const char *help, size_t offset)
+{
+    out(o, "# HELP storage_consumer_%s %s\n# TYPE storage_consumer_%s gauge\n", name, help, name);
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        if (!m->settings->pipeline_enabled[i]) continue;
+        atomic_int_fast64_t *v = (atomic_int_fast64_t *)((char *)&m->pipelines[i] + offset);
+        for (int p = 0; p < METRICS_MAX_PARTITIONS; p++) {
+            int64_t lag = atomic_load_explicit(&v[p], memory_order_relaxed);
+            if (lag >= 0)
+                out(o, "storage_consumer_%s{pipeline=\"%s\",topic=\"%s\",partition=\"%d\"} %lld\n", name,
+                    pipeline_get((pipeline_id_t)i)->name, m->settings->topic[i], p, (long long)lag);
+        }
+    }
+}
+
+/* The process_* family as Prometheus client libraries export it on Linux,
+ * read from `self` (/proc/self): /proc/PID/stat for CPU time, memory and
+ * start time (with /proc/stat's boot time), the fd directory, and the
+ * RLIMIT_NOFILE soft limit. A file that cannot be read leaves its metrics
+ * out rather than report a wrong 0. */
+static void process_metrics(out_t *o, const char *self)
+{
+    char path[512], line[1024];
+    long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    unsigned long utime = 0, stime = 0, vsize = 0;
+    unsigned long long start = 0;
+    long rss = 0;
+    bool stat_ok = false;
+
+    snprintf(path, sizeof path, "%s/stat", self);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char text[2048];
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[n] = '\0';
+        /* The command name may hold spaces and parentheses: fields count
+         * from the last ')'. Field 3 is the state. */
+        char *rest = strrchr(text, ')');
+        stat_ok = rest && sscanf(rest + 2,
+                                 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d "
+                                 "%llu %lu %ld",
+                                 &utime, &stime, &start, &vsize, &rss) == 5;
+    }
+    if (stat_ok && ticks > 0) {
+        out(o, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+               "# TYPE process_cpu_seconds_total counter\n"
+               "process_cpu_seconds_total %.2f\n",
+            (double)(utime + stime) / (double)ticks);
+        out(o, "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+               "# TYPE process_resident_memory_bytes gauge\n"
+               "process_resident_memory_bytes %lld\n",
+            (long long)rss * page);
+        out(o, "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+               "# TYPE process_virtual_memory_bytes gauge\n"
+               "process_virtual_memory_bytes %lu\n",
+            vsize);
+        long long btime = -1;
+        FILE *ps = fopen("/proc/stat", "r");
+        while (ps && fgets(line, sizeof line, ps))
+            if (sscanf(line, "btime %lld", &btime) == 1) break;
+        if (ps) fclose(ps);
+        if (btime >= 0)
+            out(o, "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+                   "# TYPE process_start_time_seconds gauge\n"
+                   "process_start_time_seconds %.2f\n",
+                (double)btime + (double)start / (double)ticks);
+    }
+    snprintf(path, sizeof path, "%s/fd", self);
+    DIR *d = opendir(path);
+    if (d) {
+        long fds = 0;
+        struct dirent *e;
+        while ((e = readdir(d)))
+            if (e->d_name[0] != '.') fds++;
+        closedir(d);
+        out(o, "# HELP process_open_fds Number of open file descriptors.\n"
+               "# TYPE process_open_fds gauge\n"
+               "process_open_fds %ld\n",
+            fds);
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        out(o, "# HELP process_max_fds Maximum number of open file descriptors.\n"
+               "# TYPE process_max_fds gauge\n"
+               "process_max_fds %.0f\n",
+            rl.rlim_cur == RLIM_INFINITY ? 9.223372036854775807e18 : (double)rl.rlim_cur);
+}
+
 char *metrics_render(metrics_t *m)
 {
     out_t o = {malloc(8192), 0, 8192};
@@ -109,7 +205,7 @@ char *metrics_render(metrics_t *m)
     counter(&o, m, "messages_lost_to_retention_total", "Records the broker deleted (retention) before they were stored: the database's position of a partition was below its first offset.",
             offsetof(pipeline_metrics_t, lost_to_retention));
 
-    out(&o, "# HELP storage_consumer_dead_letters_total Records written to dead_letter_events.\n"
+    out(&o, "# HELP storage_consumer_dead_letters_total Dead letters newly inserted into dead_letter_events (a replayed record already stored there is not counted again).\n"
             "# TYPE storage_consumer_dead_letters_total counter\n");
     for (int i = 0; i < PIPELINE_COUNT; i++) {
         if (!m->settings->pipeline_enabled[i]) continue;
@@ -149,17 +245,22 @@ char *metrics_render(metrics_t *m)
             (double)atomic_load_explicit(&m->pipelines[i].last_success_unix_ms, memory_order_relaxed) / 1e3);
     }
 
-    out(&o, "# HELP storage_consumer_lag Messages behind the high watermark, per owned partition.\n"
-            "# TYPE storage_consumer_lag gauge\n");
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
-        if (!m->settings->pipeline_enabled[i]) continue;
-        for (int p = 0; p < METRICS_MAX_PARTITIONS; p++) {
-            int64_t lag = atomic_load_explicit(&m->pipelines[i].lag[p], memory_order_relaxed);
-            if (lag >= 0)
-                out(&o, "storage_consumer_lag{pipeline=\"%s\",topic=\"%s\",partition=\"%d\"} %lld\n",
-                    pipeline_get((pipeline_id_t)i)->name, m->settings->topic[i], p, (long long)lag);
-        }
-    }
+    partition_gauge(&o, m, "lag",
+                    "Messages behind the high watermark from the read position (what the consumer has "
+                    "fetched and is processing), per owned partition.",
+                    offsetof(pipeline_metrics_t, lag));
+    partition_gauge(&o, m, "committed_lag",
+                    "Messages behind the high watermark from the committed position (the offset after the "
+                    "last record whose batch the database committed), per owned partition: what a restart "
+                    "would read again.",
+                    offsetof(pipeline_metrics_t, committed_lag));
+
+    out(&o, "# HELP storage_consumer_build_info The version of the service and of the libraries it runs with (always 1).\n"
+            "# TYPE storage_consumer_build_info gauge\n"
+            "storage_consumer_build_info{version=\"%s\",librdkafka=\"%s\",libpq=\"%s\"} 1\n",
+        m->version ? m->version : "unknown", m->librdkafka_version ? m->librdkafka_version : "unknown",
+        m->libpq_version ? m->libpq_version : "unknown");
+    process_metrics(&o, m->proc_self ? m->proc_self : "/proc/self");
     return o.data;
 }
 
@@ -168,9 +269,79 @@ metrics_t *metrics_new(const settings_t *s)
     metrics_t *m = calloc(1, sizeof *m);
     if (!m) abort();
     m->settings = s;
-    for (int i = 0; i < PIPELINE_COUNT; i++)
-        for (int p = 0; p < METRICS_MAX_PARTITIONS; p++) atomic_init(&m->pipelines[i].lag[p], -1);
+    m->started_unix_ms = metrics_now_unix_ms();
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        pipeline_metrics_t *pm = &m->pipelines[i];
+        for (int p = 0; p < METRICS_MAX_PARTITIONS; p++) {
+            atomic_init(&pm->lag[p], -1);
+            atomic_init(&pm->committed_lag[p], -1);
+        }
+        atomic_init(&pm->partitions_owned, -1);
+        atomic_init(&pm->brokers_up, -1);
+    }
     return m;
+}
+
+void metrics_db_state(pipeline_metrics_t *pm, bool ok)
+{
+    if (!pm) return;
+    int now = ok ? DB_STATE_OK : DB_STATE_FAILING;
+    if (atomic_exchange_explicit(&pm->db_state, now, memory_order_relaxed) != now)
+        atomic_store_explicit(&pm->db_state_unix_ms, metrics_now_unix_ms(), memory_order_relaxed);
+}
+
+/* Why pipeline `pm` is not alive at `now` (NULL: it is), into why[len]. */
+static const char *not_alive(const metrics_t *m, const pipeline_metrics_t *pm, int64_t now, char *why, size_t len)
+{
+    int state = atomic_load_explicit(&pm->state, memory_order_relaxed);
+    if (state == PIPELINE_STATE_FAILED) return "the pipeline failed";
+    if (state == PIPELINE_STATE_STOPPED) return "the pipeline stopped";
+    int64_t last = atomic_load_explicit(&pm->loop_unix_ms, memory_order_relaxed);
+    if (last == 0) last = m->started_unix_ms; /* starting: alive until the max age */
+    int64_t age_ms = now - last;
+    if (age_ms > (int64_t)m->settings->health_max_age_seconds * 1000) {
+        snprintf(why, len, "its loop last ran %llds ago (limit STORAGE_HEALTH_MAX_AGE_SECONDS=%d)",
+                 (long long)(age_ms / 1000), m->settings->health_max_age_seconds);
+        return why;
+    }
+    return NULL;
+}
+
+bool metrics_probe(metrics_t *m, probe_t probe, int64_t now, char **body)
+{
+    out_t o = {malloc(1024), 0, 1024};
+    bool all = true;
+    if (!o.data) abort();
+    o.data[0] = '\0';
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        if (!m->settings->pipeline_enabled[i]) continue;
+        const pipeline_metrics_t *pm = &m->pipelines[i];
+        const char *name = pipeline_get((pipeline_id_t)i)->name;
+        char why[256];
+        const char *dead = not_alive(m, pm, now, why, sizeof why);
+        if (probe == PROBE_LIVENESS) {
+            if (dead) out(&o, "%s: not alive: %s\n", name, dead);
+            else out(&o, "%s: alive\n", name);
+            all = all && !dead;
+            continue;
+        }
+        int64_t owned = atomic_load_explicit(&pm->partitions_owned, memory_order_relaxed);
+        int64_t brokers = atomic_load_explicit(&pm->brokers_up, memory_order_relaxed);
+        int db = atomic_load_explicit(&pm->db_state, memory_order_relaxed);
+        const char *reason = dead;
+        if (!reason && db == DB_STATE_FAILING) {
+            int64_t since = atomic_load_explicit(&pm->db_state_unix_ms, memory_order_relaxed);
+            snprintf(why, sizeof why, "PostgreSQL unreachable (for %llds)", (long long)((now - since) / 1000));
+            reason = why;
+        }
+        if (!reason && brokers == 0) reason = "no Kafka broker reachable";
+        if (!reason && owned <= 0) reason = "no partitions assigned";
+        if (reason) out(&o, "%s: not ready: %s\n", name, reason);
+        else out(&o, "%s: ready: %lld partition(s) assigned\n", name, (long long)owned);
+        all = all && !reason;
+    }
+    *body = o.data;
+    return all;
 }
 
 void metrics_free(metrics_t *m) { free(m); }

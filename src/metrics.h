@@ -7,6 +7,7 @@
 #define STORAGE_METRICS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,18 @@
 #define METRICS_MAX_PARTITIONS 256
 #define METRICS_ERROR_TYPES 8
 
+/* What a pipeline's thread is doing, for /healthz and /readyz (DESIGN.md:
+ * Probes and metrics). */
+typedef enum {
+    PIPELINE_STATE_STARTING = 0, /* its thread has not run its loop yet */
+    PIPELINE_STATE_RUNNING,
+    PIPELINE_STATE_STOPPED,      /* stopped cleanly (a requested stop) */
+    PIPELINE_STATE_FAILED
+} pipeline_state_t;
+
+/* What the pipeline's last contact with PostgreSQL said. */
+typedef enum { DB_STATE_UNKNOWN = 0, DB_STATE_OK, DB_STATE_FAILING } db_state_t;
+
 typedef struct {
     atomic_uint_fast64_t consumed, inserted, updated, skipped, dead_lettered;
     atomic_uint_fast64_t dead_letters_by_type[METRICS_ERROR_TYPES];
@@ -30,6 +43,16 @@ typedef struct {
     atomic_uint_fast64_t duration_sum_us;
     atomic_int_fast64_t last_success_unix_ms; /* 0: none yet */
     atomic_int_fast64_t lag[METRICS_MAX_PARTITIONS]; /* -1: not owned / unknown */
+    /* High watermark minus the position stored with the rows (the offset
+     * after the last record whose batch committed): -1 not owned/unknown. */
+    atomic_int_fast64_t committed_lag[METRICS_MAX_PARTITIONS];
+    /* The probes' inputs (DESIGN.md: Probes and metrics). */
+    atomic_int state;                      /* pipeline_state_t */
+    atomic_int_fast64_t loop_unix_ms;      /* last turn of the loop; 0: none yet */
+    atomic_int_fast64_t partitions_owned;  /* -1: no assignment yet */
+    atomic_int_fast64_t brokers_up;        /* brokers connected; -1: not known yet */
+    atomic_int db_state;                   /* db_state_t */
+    atomic_int_fast64_t db_state_unix_ms;  /* when db_state last changed */
 } pipeline_metrics_t;
 
 /* Visible so that the HTTP side (metrics_http.c) can live apart from the
@@ -38,7 +61,15 @@ typedef struct metrics {
     const settings_t *settings;
     pipeline_metrics_t pipelines[PIPELINE_COUNT];
     void *daemon; /* struct MHD_Daemon *, or NULL */
+    int64_t started_unix_ms; /* metrics_new: a pipeline starting is alive until the max age */
+    /* For storage_consumer_build_info (NULL: "unknown"); the library
+     * versions are those loaded at run time. */
+    const char *version, *librdkafka_version, *libpq_version;
+    /* Where the process_* family is read (tests point them elsewhere). */
+    const char *proc_self; /* "/proc/self" */
 } metrics_t;
+
+typedef enum { PROBE_LIVENESS, PROBE_READINESS } probe_t;
 
 /* Counters for every pipeline, all zero. The caller owns the result. */
 metrics_t *metrics_new(const settings_t *s);
@@ -58,5 +89,18 @@ void metrics_record_batch(pipeline_metrics_t *pm, const batch_t *b, const batch_
 
 /* Render the Prometheus text exposition into a string the caller frees. */
 char *metrics_render(metrics_t *m);
+
+/* Judge a probe at `now_unix_ms` from the pipelines' recorded state (no
+ * connection is opened): true when every enabled pipeline passes. *body
+ * gets one line per enabled pipeline saying why (caller frees). Liveness:
+ * not failed or stopped, and the loop turned within
+ * STORAGE_HEALTH_MAX_AGE_SECONDS. Readiness: alive, partitions assigned,
+ * PostgreSQL answering and a Kafka broker connected. */
+bool metrics_probe(metrics_t *m, probe_t probe, int64_t now_unix_ms, char **body);
+
+/* A pipeline's contact with PostgreSQL succeeded (ok) or failed. */
+void metrics_db_state(pipeline_metrics_t *pm, bool ok);
+
+int64_t metrics_now_unix_ms(void);
 
 #endif

@@ -18,11 +18,20 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char 
     (void)version, (void)upload_data, (void)upload_size, (void)req_cls;
 
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-        static const char msg[] = "only GET\n";
+        static const char msg[] = "only GET and HEAD\n";
         resp = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
+    } else if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0) {
+        /* DESIGN.md: Probes and metrics: judged from what the pipelines
+         * recorded, never by opening a connection per request. */
+        char *text;
+        bool ok = metrics_probe(m, url[1] == 'h' ? PROBE_LIVENESS : PROBE_READINESS, metrics_now_unix_ms(), &text);
+        resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+        MHD_add_response_header(resp, "Cache-Control", "no-store");
+        status = ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
     } else if (strcmp(url, "/metrics") != 0) {
-        static const char msg[] = "not found: the metrics are at /metrics\n";
+        static const char msg[] = "not found: the paths are /metrics, /healthz and /readyz\n";
         resp = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
         status = MHD_HTTP_NOT_FOUND;
     } else {

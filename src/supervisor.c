@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "exit_code.h"
+#include "kafka/conf.h"
 #include "kafka/consumer.h"
 #include "log.h"
 #include "metrics.h"
@@ -49,6 +50,9 @@ typedef struct {
 static void heartbeat(void *ctx)
 {
     pipeline_run_t *p = ctx;
+    /* /healthz: the loop turned (DESIGN.md: Probes and metrics). */
+    if (p->worker.metrics)
+        atomic_store_explicit(&p->worker.metrics->loop_unix_ms, metrics_now_unix_ms(), memory_order_relaxed);
     time_t now = time(NULL);
     if (now - p->last_heartbeat < HEARTBEAT_INTERVAL_S) return;
     p->last_heartbeat = now;
@@ -127,7 +131,10 @@ static int poll_adapter(void *ctx, size_t max, int timeout_ms, record_t **record
     return consumer_poll(ctx, max, timeout_ms, records, err, errlen);
 }
 static void release_adapter(void *ctx, record_t *records) { consumer_release(ctx, records); }
-static void lag_adapter(void *ctx, atomic_int_fast64_t *lag, int max) { consumer_lag(ctx, lag, max); }
+static void lag_adapter(void *ctx, atomic_int_fast64_t *lag, atomic_int_fast64_t *committed_lag, int max)
+{
+    consumer_lag(ctx, lag, committed_lag, max);
+}
 static int commit_adapter(void *ctx, const record_t *r, size_t n, int timeout_ms, char *err, size_t errlen)
 {
     return consumer_commit(ctx, r, n, timeout_ms, err, errlen);
@@ -146,6 +153,10 @@ static int write_adapter(void *ctx, batch_t *b, batch_counts_t *c, char *err, si
     return store_write(ctx, b, NULL, c, err, errlen, cls);
 }
 static void disconnect_adapter(void *ctx) { store_disconnect(ctx); }
+static int ping_adapter(void *ctx, char *err, size_t errlen, error_class_t *cls)
+{
+    return store_ping(ctx, err, errlen, cls);
+}
 static int start_adapter(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
     return store_write_start(ctx, b, NULL, err, errlen, cls);
@@ -173,7 +184,9 @@ static void *pipeline_thread(void *arg)
     pipeline_run_t *p = arg;
     LOG_INFO(p->worker.def->name, "pipeline started topic=%s batch=%d", p->worker.settings->topic[p->worker.def->id],
              p->worker.settings->max_poll_records[p->worker.def->id]);
+    atomic_store(&p->worker.metrics->state, PIPELINE_STATE_RUNNING);
     p->result = worker_run(&p->worker);
+    atomic_store(&p->worker.metrics->state, p->result == 0 ? PIPELINE_STATE_STOPPED : PIPELINE_STATE_FAILED);
     /* Close here, on the pipeline's own thread: leaving the group at once
      * lets the others take over the partitions within seconds. */
     consumer_close(p->consumer);
@@ -207,7 +220,7 @@ static void mark_unstarted_stopped(const settings_t *s, pipeline_run_t *runs)
     }
 }
 
-int supervisor_run(const settings_t *s)
+int supervisor_run(const settings_t *s, const char *version)
 {
     static pipeline_run_t runs[PIPELINE_COUNT];
     atomic_bool stop = false;
@@ -236,6 +249,9 @@ int supervisor_run(const settings_t *s)
         LOG_WARN("supervisor", "cannot create STORAGE_HEARTBEAT_DIR=%s: %s", s->heartbeat_dir, strerror(errno));
 
     metrics_t *metrics = metrics_new(s);
+    metrics->version = version;
+    metrics->librdkafka_version = kafka_library_version();
+    metrics->libpq_version = db_library_version();
     if (s->metrics_addr) {
         if (metrics_http_start(metrics, s->metrics_addr, err, sizeof err)) {
             LOG_ERROR("supervisor", "%s", err);
@@ -243,7 +259,7 @@ int supervisor_run(const settings_t *s)
             mark_unstarted_stopped(s, runs);
             return EXIT_FAILED;
         }
-        LOG_INFO("supervisor", "metrics at http://%s/metrics", s->metrics_addr);
+        LOG_INFO("supervisor", "metrics at http://%s/metrics, probes at /healthz and /readyz", s->metrics_addr);
     }
 
     for (int i = 0; i < PIPELINE_COUNT; i++) {
@@ -255,9 +271,11 @@ int supervisor_run(const settings_t *s)
         p->consumer = consumer_new(s, (pipeline_id_t)i, &positions, err, sizeof err);
         if (!p->consumer) {
             LOG_ERROR(pipeline_get((pipeline_id_t)i)->name, "%s", err);
+            atomic_store(&pm->state, PIPELINE_STATE_FAILED);
             failed = true;
             break;
         }
+        consumer_observe(p->consumer, &pm->partitions_owned, &pm->brokers_up);
         char group[512];
         settings_group_id(s, (pipeline_id_t)i, group, sizeof group);
         p->store = store_new(s, pipeline_get((pipeline_id_t)i));
@@ -269,7 +287,7 @@ int supervisor_run(const settings_t *s)
             .def = pipeline_get((pipeline_id_t)i),
             .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter, flush_adapter},
             .store = {p->store, resolve_adapter, write_adapter, disconnect_adapter, start_adapter,
-                      finish_adapter, positions_adapter, record_starts_adapter},
+                      finish_adapter, positions_adapter, record_starts_adapter, ping_adapter},
             .stop = &stop,
             .metrics = pm,
             .heartbeat = heartbeat,

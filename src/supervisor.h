@@ -14,8 +14,9 @@
 #include "settings.h"
 
 /* Run the enabled pipelines until a signal or a failure. Returns the exit
- * code: 0 clean stop, 1 a pipeline failed or the shutdown timed out. */
-int supervisor_run(const settings_t *s);
+ * code: 0 clean stop, 1 a pipeline failed or the shutdown timed out.
+ * `version` is the service's, for storage_consumer_build_info. */
+int supervisor_run(const settings_t *s, const char *version);
 
 /* `storage-consumer health`: 0 if every enabled pipeline's heartbeat file is
  * younger than the health max age and does not say the pipeline stopped,

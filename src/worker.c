@@ -101,6 +101,7 @@ static int assignment_step(worker_t *w, const char *what, const char *topic, int
         error_class_t cls = ERROR_CLASS_FATAL;
         int rc = starts ? w->store.record_starts(w->store.ctx, topic, n, starts, err, errlen, &cls)
                         : w->store.positions(w->store.ctx, topic, n, next, err, errlen, &cls);
+        if (rc == 0 || cls == ERROR_CLASS_TRANSIENT) metrics_db_state(w->metrics, rc == 0);
         if (rc == 0) return 0;
         if (cls != ERROR_CLASS_TRANSIENT || attempt > s->db_retry_max_attempts) return -1;
         long delay = retry_backoff_ms(attempt, s->db_retry_base_ms);
@@ -148,6 +149,7 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
     for (;; attempt++) {
         if (attempt > 0) {
             if (cls != ERROR_CLASS_TRANSIENT) return fail(w, "database error: %s", err);
+            metrics_db_state(w->metrics, false);
             if (attempt > s->db_retry_max_attempts)
                 return fail(w, "database unavailable: %d retries exhausted, last error: %s",
                             s->db_retry_max_attempts, err);
@@ -171,7 +173,10 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
             counts->superseded = batch_deduplicate(&sl->batch);
             rc = w->store.write(w->store.ctx, &sl->batch, counts, err, errlen, &cls);
         }
-        if (rc == 0) return 0;
+        if (rc == 0) {
+            metrics_db_state(w->metrics, true);
+            return 0;
+        }
     }
 }
 
@@ -215,7 +220,27 @@ static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, ba
     }
     rc = w->store.finish(w->store.ctx, &sl->batch, counts, err, sizeof err, &cls);
     if (rc != 0) return store_batch(w, sl, 1, err, sizeof err, cls, counts);
+    metrics_db_state(w->metrics, true);
     return 0;
+}
+
+/* An idle pipeline's turn: check PostgreSQL when it has not been heard from
+ * for WORKER_DB_PING_MS, and refresh the lag gauges (DESIGN.md: Probes and
+ * metrics). Never fails the pipeline: a batch that meets the outage does
+ * that, after its retries. */
+static void idle_checks(worker_t *w, int64_t *next_ping)
+{
+    if (w->metrics && w->consumer.lag)
+        w->consumer.lag(w->consumer.ctx, w->metrics->lag, w->metrics->committed_lag, METRICS_MAX_PARTITIONS);
+    if (!w->store.ping || clock_now_ms() < *next_ping) return;
+    char err[1024];
+    error_class_t cls = ERROR_CLASS_FATAL;
+    int rc = w->store.ping(w->store.ctx, err, sizeof err, &cls);
+    bool was_failing = w->metrics && atomic_load_explicit(&w->metrics->db_state, memory_order_relaxed) == DB_STATE_FAILING;
+    if (rc != 0 && !was_failing) LOG_WARN(w->def->name, "PostgreSQL does not answer (the pipeline is not ready): %s", err);
+    if (rc == 0 && was_failing) LOG_INFO(w->def->name, "PostgreSQL answers again");
+    metrics_db_state(w->metrics, rc == 0);
+    *next_ping = clock_now_ms() + WORKER_DB_PING_MS;
 }
 
 /* What the loop knows about its offset commits. */
@@ -308,6 +333,7 @@ int worker_run(worker_t *w)
     slot_t slots[2];
     slot_t *cur = NULL, *next = NULL;
     commit_state_t cs = {0, 0, 0};
+    int64_t next_ping = clock_now_ms() + WORKER_DB_PING_MS;
     bool committed_at_stop = false;
     int rc = 0;
     char err[1024];
@@ -338,6 +364,7 @@ int worker_run(worker_t *w)
                     int committed = w->consumer.flush(w->consumer.ctx, s->commit_timeout_ms, err, sizeof err);
                     commit_outcome(w, &cs, committed, err, true);
                 }
+                if (!atomic_load(w->stop)) idle_checks(w, &next_ping);
                 continue;
             }
             cur->start_us = clock_now_us();
@@ -357,6 +384,7 @@ int worker_run(worker_t *w)
             if (stored < 0) rc = -1;
             break; /* fatal, or a stop during the back-off */
         }
+        next_ping = clock_now_ms() + WORKER_DB_PING_MS;
         if (w->after_db_commit) {
             char offsets[512];
             describe_offsets(&cur->batch, offsets, sizeof offsets);
@@ -381,7 +409,8 @@ int worker_run(worker_t *w)
         rc = commit_outcome(w, &cs, committed, err, false);
         double duration = (double)(clock_now_us() - cur->start_us) / 1e3;
         metrics_record_batch(w->metrics, &cur->batch, &counts, duration);
-        if (w->metrics && w->consumer.lag) w->consumer.lag(w->consumer.ctx, w->metrics->lag, METRICS_MAX_PARTITIONS);
+        if (w->metrics && w->consumer.lag)
+            w->consumer.lag(w->consumer.ctx, w->metrics->lag, w->metrics->committed_lag, METRICS_MAX_PARTITIONS);
         if (log_current_level() <= LOG_LEVEL_INFO) {
             char offsets[512];
             describe_offsets(&cur->batch, offsets, sizeof offsets);

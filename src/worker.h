@@ -29,8 +29,9 @@ typedef struct {
      * data is already durable). Waits at most timeout_ms for the answer. */
     int (*commit)(void *ctx, const record_t *records, size_t count, int timeout_ms, char *err,
                   size_t errlen);
-    /* Optional: fill lag[p] for every partition p < max (-1: not owned). */
-    void (*lag)(void *ctx, atomic_int_fast64_t *lag, int max);
+    /* Optional: fill lag[p] and committed_lag[p] (from the read and from the
+     * committed position) for every partition p < max (-1: not owned). */
+    void (*lag)(void *ctx, atomic_int_fast64_t *lag, atomic_int_fast64_t *committed_lag, int max);
     /* Optional: commit offsets of earlier batches that a held, refused or
      * failed commit left behind; returns like commit (0: nothing pending). */
     int (*flush)(void *ctx, int timeout_ms, char *err, size_t errlen);
@@ -55,7 +56,14 @@ typedef struct {
      * has no position; one attempt (see worker_record_starts). */
     int (*record_starts)(void *ctx, const char *topic, int n, const int64_t *next, char *err, size_t errlen,
                          error_class_t *cls);
+    /* Optional: whether PostgreSQL answers (one attempt); an idle pipeline
+     * asks every WORKER_DB_PING_MS so that /readyz sees an outage. */
+    int (*ping)(void *ctx, char *err, size_t errlen, error_class_t *cls);
 } worker_store_t;
+
+/* An idle pipeline checks PostgreSQL this often (DESIGN.md: Probes and
+ * metrics); a busy one learns it from its batches. */
+#define WORKER_DB_PING_MS 2000
 
 typedef struct {
     const settings_t *settings;

@@ -38,6 +38,9 @@ typedef struct {
     rejection_t rejection;
     int64_t application_id;
     size_t winner; /* ENTRY_SUPERSEDED: the entry that superseded this one */
+    /* ENTRY_REJECTED: its dead letter was inserted by this batch's
+     * transaction (false: already stored, e.g. by a replayed read). */
+    bool dead_letter_new;
 } entry_t;
 
 typedef struct {

@@ -10,7 +10,7 @@
 cluster_client_t *cluster_client_new(const settings_t *s, pipeline_id_t id, char *err, size_t errlen)
 {
     bool invalid;
-    rd_kafka_t *rk = kafka_handle_new(s, id, NULL, NULL, "a Kafka client", &invalid, err, errlen);
+    rd_kafka_t *rk = kafka_handle_new(s, id, NULL, NULL, NULL, "a Kafka client", &invalid, err, errlen);
     if (!rk) return NULL;
     cluster_client_t *c = calloc(1, sizeof *c);
     if (!c) abort();

@@ -149,7 +149,7 @@ int kafka_conf_check(const settings_t *s, char *err, size_t errlen)
 }
 
 rd_kafka_t *kafka_handle_new(const settings_t *s, pipeline_id_t id, kafka_rebalance_cb_t rebalance,
-                             void *opaque, const char *what, bool *invalid_setting, char *err,
+                             kafka_stats_cb_t stats, void *opaque, const char *what, bool *invalid_setting, char *err,
                              size_t errlen)
 {
     char why[512];
@@ -159,6 +159,14 @@ rd_kafka_t *kafka_handle_new(const settings_t *s, pipeline_id_t id, kafka_rebala
     if (rebalance) {
         rd_kafka_conf_set_opaque(conf, opaque);
         rd_kafka_conf_set_rebalance_cb(conf, rebalance);
+    }
+    if (stats) {
+        char interval[32];
+        size_t size = sizeof interval;
+        rd_kafka_conf_set_stats_cb(conf, stats);
+        if (rd_kafka_conf_get(conf, "statistics.interval.ms", interval, &size) == RD_KAFKA_CONF_OK &&
+            strcmp(interval, "0") == 0)
+            rd_kafka_conf_set(conf, "statistics.interval.ms", "1000", why, sizeof why);
     }
     /* rd_kafka_new takes ownership of conf on success only. */
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);

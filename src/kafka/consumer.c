@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "core/clock.h"
 #include "kafka/internal.h"
 #include "log.h"
@@ -33,6 +35,13 @@ struct consumer {
     /* Offsets whose rows are committed in the database but which Kafka has
      * not yet taken (next offset to read, per owned partition). */
     rd_kafka_topic_partition_list_t *pending;
+    /* Per owned partition, the offset after the last record whose rows the
+     * database committed (from the assignment's start on): the committed
+     * position of storage_consumer_committed_lag. */
+    rd_kafka_topic_partition_list_t *stored;
+    /* Where the probes read this consumer's state (consumer_observe; NULL:
+     * nobody): partitions owned, brokers connected. */
+    atomic_int_fast64_t *owned_count, *brokers_up;
     /* The member is between generations: commits are held, not sent. A
      * commit sent now would reach the coordinator after this member's
      * JoinGroup with the old generation id; librdkafka answers the
@@ -72,6 +81,18 @@ struct consumer {
 
 static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *offsets, int timeout_ms,
                        char *err, size_t errlen);
+
+/* Raise the committed position of a partition to `next`. */
+static void set_stored(consumer_t *c, const char *topic, int32_t partition, int64_t next)
+{
+    rd_kafka_topic_partition_t *p = rd_kafka_topic_partition_list_find(c->stored, topic, partition);
+    if (!p) {
+        p = rd_kafka_topic_partition_list_add(c->stored, topic, partition);
+        p->offset = next;
+    } else if (next > p->offset) {
+        p->offset = next;
+    }
+}
 
 static void drop_pending(consumer_t *c, const rd_kafka_topic_partition_list_t *parts)
 {
@@ -250,6 +271,10 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                                                     parts->elems[i].partition))
                 rd_kafka_topic_partition_list_add(c->owned, parts->elems[i].topic,
                                                   parts->elems[i].partition);
+            /* Where reading starts is what the database holds (or the
+             * first offset retention left). */
+            if (parts->elems[i].offset >= 0) set_stored(c, parts->elems[i].topic, parts->elems[i].partition,
+                                                        parts->elems[i].offset);
         }
         c->ever_assigned = true;
         c->topic_missing_since_ms = 0; /* it exists: the group assigns it */
@@ -268,6 +293,8 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         /* Never commit for a partition given up: the next owner's commits
          * must not be overwritten by ours. */
         drop_pending(c, parts);
+        for (int i = 0; i < parts->cnt; i++)
+            rd_kafka_topic_partition_list_del(c->stored, parts->elems[i].topic, parts->elems[i].partition);
         if (!c->hold) c->hold_since_ms = clock_now_ms();
         c->hold = true;
         c->rejoin_follows = r.cooperative && !r.lost;
@@ -275,6 +302,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                  c->owned->cnt, rd_kafka_err2str(err));
     }
     kafka_rebalance_apply(rk, &r, parts, c->def->name);
+    if (c->owned_count) atomic_store_explicit(c->owned_count, c->owned->cnt, memory_order_relaxed);
 }
 
 /* Everything but the librdkafka handle. */
@@ -282,12 +310,45 @@ static void free_consumer(consumer_t *c)
 {
     rd_kafka_topic_partition_list_destroy(c->owned);
     rd_kafka_topic_partition_list_destroy(c->pending);
+    rd_kafka_topic_partition_list_destroy(c->stored);
     for (int k = 0; k < 2; k++) {
         free(c->slot[k].messages);
         free(c->slot[k].records);
     }
     free(c);
 }
+
+/* librdkafka's statistics (every statistics.interval.ms, served by the
+ * consumer poll on the pipeline's thread): how many of the brokers the
+ * cluster named (nodeid >= 0; not the bootstrap entries) are connected, for
+ * /readyz (DESIGN.md: Probes and metrics). */
+static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    consumer_t *c = opaque;
+    (void)rk;
+    if (!c->brokers_up) return 0;
+    json_t *root = json_loadb(json, len, 0, NULL);
+    json_t *brokers = root ? json_object_get(root, "brokers") : NULL;
+    const char *name;
+    json_t *b;
+    long long known = 0, up = 0;
+    json_object_foreach(brokers, name, b) {
+        if (json_integer_value(json_object_get(b, "nodeid")) < 0) continue;
+        known++;
+        const char *state = json_string_value(json_object_get(b, "state"));
+        if (state && strcmp(state, "UP") == 0) up++;
+    }
+    if (known > 0) atomic_store_explicit(c->brokers_up, up, memory_order_relaxed);
+    json_decref(root);
+    return 0; /* librdkafka frees json */
+}
+
+void consumer_observe(consumer_t *c, atomic_int_fast64_t *owned, atomic_int_fast64_t *brokers_up)
+{
+    c->owned_count = owned;
+    c->brokers_up = brokers_up;
+}
+
 
 consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, const consumer_positions_t *positions,
                          char *err, size_t errlen)
@@ -305,7 +366,8 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, const consumer_p
     settings_group_id(s, id, c->group, sizeof c->group);
     c->owned = rd_kafka_topic_partition_list_new(8);
     c->pending = rd_kafka_topic_partition_list_new(8);
-    c->rk = kafka_handle_new(s, id, on_rebalance, c, "the Kafka consumer", &invalid, err, errlen);
+    c->stored = rd_kafka_topic_partition_list_new(8);
+    c->rk = kafka_handle_new(s, id, on_rebalance, on_stats, c, "the Kafka consumer", &invalid, err, errlen);
     if (!c->rk) goto error;
 
     topics = rd_kafka_topic_partition_list_new(1);
@@ -516,6 +578,8 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, int ti
         /* Never commit for a partition this member no longer owns: the new
          * owner's commits must not be overwritten by ours. */
         if (!rd_kafka_topic_partition_list_find(c->owned, r->topic, r->partition)) continue;
+        /* The rows, and the position with them, are committed already. */
+        set_stored(c, r->topic, r->partition, r->offset + 1);
         rd_kafka_topic_partition_t *p =
             rd_kafka_topic_partition_list_find(c->pending, r->topic, r->partition);
         if (!p) {
@@ -552,10 +616,22 @@ int consumer_flush(consumer_t *c, int timeout_ms, char *err, size_t errlen)
     return consumer_commit(c, NULL, 0, timeout_ms, err, errlen);
 }
 
-void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, int max)
+void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, atomic_int_fast64_t *committed_lag, int max)
 {
-    for (int p = 0; p < max; p++) atomic_store_explicit(&lag[p], -1, memory_order_relaxed);
+    for (int p = 0; p < max; p++) {
+        atomic_store_explicit(&lag[p], -1, memory_order_relaxed);
+        atomic_store_explicit(&committed_lag[p], -1, memory_order_relaxed);
+    }
     if (c->owned->cnt == 0) return;
+    for (int i = 0; i < c->stored->cnt; i++) {
+        int64_t lo, hi;
+        const rd_kafka_topic_partition_t *p = &c->stored->elems[i];
+        if (p->partition < 0 || p->partition >= max ||
+            rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) || hi < 0)
+            continue;
+        atomic_store_explicit(&committed_lag[p->partition], hi > p->offset ? hi - p->offset : 0,
+                              memory_order_relaxed);
+    }
     rd_kafka_topic_partition_list_t *pos = rd_kafka_topic_partition_list_copy(c->owned);
     if (rd_kafka_position(c->rk, pos) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         for (int i = 0; i < pos->cnt; i++) {

@@ -83,9 +83,19 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, int ti
 int consumer_flush(consumer_t *c, int timeout_ms, char *err, size_t errlen);
 
 /* Lag of every owned partition (high watermark as last seen by the fetcher
- * minus the consumed position) into lag[p], -1 for partitions not owned.
- * No network round trip. */
-void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, int max);
+ * minus the consumed position) into lag[p], and from the committed position
+ * (the offset after the last record whose batch the database committed, or
+ * where the assignment started) into committed_lag[p]; -1 for partitions
+ * not owned or not known. No network round trip. */
+void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, atomic_int_fast64_t *committed_lag, int max);
+
+/* Keep *owned at the number of partitions this member owns (from its first
+ * assignment on) and *brokers_up at the number of the cluster's brokers it
+ * is connected to (librdkafka's statistics, every statistics.interval.ms),
+ * for the probes (DESIGN.md: Probes and metrics). Written on the pipeline's
+ * thread; either may be NULL. */
+void consumer_observe(consumer_t *c, atomic_int_fast64_t *owned, atomic_int_fast64_t *brokers_up);
+
 
 /* Leave the group (the broker rebalances at once) and free everything. */
 void consumer_close(consumer_t *c);

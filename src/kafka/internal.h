@@ -30,7 +30,11 @@ typedef void (*kafka_rebalance_cb_t)(rd_kafka_t *rk, rd_kafka_resp_err_t err,
  * group. Returns NULL with the reason in `err`: an invalid setting
  * (*invalid_setting true), or "cannot create `what`: <librdkafka's reason,
  * redacted>". */
+/* With `stats` too (NULL: none), librdkafka's statistics are given to it
+ * every statistics.interval.ms (1000 unless the operator set it). */
+typedef int (*kafka_stats_cb_t)(rd_kafka_t *rk, char *json, size_t len, void *opaque);
 rd_kafka_t *kafka_handle_new(const settings_t *s, pipeline_id_t id, kafka_rebalance_cb_t rebalance,
+                             kafka_stats_cb_t stats,
                              void *opaque, const char *what, bool *invalid_setting, char *err,
                              size_t errlen);
 

@@ -48,7 +48,7 @@ member_t *member_new(const settings_t *s, pipeline_id_t id, const char *log_name
     member_t *m = calloc(1, sizeof *m);
     if (!m) abort();
     m->log_name = log_name;
-    m->view.rk = kafka_handle_new(s, id, on_rebalance, m, "the Kafka consumer", invalid_setting, err,
+    m->view.rk = kafka_handle_new(s, id, on_rebalance, NULL, m, "the Kafka consumer", invalid_setting, err,
                                   errlen);
     if (!m->view.rk) {
         free(m);

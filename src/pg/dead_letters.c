@@ -34,11 +34,37 @@ static const char *value_or_null(const PGresult *res, int row, int col)
 /* ------------------------------------------------------------------------ */
 /* The store's insert. */
 
-int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, size_t *written, char *err,
+/* Mark the entries of one statement's rows that the database inserted
+ * (RETURNING partition, kafka_offset): `idx` holds the statement's k entry
+ * indexes. The rows come back in the order they were sent, so the search
+ * resumes where the last match was. */
+static void mark_inserted(batch_t *b, const size_t *idx, size_t k, const PGresult *res)
+{
+    size_t cursor = 0;
+    for (int row = 0; row < PQntuples(res); row++) {
+        int32_t partition = (int32_t)strtol(PQgetvalue(res, row, 0), NULL, 10);
+        int64_t offset = strtoll(PQgetvalue(res, row, 1), NULL, 10);
+        for (size_t n = 0; n < k; n++) {
+            size_t j = (cursor + n) % k;
+            entry_t *e = &b->entries[idx[j]];
+            const record_t *r = &b->records[idx[j]];
+            if (!e->dead_letter_new && r->partition == partition && r->offset == offset) {
+                e->dead_letter_new = true;
+                cursor = (j + 1) % k;
+                break;
+            }
+        }
+    }
+}
+
+int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, batch_t *b, size_t *written, char *err,
                        size_t errlen, error_class_t *cls)
 {
     size_t total = 0;
-    for (size_t i = 0; i < b->count; i++) total += b->entries[i].state == ENTRY_REJECTED;
+    for (size_t i = 0; i < b->count; i++) {
+        b->entries[i].dead_letter_new = false;
+        total += b->entries[i].state == ENTRY_REJECTED;
+    }
     *written = total;
     if (total == 0) return 0;
 
@@ -48,10 +74,11 @@ int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, s
     int *formats = calloc(rows * DEAD_LETTER_PARAMS, sizeof *formats);
     char (*text)[4][40] = calloc(rows, sizeof *text);
     char(*details)[sizeof(((rejection_t *)0)->detail) + 96] = calloc(rows, sizeof *details);
+    size_t *idx = calloc(rows, sizeof *idx);
     char *sql = NULL;
     size_t sql_len = 0;
     int rc = 0;
-    if (!values || !lengths || !formats || !text || !details) abort();
+    if (!values || !lengths || !formats || !text || !details || !idx) abort();
 
     size_t i = 0;
     while (i < b->count && rc == 0) {
@@ -65,6 +92,7 @@ int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, s
             const entry_t *e = &b->entries[i];
             const record_t *r = &b->records[i];
             if (e->state != ENTRY_REJECTED) continue;
+            idx[k] = i;
             size_t p = k * DEAD_LETTER_PARAMS;
             size_t payload_len = r->value ? r->value_len : 0;
             size_t stored = payload_len > DEAD_LETTER_MAX_PAYLOAD ? DEAD_LETTER_MAX_PAYLOAD : payload_len;
@@ -97,8 +125,9 @@ int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, s
                     p + 2, p + 3, p + 4, p + 5, p + 6, p + 7, p + 8, p + 9);
             k++;
         }
-        /* A record's coordinates are its identity: a replay adds nothing. */
-        fputs(" ON CONFLICT (topic, partition, kafka_offset) DO NOTHING", f);
+        /* A record's coordinates are its identity: a replay adds nothing,
+         * and only the rows inserted are counted. */
+        fputs(" ON CONFLICT (topic, partition, kafka_offset) DO NOTHING RETURNING partition, kafka_offset", f);
         if (fclose(f) != 0 || !sql) abort();
         if (k == 0) break;
         char why[1024];
@@ -111,12 +140,14 @@ int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, s
             if (*cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
             rc = -1;
         } else {
+            mark_inserted(b, idx, k, res);
             PQclear(res);
         }
         free(sql);
         sql = NULL;
     }
     free(sql);
+    free(idx);
     free(values);
     free(lengths);
     free(formats);

@@ -187,6 +187,20 @@ static void arm_deadline(store_t *st)
     st->deadline = clock_now_ms() + settings_db_attempt_ms(st->settings);
 }
 
+int store_ping(store_t *st, char *err, size_t errlen, error_class_t *cls)
+{
+    arm_deadline(st);
+    int rc = store_connect(st, err, errlen, cls);
+    if (rc == 0) {
+        PGresult *res = db_query(st->conn, "SELECT 1", 0, NULL, NULL, NULL, st->deadline, err, errlen, cls);
+        if (res) PQclear(res);
+        else rc = -1;
+    }
+    if (rc) store_disconnect(st);
+    st->deadline = 0;
+    return rc;
+}
+
 int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
     const char **names = malloc((b->count ? b->count : 1) * 2 * sizeof *names);

@@ -90,6 +90,13 @@ int store_write_start(store_t *st, batch_t *b, const store_hook_t *hook, char *e
 int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
                        error_class_t *cls);
 
+/* Whether PostgreSQL answers on the store's connection (connecting first
+ * if needed): `SELECT 1` within one database attempt. For an idle
+ * pipeline, so /readyz knows PostgreSQL went away before a batch finds out
+ * (DESIGN.md: Probes and metrics). Returns 0, or -1 with `err` and *cls set
+ * and the connection dropped. */
+int store_ping(store_t *st, char *err, size_t errlen, error_class_t *cls);
+
 /* Drop the connection (after a transient error); the next call reconnects. */
 void store_disconnect(store_t *st);
 
