@@ -174,7 +174,7 @@ static void usage_list(FILE *out)
           pipeline_names(names, sizeof names));
 }
 
-/* list --json: the same as the text, one document (README: Output for
+/* list --json: the same as the text, one document (DESIGN.md: Output for
  * scripts). Returns 0, or -1 when stdout could not be written. */
 static int list_json(const settings_t *s, const dead_letter_list_t *l, long long unresolved, long long resolved,
                      long long limit, bool all)
@@ -310,7 +310,7 @@ static void usage_show(FILE *out)
           out);
 }
 
-/* show --json (README: Output for scripts). Returns 0, or -1 when stdout
+/* show --json (DESIGN.md: Output for scripts). Returns 0, or -1 when stdout
  * could not be written. */
 static int show_json(const settings_t *s, const dead_letter_t *d)
 {
