@@ -454,7 +454,9 @@ int dead_letters_acknowledge_ids(db_conn_t *conn, const int64_t *ids, size_t n, 
     PQclear(res);
     /* Purge deletes only resolved dead letters: an id that exists now and
      * is unresolved still exists when the UPDATE runs. */
-    rc = *missing_n ? 0 : resolve_ids(conn, 0, ids, n, DEAD_LETTER_ACKNOWLEDGED, by, note, acknowledged, err, errlen, &cls);
+    rc = *missing_n ? 0
+                    : resolve_ids(conn, 0, ids, n, DEAD_LETTER_ACKNOWLEDGED, by, note, acknowledged, err, errlen,
+                                  &cls);
 out:
     free(literal);
     return rc;
