@@ -19,7 +19,7 @@ set -eu
 # strace (a run against the unit's sandbox).
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
 postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev
-systemd prometheus python3-yaml docker-compose groff-base man-db strace"
+systemd prometheus python3-yaml docker-compose groff-base man-db strace jq"
 
 case "${1:-}" in
 "") ;;

@@ -14,16 +14,18 @@
 static const double duration_bounds_s[METRICS_DURATION_BUCKETS] = {
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 
-/* Indexes of dead_letters_by_type: the stable error_type codes. */
-static const char *const error_types[METRICS_ERROR_TYPES] = {
-    ERROR_EMPTY_PAYLOAD, ERROR_INVALID_UTF8,     ERROR_INVALID_JSON,      ERROR_MISSING_FIELD,
-    ERROR_INVALID_FIELD, ERROR_UNREGISTERED_APP, ERROR_DATABASE_REJECTED, "other"};
+/* Indexes of dead_letters_by_type: the stable error_type codes, then
+ * "other". */
+static const char *error_type_name(size_t i)
+{
+    return i < DECODE_ERROR_TYPE_COUNT ? decode_error_types[i] : "other";
+}
 
 
 static size_t error_type_index(const char *type)
 {
-    for (size_t i = 0; i + 1 < METRICS_ERROR_TYPES; i++)
-        if (strcmp(type, error_types[i]) == 0) return i;
+    for (size_t i = 0; i < DECODE_ERROR_TYPE_COUNT; i++)
+        if (strcmp(type, decode_error_types[i]) == 0) return i;
     return METRICS_ERROR_TYPES - 1;
 }
 
@@ -211,7 +213,7 @@ char *metrics_render(metrics_t *m)
         if (!m->settings->pipeline_enabled[i]) continue;
         for (size_t t = 0; t < METRICS_ERROR_TYPES; t++)
             out(&o, "storage_consumer_dead_letters_total{pipeline=\"%s\",error_type=\"%s\"} %llu\n",
-                pipeline_get((pipeline_id_t)i)->name, error_types[t],
+                pipeline_get((pipeline_id_t)i)->name, error_type_name(t),
                 LOAD(m->pipelines[i].dead_letters_by_type[t]));
     }
 

@@ -12,13 +12,15 @@
 #include <stdint.h>
 
 #include "core/batch.h"
+#include "core/decode.h"
 #include "core/pipeline.h"
 #include "settings.h"
 
 /* Upper bounds (seconds) of the batch duration histogram buckets. */
 #define METRICS_DURATION_BUCKETS 12
 #define METRICS_MAX_PARTITIONS 256
-#define METRICS_ERROR_TYPES 8
+/* The error types (core/decode.h), then "other". */
+#define METRICS_ERROR_TYPES (DECODE_ERROR_TYPE_COUNT + 1)
 
 /* What a pipeline's thread is doing, for /healthz and /readyz (DESIGN.md:
  * Probes and metrics). */

@@ -47,6 +47,17 @@ static size_t event_append(event_t *ev, const char *s, size_t n)
     return at;
 }
 
+const char *const decode_error_types[DECODE_ERROR_TYPE_COUNT] = {
+    ERROR_EMPTY_PAYLOAD, ERROR_INVALID_UTF8,     ERROR_INVALID_JSON,     ERROR_MISSING_FIELD,
+    ERROR_INVALID_FIELD, ERROR_UNREGISTERED_APP, ERROR_DATABASE_REJECTED};
+
+bool decode_error_type_known(const char *type)
+{
+    for (size_t i = 0; i < DECODE_ERROR_TYPE_COUNT; i++)
+        if (strcmp(type, decode_error_types[i]) == 0) return true;
+    return false;
+}
+
 static int reject(rejection_t *rej, const char *type, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -11,6 +11,7 @@
 #ifndef STORAGE_DECODE_H
 #define STORAGE_DECODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +28,14 @@
 #define ERROR_INVALID_FIELD "invalid_field"
 #define ERROR_UNREGISTERED_APP "unregistered_app"
 #define ERROR_DATABASE_REJECTED "database_rejected"
+
+/* Every error_type above, in that order (the operator commands refuse a
+ * --type that is none of them). */
+#define DECODE_ERROR_TYPE_COUNT 7
+extern const char *const decode_error_types[DECODE_ERROR_TYPE_COUNT];
+
+/* Whether `type` is one of decode_error_types. */
+bool decode_error_type_known(const char *type);
 
 typedef struct {
     const char *error_type; /* one of the ERROR_* codes; static storage */

@@ -69,3 +69,41 @@ void print_hex(FILE *out, const void *data, size_t len)
     const unsigned char *s = data;
     for (size_t i = 0; i < len; i++) fprintf(out, "%02x", s[i]);
 }
+
+json_t *print_json_text(const void *data, size_t len)
+{
+    if (!data) return json_null();
+    if (utf8_valid(data, len)) {
+        json_t *text = json_stringn(data, len);
+        if (!text) abort();
+        return text;
+    }
+    char *escaped = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&escaped, &size);
+    if (!f) abort();
+    escape(f, data, len, 0, false);
+    if (fclose(f) != 0 || !escaped) abort();
+    json_t *text = json_string(escaped);
+    free(escaped);
+    if (!text) abort();
+    return text;
+}
+
+json_t *print_json_string(const char *s) { return s ? print_json_text(s, strlen(s)) : json_null(); }
+
+json_t *print_json_integer(const char *s)
+{
+    json_t *v = s ? json_integer(strtoll(s, NULL, 10)) : json_null();
+    if (!v) abort();
+    return v;
+}
+
+int print_json(json_t *doc)
+{
+    if (!doc) abort();
+    int rc = json_dumpf(doc, stdout, JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_decref(doc);
+    if (putchar('\n') == EOF || fflush(stdout) != 0) rc = -1;
+    return rc ? -1 : 0;
+}

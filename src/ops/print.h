@@ -10,6 +10,7 @@
 #ifndef STORAGE_PRINT_H
 #define STORAGE_PRINT_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -25,5 +26,25 @@ char *print_escape(const char *s);
 
 /* len bytes as lower-case hex, nothing between them. */
 void print_hex(FILE *out, const void *data, size_t len);
+
+/* --json output (DESIGN.md: Output for scripts). */
+
+/* A JSON string of the len bytes at data: the text itself when it is valid
+ * UTF-8 (JSON escapes any control character), else escaped by the rule
+ * above, so a byte that is not UTF-8 reads \xNN; JSON null for NULL data.
+ * Returns a new reference. */
+json_t *print_json_text(const void *data, size_t len);
+
+/* The same for NUL-terminated text (NULL: JSON null). */
+json_t *print_json_string(const char *s);
+
+/* A JSON integer of the decimal text s (a bigint column); JSON null for
+ * NULL. */
+json_t *print_json_integer(const char *s);
+
+/* Print `doc` on stdout as one JSON document (ASCII only: anything else is
+ * a \u escape) and a newline. Takes ownership of doc. Returns 0, or -1 when
+ * stdout could not be written. */
+int print_json(json_t *doc);
 
 #endif

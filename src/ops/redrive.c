@@ -9,6 +9,7 @@
 /* One pipeline's redrive: its store, its batch and the per-batch arrays. */
 typedef struct {
     const pipeline_def_t *def;
+    const char *by;
     bool dry_run;
     const redrive_report_t *report;
     redrive_counts_t *counts;
@@ -49,7 +50,7 @@ static int redrive_batch(redrive_t *rd, const stored_letters_t *letters, char *e
     /* The pipeline's own path: decode, resolve and bind, de-duplicate, then
      * the store's upsert with the dead letters marked in its transaction. */
     batch_counts_t counts = {0};
-    dead_letter_marks_t marks = {.def = rd->def, .ids = rd->ids};
+    dead_letter_marks_t marks = {.def = rd->def, .ids = rd->ids, .by = rd->by};
     store_hook_t hook = dead_letters_resolve_hook(&marks, !rd->dry_run);
     batch_decode(&rd->batch, rd->records, m);
     if (store_resolve(rd->store, &rd->batch, err, errlen, &cls)) return -1;
@@ -77,10 +78,10 @@ static int redrive_batch(redrive_t *rd, const stored_letters_t *letters, char *e
 }
 
 int redrive_pipeline(const settings_t *s, db_conn_t *conn, const pipeline_def_t *def, const char *type,
-                     bool dry_run, const redrive_report_t *report, redrive_counts_t *counts, char *err,
+                     const char *by, bool dry_run, const redrive_report_t *report, redrive_counts_t *counts, char *err,
                      size_t errlen)
 {
-    redrive_t rd = {.def = def, .dry_run = dry_run, .report = report, .counts = counts};
+    redrive_t rd = {.def = def, .by = by, .dry_run = dry_run, .report = report, .counts = counts};
     const char *topic = s->topic[def->id];
     int64_t after = 0;
     int rc = 0;

@@ -9,8 +9,9 @@
  * stored row is a no-op by the same last_synced_at guard, and a row the
  * database refuses does not abort the others. In the same transaction as
  * the rows, a store hook (pg/dead_letters.h) marks the dead letters that
- * stored resolved with a note (never deleted: the table is the history of
- * what went wrong), and refreshes the reason of those still failing.
+ * stored resolved (kind `redriven`, who ran it and a note; redrive never
+ * deletes one: only purge does, long after, DESIGN.md: Resolving dead
+ * letters), and refreshes the reason of those still failing.
  * Running it again changes nothing.
  *
  * Still-failing records go through the store's dead-letter insert like any
@@ -44,12 +45,12 @@ typedef struct {
 } redrive_report_t;
 
 /* Redrive the unresolved dead letters of `def`'s topic (of error_type
- * `type`, NULL: any), read on `conn` in batches of the pipeline's size, each
+ * `type`, NULL: any; resolved_by `by`), read on `conn` in batches of the pipeline's size, each
  * written in one transaction through a store of its own (rolled back with
  * `dry_run`). Adds to *counts. Returns 0, or -1 with `err` (the failed batch
  * was rolled back, the ones before it are committed). */
 int redrive_pipeline(const settings_t *s, db_conn_t *conn, const pipeline_def_t *def, const char *type,
-                     bool dry_run, const redrive_report_t *report, redrive_counts_t *counts, char *err,
+                     const char *by, bool dry_run, const redrive_report_t *report, redrive_counts_t *counts, char *err,
                      size_t errlen);
 
 #endif

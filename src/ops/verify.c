@@ -7,7 +7,10 @@
  *   topics        each enabled pipeline's topic exists, with its partitions
  *   messages      what the topics hold (high watermarks)
  *   rows          what the tables hold
- *   dead-letters  what could never be stored: counts by error_type, the newest
+ *   dead-letters  what could never be stored and no one dealt with yet: the
+ *                 unresolved dead letters by error_type, the newest (the
+ *                 resolved ones, redriven or acknowledged, are only counted:
+ *                 DESIGN.md, Resolving dead letters)
  *   positions     each group's two records of its progress, per partition:
  *                 the database's position and Kafka's committed offset, and
  *                 which is ahead (DESIGN.md, Progress in the database)
@@ -33,8 +36,8 @@
  *                 lag exceeds N
  * and a warning when it works but deserves a look: a partition count other
  * than the 3 topics are created with (DESIGN.md: Architecture), migrations applied that this
- * binary does not know (a newer version migrated the database), dead letters
- * present, Kafka's committed offset ahead of the database's position (a
+ * binary does not know (a newer version migrated the database), unresolved
+ * dead letters present, Kafka's committed offset ahead of the database's position (a
  * database restored from a backup: the service stores the gap again), a lag
  * above 0. An empty topic is not broken: nothing was sent yet. The database
  * ahead of Kafka is normal (Kafka's copy is committed after the database's
@@ -45,6 +48,9 @@
  * Every stage runs, so the report is complete; the exit code is 0 when no
  * stage is broken, else 1, and the last line names the first broken stage
  * (the later ones are usually its consequences).
+ *
+ * With --json the same report is one JSON document on stdout instead
+ * (DESIGN.md: Output for scripts), the exit code the same.
  *
  * verify only reads: topics are looked up in the metadata of all topics
  * (naming an unknown topic would create it on a broker with auto-creation
@@ -84,6 +90,8 @@ typedef struct {
     stage_status_t status;
     char detail[VERIFY_DETAIL_MAX];
     size_t len;
+    json_t *parts; /* each stage_add's text, for --json (NULL: none yet) */
+    json_t *data;  /* the stage's numbers, for --json (NULL: none) */
 } stage_t;
 
 /* One enabled pipeline as the stages see it. */
@@ -110,6 +118,7 @@ typedef struct {
     long long max_lag; /* -1: lag alone never breaks the lag stage */
     const char *first_broken;
     char warned[256];
+    json_t *stages; /* --json: the stages' objects; NULL: print lines */
 } verify_t;
 
 /* Append one part to the stage's detail, "; "-separated. Truncates, never
@@ -129,7 +138,10 @@ __attribute__((format(printf, 2, 3))) static void stage_add(stage_t *st, const c
     int n = vsnprintf(st->detail + st->len, room, fmt, ap);
     va_end(ap);
     if (n < 0) return;
-    st->len += (size_t)n < room ? (size_t)n : room - 1;
+    size_t added = (size_t)n < room ? (size_t)n : room - 1;
+    if (!st->parts) st->parts = json_array();
+    json_array_append_new(st->parts, print_json_text(st->detail + st->len, added));
+    st->len += added;
 }
 
 static void stage_raise(stage_t *st, stage_status_t status)
@@ -143,12 +155,23 @@ static void stage_raise(stage_t *st, stage_status_t status)
 static void stage_finish(verify_t *v, const char *name, stage_t *st)
 {
     static const char *const word[] = {"ok", "warn", "BROKEN", "skip"};
-    /* One line per stage, safe for a terminal: text from the database (an
-     * error_detail, a server message) is escaped (ops/print.h). */
-    char *detail = print_escape(st->len ? st->detail : "-");
-    printf("%-13s %-6s %s\n", name, word[st->status], detail);
-    free(detail);
-    fflush(stdout);
+    static const char *const json_word[] = {"ok", "warn", "broken", "skip"};
+    if (v->stages) {
+        json_t *stage = json_pack("{s:s, s:s, s:o}", "name", name, "status", json_word[st->status], "details",
+                                  st->parts ? st->parts : json_array());
+        if (st->data) json_object_set_new(stage, "data", st->data);
+        json_array_append_new(v->stages, stage);
+    } else {
+        /* One line per stage, safe for a terminal: text from the database
+         * (an error_detail, a server message) is escaped (ops/print.h). */
+        char *detail = print_escape(st->len ? st->detail : "-");
+        printf("%-13s %-6s %s\n", name, word[st->status], detail);
+        free(detail);
+        fflush(stdout);
+        json_decref(st->parts);
+        json_decref(st->data);
+    }
+    st->parts = st->data = NULL;
     if (st->status == STAGE_BROKEN && !v->first_broken) v->first_broken = name;
     if (st->status == STAGE_WARN) {
         size_t n = strlen(v->warned);
@@ -373,7 +396,14 @@ static void check_dead_letters(verify_t *v)
         int w = snprintf(reasons + len, sizeof reasons - len, " %s=%s", sum.types[r], sum.type_counts[r]);
         if (w > 0 && (size_t)w < sizeof reasons - len) len += (size_t)w;
     }
-    stage_add(&st, "total=%lld%s", sum.total, reasons);
+    stage_add(&st, "unresolved=%lld%s", sum.total, reasons);
+    /* Redriven or acknowledged: dealt with, nothing to look at. */
+    if (sum.resolved > 0) stage_add(&st, "resolved=%lld (redriven or acknowledged: not counted)", sum.resolved);
+    json_t *by_type = json_object();
+    for (size_t r = 0; r < sum.type_n; r++)
+        json_object_set_new(by_type, sum.types[r], json_integer(strtoll(sum.type_counts[r], NULL, 10)));
+    st.data = json_pack("{s:I, s:I, s:o, s:n}", "unresolved", (json_int_t)sum.total, "resolved",
+                        (json_int_t)sum.resolved, "unresolved_by_error_type", by_type, "newest_unresolved");
     if (sum.total == 0) goto out;
 
     /* Stored, so every message moved on; still, someone should look. */
@@ -384,6 +414,13 @@ static void check_dead_letters(verify_t *v)
     } else if (sum.id) {
         stage_add(&st, "newest id=%s topic=%s partition=%s offset=%s error_type=%s created_at=%s detail=\"%s\"",
                   sum.id, sum.topic, sum.partition, sum.offset, sum.error_type, sum.created_at, sum.detail);
+        json_object_set_new(st.data, "newest_unresolved",
+                            json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:o}", "id", print_json_integer(sum.id),
+                                      "topic", print_json_string(sum.topic), "partition",
+                                      print_json_integer(sum.partition), "kafka_offset",
+                                      print_json_integer(sum.offset), "error_type",
+                                      print_json_string(sum.error_type), "created_at", sum.created_at,
+                                      "error_detail", print_json_string(sum.detail)));
     }
 out:
     dead_letters_summary_free(&sum);
@@ -473,6 +510,7 @@ static void check_positions(verify_t *v)
         }
         stage_add(&st, "%s%s", t->group, per);
         if (notes.len) stage_add(&st, "%s", notes.detail);
+        json_decref(notes.parts);
         if (database_ahead)
             stage_add(&st, "%s: the database ahead of Kafka is normal: Kafka's copy lags a batch, or a crash "
                       "came between the two commits", t->group);
@@ -549,7 +587,7 @@ static void check_lag(verify_t *v)
 
 static void verify_usage(FILE *out)
 {
-    fputs("usage: storage-consumer verify [--max-lag N]\n"
+    fputs("usage: storage-consumer verify [--max-lag N] [--json]\n"
           "\n"
           "Checks the deployment stage by stage, for the pipelines of STORAGE_PIPELINES,\n"
           "and prints one line per stage (ok, warn, BROKEN, or skip when an earlier\n"
@@ -558,7 +596,8 @@ static void verify_usage(FILE *out)
           "  topics        each topic exists; its partition count (not 3: warn)\n"
           "  messages      messages present (high watermarks); an empty topic is fine\n"
           "  rows          rows in each table\n"
-          "  dead-letters  counts by error_type and the newest (any: warn)\n"
+          "  dead-letters  unresolved dead letters by error_type and the newest (any:\n"
+          "                warn); resolved ones (redriven, acknowledged) only counted\n"
           "  positions     per partition, the database's position (where the service\n"
           "                starts) and Kafka's committed offset (its copy), and which\n"
           "                is ahead: Kafka ahead is a warning (a database restored from\n"
@@ -576,6 +615,8 @@ static void verify_usage(FILE *out)
           "options:\n"
           "  --max-lag N   a group whose total lag exceeds N breaks the lag stage\n"
           "                (default: lag is reported, a lag above 0 is a warning)\n"
+          "  --json        the report as one JSON document on stdout (README: Output\n"
+          "                for scripts); the exit codes are the same\n"
           "\n"
           "exit codes: 0 no stage broken, 1 a stage is broken (the last line names the\n"
           "first one), 2 usage or configuration error\n",
@@ -586,6 +627,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
 {
     verify_t v = {.s = s, .max_lag = -1};
     char err[1024];
+    bool json = false;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *value;
@@ -598,6 +640,8 @@ int ops_verify(const settings_t *s, int argc, char **argv)
                         value ? value : "nothing");
                 return EXIT_USAGE;
             }
+        } else if (strcmp(a, "--json") == 0) {
+            json = true;
         } else {
             fprintf(stderr, "storage-consumer: verify: unexpected argument %s\n", a);
             verify_usage(stderr);
@@ -610,6 +654,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
     }
 
     char names[128] = "";
+    json_t *pipelines = json_array();
     for (int i = 0; i < PIPELINE_COUNT; i++) {
         target_t *t = &v.t[i];
         t->enabled = s->pipeline_enabled[i];
@@ -620,15 +665,20 @@ int ops_verify(const settings_t *s, int argc, char **argv)
         settings_group_id(s, (pipeline_id_t)i, t->group, sizeof t->group);
         size_t n = strlen(names);
         snprintf(names + n, sizeof names - n, "%s%s", n ? "," : "", t->def->name);
+        json_array_append_new(pipelines, json_pack("{s:s, s:o, s:s}", "name", t->def->name, "topic",
+                                                   print_json_string(t->topic), "group", t->group));
         /* Each client carries its pipeline's group id: the committed
          * offsets are asked per group. */
         t->client = cluster_client_new(s, (pipeline_id_t)i, err, sizeof err);
         if (!t->client) fprintf(stderr, "storage-consumer: verify: %s\n", err);
     }
     char *masked = db_mask_conninfo(s->database_url);
-    printf("verify pipelines=%s kafka=%s database=\"%s\"\n", names, s->bootstrap_servers, masked);
-    fflush(stdout);
-    free(masked);
+    if (json) {
+        v.stages = json_array();
+    } else {
+        printf("verify pipelines=%s kafka=%s database=\"%s\"\n", names, s->bootstrap_servers, masked);
+        fflush(stdout);
+    }
     v.conn = db_connect(s->database_url, VERIFY_STATEMENT_TIMEOUT_MS,
                         clock_now_ms() + VERIFY_STATEMENT_TIMEOUT_MS + SETTINGS_DB_DEADLINE_GRACE_MS, v.db_error,
                         sizeof v.db_error);
@@ -641,12 +691,30 @@ int ops_verify(const settings_t *s, int argc, char **argv)
     check_positions(&v);
     check_lag(&v);
 
-    if (v.first_broken)
-        printf("verify: broken at stage %s\n", v.first_broken);
-    else if (v.warned[0])
-        printf("verify: healthy, with warnings (%s)\n", v.warned);
-    else
-        printf("verify: healthy\n");
+    int rc = v.first_broken ? EXIT_FAILED : EXIT_OK;
+    if (json) {
+        json_t *warnings = json_array();
+        for (size_t i = 0; i < json_array_size(v.stages); i++) {
+            json_t *stage = json_array_get(v.stages, i);
+            if (strcmp(json_string_value(json_object_get(stage, "status")), "warn") == 0)
+                json_array_append(warnings, json_object_get(stage, "name"));
+        }
+        const char *result = v.first_broken ? "broken" : v.warned[0] ? "healthy_with_warnings" : "healthy";
+        if (print_json(json_pack("{s:s, s:o, s:o, s:o, s:o, s:s, s:o, s:o}", "command", "verify", "pipelines",
+                                 pipelines, "kafka", print_json_string(s->bootstrap_servers), "database",
+                                 print_json_string(masked), "stages", v.stages, "result", result, "first_broken",
+                                 v.first_broken ? json_string(v.first_broken) : json_null(), "warnings", warnings)))
+            rc = EXIT_FAILED;
+    } else {
+        json_decref(pipelines);
+        if (v.first_broken)
+            printf("verify: broken at stage %s\n", v.first_broken);
+        else if (v.warned[0])
+            printf("verify: healthy, with warnings (%s)\n", v.warned);
+        else
+            printf("verify: healthy\n");
+    }
+    free(masked);
 
     db_close(v.conn);
     for (int i = 0; i < PIPELINE_COUNT; i++) {
@@ -656,5 +724,5 @@ int ops_verify(const settings_t *s, int argc, char **argv)
         free(v.t[i].kafka);
         free(v.t[i].db);
     }
-    return v.first_broken ? EXIT_FAILED : EXIT_OK;
+    return rc;
 }

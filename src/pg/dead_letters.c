@@ -15,6 +15,11 @@
 /* A statement has at most 65,535 bind parameters. */
 #define DEAD_LETTER_ROWS_PER_STATEMENT (65535 / DEAD_LETTER_PARAMS)
 
+/* Ids per statement of resolve --type and purge: each chunk commits on its
+ * own, so no statement holds locks on, or writes WAL for, months of dead
+ * letters at once (DESIGN.md: Resolving dead letters). */
+#define DEAD_LETTER_CHUNK 10000
+
 /* Timestamps printed in UTC whatever the server's or session's time zone. */
 #define SQL_UTC(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
@@ -163,11 +168,11 @@ int dead_letters_resolvable(db_conn_t *conn, char *err, size_t errlen)
 {
     PGresult *res = db_select(conn,
                               "SELECT count(*) FROM pg_attribute "
-                              "WHERE attrelid = to_regclass('dead_letter_events') "
-                              "AND attname = 'resolved_at' AND NOT attisdropped",
+                              "WHERE attrelid = to_regclass('dead_letter_events') AND NOT attisdropped "
+                              "AND attname IN ('resolved_at', 'resolution', 'resolution_kind', 'resolved_by')",
                               0, NULL, 0, err, errlen);
     if (!res) return -1;
-    int current = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+    int current = strcmp(PQgetvalue(res, 0, 0), "4") == 0;
     PQclear(res);
     return current;
 }
@@ -192,7 +197,8 @@ int dead_letters_list(db_conn_t *conn, const char *topic, const char *type, long
     if (!results[0]) return -1;
     results[1] = db_select(conn,
                            "SELECT id, topic, partition, kafka_offset, error_type, payload_size,"
-                           " octet_length(payload), resolved_at IS NOT NULL, " SQL_UTC("created_at") ", error_detail"
+                           " octet_length(payload), resolved_at IS NOT NULL, " SQL_UTC("created_at") ", error_detail, "
+                           SQL_UTC("resolved_at") ", resolution_kind, resolved_by, resolution"
                            " FROM dead_letter_events"
                            " WHERE ($1::text IS NULL OR topic = $1) AND ($2::text IS NULL OR error_type = $2)"
                            " AND NOT ($4::boolean AND resolved_at IS NOT NULL)"
@@ -225,6 +231,10 @@ int dead_letters_list(db_conn_t *conn, const char *topic, const char *type, long
             .resolved = PQgetvalue(r, i, 7)[0] == 't',
             .created_at = PQgetvalue(r, i, 8),
             .detail = PQgetvalue(r, i, 9),
+            .resolved_at = value_or_null(r, i, 10),
+            .resolution_kind = value_or_null(r, i, 11),
+            .resolved_by = value_or_null(r, i, 12),
+            .resolution = value_or_null(r, i, 13),
         };
     return 0;
 }
@@ -252,7 +262,8 @@ int dead_letters_get(db_conn_t *conn, const char *id, dead_letter_t *out, char *
                               "SELECT id::text, topic::text, partition::text, kafka_offset::text, "
                               SQL_UTC("kafka_timestamp") ", message_key, payload, payload_size::text,"
                               " error_type::text, error_detail, "
-                              SQL_UTC("created_at") ", " SQL_UTC("resolved_at") ", resolution"
+                              SQL_UTC("created_at") ", " SQL_UTC("resolved_at") ", resolution,"
+                              " resolution_kind, resolved_by"
                               " FROM dead_letter_events WHERE id = $1::bigint",
                               1, params, 1, err, errlen);
     if (!res) return -1;
@@ -273,6 +284,8 @@ int dead_letters_get(db_conn_t *conn, const char *id, dead_letter_t *out, char *
     out->created_at = PQgetvalue(res, 0, 10);
     out->resolved_at = value_or_null(res, 0, 11);
     out->resolution = value_or_null(res, 0, 12);
+    out->resolution_kind = value_or_null(res, 0, 13);
+    out->resolved_by = value_or_null(res, 0, 14);
     return 1;
 }
 
@@ -348,19 +361,23 @@ static int exec_update(PGconn *conn, int64_t deadline_ms, const char *sql, int n
     return 0;
 }
 
-/* Mark the unresolved dead letters among ids[0..n) resolved with
- * `resolution`, adding how many changed to *resolved. */
-static int resolve_ids(PGconn *conn, int64_t deadline_ms, const int64_t *ids, size_t n, const char *resolution,
-                       size_t *resolved, char *err, size_t errlen, error_class_t *cls)
+/* The one statement that resolves dead letters, whoever resolves them
+ * (DESIGN.md: Resolving dead letters): the unresolved ones among ids[0..n)
+ * get resolved_at, `kind`, `by` and the note `resolution`; one already
+ * resolved keeps its first resolution. Adds how many changed to *resolved. */
+static int resolve_ids(PGconn *conn, int64_t deadline_ms, const int64_t *ids, size_t n, const char *kind,
+                       const char *by, const char *resolution, size_t *resolved, char *err, size_t errlen,
+                       error_class_t *cls)
 {
     size_t changed;
     if (n == 0) return 0;
     char *literal = db_array_literal(NULL, ids, n);
-    const char *params[2] = {literal, resolution};
+    const char *params[4] = {literal, kind, by, resolution};
     int rc = exec_update(conn, deadline_ms,
-                         "UPDATE dead_letter_events SET resolved_at = now(), resolution = $2"
+                         "UPDATE dead_letter_events SET resolved_at = now(), resolution_kind = $2,"
+                         " resolved_by = $3, resolution = $4"
                          " WHERE id = ANY($1::bigint[]) AND resolved_at IS NULL",
-                         2, params, &changed, err, errlen, cls);
+                         4, params, &changed, err, errlen, cls);
     if (rc == 0) *resolved += changed;
     free(literal);
     return rc;
@@ -408,8 +425,10 @@ static int mark(void *ctx, db_conn_t *conn, int64_t deadline_ms, const batch_t *
              "redriven: another dead letter with the same %s was upserted into %s in the same batch",
              pipeline_key_columns(def, " and ", key, sizeof key), def->table);
 
-    if (resolve_ids(conn, deadline_ms, stored, ns, note, &m->resolved, err, errlen, cls) ||
-        resolve_ids(conn, deadline_ms, superseded, nx, note_superseded, &m->resolved, err, errlen, cls))
+    if (resolve_ids(conn, deadline_ms, stored, ns, DEAD_LETTER_REDRIVEN, m->by, note, &m->resolved, err, errlen,
+                    cls) ||
+        resolve_ids(conn, deadline_ms, superseded, nx, DEAD_LETTER_REDRIVEN, m->by, note_superseded, &m->resolved,
+                    err, errlen, cls))
         goto out;
     if (nf > 0) {
         ids_lit = db_array_literal(NULL, failing, nf);
@@ -442,6 +461,111 @@ out:
 store_hook_t dead_letters_resolve_hook(dead_letter_marks_t *marks, bool commit)
 {
     return (store_hook_t){.fn = mark, .ctx = marks, .commit = commit};
+}
+
+/* ------------------------------------------------------------------------ */
+/* resolve and purge: one-shot statements, each committed on its own. */
+
+int dead_letters_acknowledge_ids(db_conn_t *conn, const int64_t *ids, size_t n, const char *by, const char *note,
+                                 int64_t *missing, size_t *missing_n, size_t *acknowledged, char *err,
+                                 size_t errlen)
+{
+    char *literal = db_array_literal(NULL, ids, n);
+    const char *params[1] = {literal};
+    error_class_t cls;
+    int rc = -1;
+    *missing_n = *acknowledged = 0;
+    PGresult *res = db_select(conn,
+                              "SELECT w.id FROM unnest($1::bigint[]) WITH ORDINALITY AS w(id, pos)"
+                              " WHERE NOT EXISTS (SELECT 1 FROM dead_letter_events d WHERE d.id = w.id)"
+                              " ORDER BY w.pos",
+                              1, params, 0, err, errlen);
+    if (!res) goto out;
+    for (int r = 0; r < PQntuples(res); r++) missing[(*missing_n)++] = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+    PQclear(res);
+    /* Purge deletes only resolved dead letters: an id that exists now and
+     * is unresolved still exists when the UPDATE runs. */
+    rc = *missing_n ? 0
+                    : resolve_ids(conn, 0, ids, n, DEAD_LETTER_ACKNOWLEDGED, by, note, acknowledged, err, errlen,
+                                  &cls);
+out:
+    free(literal);
+    return rc;
+}
+
+int dead_letters_acknowledge_matching(db_conn_t *conn, const char *topic, const char *type, const char *by,
+                                      const char *note, size_t *acknowledged, char *err, size_t errlen)
+{
+    char after[24] = "0", limit[24];
+    int64_t *ids = xcalloc(DEAD_LETTER_CHUNK, sizeof *ids);
+    error_class_t cls;
+    int rc = -1;
+    snprintf(limit, sizeof limit, "%d", DEAD_LETTER_CHUNK);
+    *acknowledged = 0;
+    for (;;) {
+        const char *params[4] = {topic, type, after, limit};
+        PGresult *res = db_select(conn,
+                                  "SELECT id FROM dead_letter_events"
+                                  " WHERE resolved_at IS NULL AND ($1::text IS NULL OR topic = $1)"
+                                  " AND error_type = $2 AND id > $3::bigint ORDER BY id LIMIT $4::int",
+                                  4, params, 0, err, errlen);
+        if (!res) break;
+        size_t n = (size_t)PQntuples(res);
+        for (size_t r = 0; r < n; r++) ids[r] = strtoll(PQgetvalue(res, (int)r, 0), NULL, 10);
+        if (n > 0) snprintf(after, sizeof after, "%s", PQgetvalue(res, (int)n - 1, 0));
+        PQclear(res);
+        if (n == 0) {
+            rc = 0;
+            break;
+        }
+        if (resolve_ids(conn, 0, ids, n, DEAD_LETTER_ACKNOWLEDGED, by, note, acknowledged, err, errlen, &cls))
+            break;
+    }
+    free(ids);
+    return rc;
+}
+
+int dead_letters_purge(db_conn_t *conn, long long age_seconds, bool dry_run, long long *count, char *cutoff,
+                       size_t cutoff_len, char *err, size_t errlen)
+{
+    char age[24], limit[24];
+    snprintf(age, sizeof age, "%lld", age_seconds);
+    snprintf(limit, sizeof limit, "%d", DEAD_LETTER_CHUNK);
+    const char *age_param[1] = {age};
+    *count = 0;
+    /* One cutoff for every chunk: what was resolved while the purge runs is
+     * never old enough. */
+    PGresult *res = db_select(conn, "SELECT " SQL_UTC("(now() - make_interval(secs => $1::bigint))"), 1, age_param, 0,
+                              err, errlen);
+    if (!res) return -1;
+    snprintf(cutoff, cutoff_len, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    const char *params[2] = {cutoff, limit};
+    if (dry_run) {
+        res = db_select(conn,
+                        "SELECT count(*) FROM dead_letter_events"
+                        " WHERE resolved_at IS NOT NULL AND resolved_at < $1::timestamptz",
+                        1, params, 0, err, errlen);
+        if (!res) return -1;
+        *count = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        PQclear(res);
+        return 0;
+    }
+    for (;;) {
+        res = db_select(conn,
+                        "WITH purged AS (DELETE FROM dead_letter_events WHERE id IN"
+                        " (SELECT id FROM dead_letter_events"
+                        " WHERE resolved_at IS NOT NULL AND resolved_at < $1::timestamptz"
+                        " ORDER BY resolved_at LIMIT $2::int)"
+                        " AND resolved_at IS NOT NULL RETURNING 1)"
+                        " SELECT count(*) FROM purged",
+                        2, params, 0, err, errlen);
+        if (!res) return -1;
+        long long n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        PQclear(res);
+        *count += n;
+        if (n == 0) return 0;
+    }
 }
 
 int dead_letters_other_topics(db_conn_t *conn, const char *const *topics, size_t n, const char *type,
@@ -488,20 +612,26 @@ int dead_letters_summary(db_conn_t *conn, const char *const *topics, size_t n, d
     int rc = -1;
     memset(out, 0, sizeof *out);
 
+    /* Only the unresolved ones ask anything of anyone (DESIGN.md:
+     * Resolving dead letters); the resolved ones are counted alongside. */
     PGresult *res = db_select(conn,
-                              "SELECT error_type, count(*) FROM dead_letter_events WHERE topic = ANY($1::text[])"
-                              " GROUP BY error_type ORDER BY count(*) DESC, error_type",
+                              "SELECT error_type, count(*) FILTER (WHERE resolved_at IS NULL) AS unresolved,"
+                              " count(*) FILTER (WHERE resolved_at IS NOT NULL)"
+                              " FROM dead_letter_events WHERE topic = ANY($1::text[])"
+                              " GROUP BY error_type ORDER BY unresolved DESC, error_type",
                               1, params, 0, err, errlen);
     if (!res) goto out;
     out->results[0] = res;
     out->counted = true;
-    out->type_n = (size_t)PQntuples(res);
-    out->types = xcalloc(out->type_n, sizeof *out->types);
-    out->type_counts = xcalloc(out->type_n, sizeof *out->type_counts);
+    out->types = xcalloc((size_t)PQntuples(res), sizeof *out->types);
+    out->type_counts = xcalloc((size_t)PQntuples(res), sizeof *out->type_counts);
     for (int r = 0; r < PQntuples(res); r++) {
-        out->types[r] = PQgetvalue(res, r, 0);
-        out->type_counts[r] = PQgetvalue(res, r, 1);
-        out->total += strtoll(PQgetvalue(res, r, 1), NULL, 10);
+        long long unresolved = strtoll(PQgetvalue(res, r, 1), NULL, 10);
+        out->resolved += strtoll(PQgetvalue(res, r, 2), NULL, 10);
+        if (unresolved == 0) continue;
+        out->types[out->type_n] = PQgetvalue(res, r, 0);
+        out->type_counts[out->type_n++] = PQgetvalue(res, r, 1);
+        out->total += unresolved;
     }
     if (out->total == 0) {
         rc = 0;
@@ -511,7 +641,8 @@ int dead_letters_summary(db_conn_t *conn, const char *const *topics, size_t n, d
                     "SELECT id, topic, partition, kafka_offset, error_type,"
                     " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
                     " left(error_detail, 200)"
-                    " FROM dead_letter_events WHERE topic = ANY($1::text[]) ORDER BY id DESC LIMIT 1",
+                    " FROM dead_letter_events WHERE topic = ANY($1::text[]) AND resolved_at IS NULL"
+                    " ORDER BY id DESC LIMIT 1",
                     1, params, 0, err, errlen);
     if (!res) goto out;
     out->results[1] = res;

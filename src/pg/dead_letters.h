@@ -1,8 +1,9 @@
 /* dead_letters — every statement on dead_letter_events (DESIGN.md: Dead
  * letters), but the migrations that create the table: the store's insert of
- * a batch's rejected records, the commands' reads, redrive's marks and
- * verify's summary. Results are plain C values; their strings point into
- * memory the result owns until its _free. */
+ * a batch's rejected records, the commands' reads, the marks of redrive and
+ * resolve (one statement resolves, DESIGN.md: Resolving dead letters),
+ * purge's deletes and verify's summary. Results are plain C values; their
+ * strings point into memory the result owns until its _free. */
 #ifndef STORAGE_PG_DEAD_LETTERS_H
 #define STORAGE_PG_DEAD_LETTERS_H
 
@@ -25,8 +26,12 @@
 int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, batch_t *b, size_t *written, char *err,
                        size_t errlen, error_class_t *cls);
 
-/* Whether the table has the resolution columns (migration 0005): 1 yes, 0
- * no, -1 the catalog could not be read (`err`). */
+/* How a dead letter was resolved (resolution_kind, migration 0007). */
+#define DEAD_LETTER_REDRIVEN "redriven"         /* it stored once its cause was fixed */
+#define DEAD_LETTER_ACKNOWLEDGED "acknowledged" /* an operator decided it never will */
+
+/* Whether the table has every resolution column (migrations 0005 and
+ * 0007): 1 yes, 0 no, -1 the catalog could not be read (`err`). */
 int dead_letters_resolvable(db_conn_t *conn, char *err, size_t errlen);
 
 /* list: counts by topic and error_type, then the newest rows. */
@@ -39,6 +44,9 @@ typedef struct {
     const char *id, *topic, *partition, *offset, *error_type, *created_at, *detail;
     long long payload_size, stored_bytes; /* stored_bytes < payload_size: truncated */
     bool resolved;
+    /* NULL while unresolved; resolved_by and resolution may be NULL for a
+     * dead letter resolved before migration 0007. */
+    const char *resolved_at, *resolution_kind, *resolved_by, *resolution;
 } dead_letter_row_t;
 
 typedef struct {
@@ -58,7 +66,7 @@ void dead_letters_list_free(dead_letter_list_t *l);
 /* show: one dead letter, every column (NULL: SQL null). */
 typedef struct {
     const char *id, *topic, *partition, *kafka_offset, *kafka_timestamp, *created_at, *error_type,
-        *error_detail, *resolved_at, *resolution;
+        *error_detail, *resolved_at, *resolution_kind, *resolved_by, *resolution;
     const char *key, *payload; /* exact bytes */
     size_t key_len, payload_len;
     long long payload_size;
@@ -94,12 +102,39 @@ void dead_letters_fetch_free(stored_letters_t *l);
 typedef struct {
     const pipeline_def_t *def;
     const int64_t *ids;
+    const char *by;             /* resolved_by */
     size_t resolved, refreshed; /* rows changed by the hook's last run */
 } dead_letter_marks_t;
 
 /* The store hook that makes the marks (committed, or rolled back when
  * !commit: a dry run). */
 store_hook_t dead_letters_resolve_hook(dead_letter_marks_t *marks, bool commit);
+
+/* resolve: acknowledge dead letters as garbage, with `note`
+ * (DEAD_LETTER_ACKNOWLEDGED), each statement committed on its own.
+ *
+ * Of the n `ids`, those no dead letter has go to missing[] (*missing_n of
+ * them, in the order given); when there is any, nothing is changed. Else the
+ * unresolved ones are acknowledged: *acknowledged gets how many (the others
+ * were resolved already). Returns 0, or -1 with `err`. */
+int dead_letters_acknowledge_ids(db_conn_t *conn, const int64_t *ids, size_t n, const char *by, const char *note,
+                                 int64_t *missing, size_t *missing_n, size_t *acknowledged, char *err,
+                                 size_t errlen);
+
+/* Acknowledge every unresolved dead letter of error_type `type` (and of
+ * `topic`, NULL: any topic), a chunk of ids per statement; *acknowledged
+ * gets how many. Returns 0, or -1 with `err` (chunks before it stay
+ * acknowledged). */
+int dead_letters_acknowledge_matching(db_conn_t *conn, const char *topic, const char *type, const char *by,
+                                      const char *note, size_t *acknowledged, char *err, size_t errlen);
+
+/* purge: resolved dead letters whose resolved_at is more than age_seconds
+ * ago, deleted a chunk per statement (never an unresolved one). `cutoff`
+ * gets the moment they were resolved before (UTC, fixed when it starts).
+ * With `dry_run` nothing is deleted: *count is how many would be. Returns 0,
+ * or -1 with `err` (chunks before it stay deleted; *count says how many). */
+int dead_letters_purge(db_conn_t *conn, long long age_seconds, bool dry_run, long long *count, char *cutoff,
+                       size_t cutoff_len, char *err, size_t errlen);
 
 /* Unresolved dead letters (of `type`, NULL: any) by topic, of the topics
  * not among the n `topics`. */
@@ -113,13 +148,15 @@ int dead_letters_other_topics(db_conn_t *conn, const char *const *topics, size_t
                               dead_letter_topics_t *out, char *err, size_t errlen);
 void dead_letters_other_topics_free(dead_letter_topics_t *t);
 
-/* verify: counts by error_type of the n `topics`, and the newest. */
+/* verify: counts by error_type of the unresolved dead letters of the n
+ * `topics`, and the newest unresolved one; resolved ones are only counted. */
 typedef struct {
     bool counted; /* the counts below were read */
-    long long total;
-    const char **types, **type_counts; /* by count, descending */
+    long long total, resolved; /* total: unresolved */
+    const char **types, **type_counts; /* unresolved, by count, descending */
     size_t type_n;
-    /* The newest (id NULL: none); detail: its first 200 characters. */
+    /* The newest unresolved (id NULL: none); detail: its first 200
+     * characters. */
     const char *id, *topic, *partition, *offset, *error_type, *created_at, *detail;
     void *results[2];
 } dead_letter_summary_t;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `storage-consumer dead-letters list|show|redrive` (DESIGN.md: Dead letters; Operations) against a
+# `storage-consumer dead-letters list|show|redrive|resolve|purge` (DESIGN.md: Dead letters;
+# Resolving dead letters; Operations; Output for scripts) against a
 # real PostgreSQL, the sanitizer build. One test goes through the running
 # service and the Kafka-protocol broker (a real dead letter, then a redrive);
 # the others write dead letters with SQL, exactly as the store writes them.
@@ -119,6 +120,17 @@ resolved_of() { # id: "t|note" or "f|"
     sql "SELECT resolved_at IS NOT NULL, coalesce(resolution, '') FROM dead_letter_events WHERE id = $1"
 }
 
+# How a dead letter was resolved: "kind|by|note" ("||" while unresolved).
+resolution_of() { # id
+    sql "SELECT coalesce(resolution_kind, ''), coalesce(resolved_by, ''), coalesce(resolution, '')
+           FROM dead_letter_events WHERE id = $1"
+}
+
+# The ids in a JSON array of dead letters, space-separated.
+json_ids() { # json jq-path
+    jq -r "[$2[].id] | map(tostring) | join(\" \")" <<<"$1"
+}
+
 # ---------------------------------------------------------------------------
 # Redrive: the pipeline's own path, for dead letters that can now be stored.
 
@@ -146,6 +158,8 @@ test_redrive_stores_a_message_once_its_app_is_registered() {
     # Resolved with a note, never deleted; what went wrong stays on record.
     assert_eq "t|redriven: decoded and upserted into reviews by the pipeline's ON CONFLICT rule" \
         "$(resolved_of "$id")" "dead letter resolution"
+    assert_eq "redriven|$(id -un)" "$(sql "SELECT resolution_kind, resolved_by FROM dead_letter_events WHERE id = $id")" \
+        "how and by whom it was resolved"
     assert_eq "1|unregistered_app|$(UNREGISTERED_DETAIL com.example.late)" \
         "$(sql "SELECT count(*), min(error_type), min(error_detail) FROM dead_letter_events")" \
         "the dead letter is kept with its original reason"
@@ -471,13 +485,17 @@ test_list_counts_by_pipeline_and_error_type() {
     assert_contains "$out" "count pipeline=app-stats error_type=missing_field unresolved=1 resolved=0"
     assert_contains "$out" "count pipeline=- error_type=invalid_json unresolved=1 resolved=0 topic=\"legacy\""
     assert_eq 4 "$(grep -c '^count ' <<<"$out")" "count lines"
-    # Recent rows, newest first; details escaped.
-    assert_eq "5 4 3 2 1" "$(grep '^row ' <<<"$out" | sed -E 's/^row id=([0-9]+).*/\1/' | tr '\n' ' ' | sed 's/ $//')" \
-        "recent rows, newest first"
+    # Recent unresolved rows, newest first; details escaped.
+    assert_eq "5 4 3 2" "$(grep '^row ' <<<"$out" | sed -E 's/^row id=([0-9]+).*/\1/' | tr '\n' ' ' | sed 's/ $//')" \
+        "recent unresolved rows, newest first"
     assert_contains "$out" 'row id=5 pipeline=- partition=0 offset=5'
     assert_contains "$out" 'detail="line one\nline two \x1b[2J"'
-    assert_contains "$(line_of "$out" "row id=1 ")" "status=resolved"
     assert_contains "$(line_of "$out" "row id=2 ")" "status=unresolved"
+    # --all: the resolved ones too, with how they were resolved.
+    out=$(dl_ok list --all)
+    assert_eq "5 4 3 2 1" "$(grep '^row ' <<<"$out" | sed -E 's/^row id=([0-9]+).*/\1/' | tr '\n' ' ' | sed 's/ $//')" \
+        "recent rows with --all, newest first"
+    assert_contains "$(line_of "$out" "row id=1 ")" "status=resolved resolution=redriven"
 
     out=$(dl_ok list --pipeline reviews --limit 2 --unresolved)
     assert_contains "$out" "total unresolved=2 resolved=1"
@@ -495,7 +513,7 @@ test_list_counts_by_pipeline_and_error_type() {
 test_help_exits_0_and_usage_errors_exit_2() {
     begin_test usage
     local sub
-    for sub in "" list show redrive; do
+    for sub in "" list show redrive resolve purge; do
         # shellcheck disable=SC2086
         assert_eq 0 "$(dl_rc $sub --help)" "dead-letters $sub --help"
         assert_contains "$(cat "$WORK/$TEST_NAME.out")" "usage: storage-consumer dead-letters"
@@ -510,14 +528,35 @@ test_help_exits_0_and_usage_errors_exit_2() {
     assert_eq 2 "$(dl_rc redrive --pipeline)" "--pipeline without a value"
     assert_eq 2 "$(dl_rc redrive --now)" "unknown option"
     assert_eq 2 "$(dl_rc list --limit 0)" "--limit 0"
-    assert_contains "$("$BIN" --help)" "dead-letters list|show ID|redrive"
+    assert_contains "$("$BIN" --help)" "dead-letters list|show ID|redrive|resolve|purge"
+}
+
+test_bogus_type_is_a_usage_error() {
+    begin_test bogus_type
+    dead_letter reviews 0 1 invalid_json "bad" '{' >/dev/null
+    local before args
+    before=$(dump_all)
+    for args in "list --type bogus" "redrive --type bogus" "resolve --type bogus --note x" \
+        "list --type INVALID_JSON"; do
+        # shellcheck disable=SC2086
+        assert_eq 2 "$(dl_rc $args)" "dead-letters $args"
+        assert_contains "$(cat "$WORK/$TEST_NAME.err")" \
+            "unknown error type $(awk '{print $3}' <<<"$args") (known: empty_payload, invalid_utf8, invalid_json, missing_field, invalid_field, unregistered_app, database_rejected)"
+    done
+    assert_eq "$before" "$(dump_all)" "tables after the usage errors"
+    # And a known type is taken.
+    assert_contains "$(dl_ok list --type invalid_json)" "total unresolved=1 resolved=0"
 }
 
 test_runtime_failures_exit_1() {
     begin_test runtime
     assert_eq 1 "$(dl_rc show 999)" "show of a missing id"
     assert_contains "$(cat "$WORK/$TEST_NAME.err")" "no dead letter with id 999"
-    # A schema from before migration 0005: a clear message, not a SQL error.
+    # A schema from before migration 0007: a clear message, not a SQL error.
+    sql "ALTER TABLE dead_letter_events DROP COLUMN resolution_kind, DROP COLUMN resolved_by"
+    assert_eq 1 "$(dl_rc resolve 1 --note x)" "resolve on a schema without migration 0007"
+    assert_contains "$(cat "$WORK/$TEST_NAME.err")" "0007_dead_letter_acknowledgement.sql): run \`storage-consumer migrate\` first"
+    # ... and from before migration 0005.
     sql "ALTER TABLE dead_letter_events DROP COLUMN resolution, DROP COLUMN resolved_at"
     assert_eq 1 "$(dl_rc redrive)" "redrive on an old schema"
     assert_contains "$(cat "$WORK/$TEST_NAME.err")" "run \`storage-consumer migrate\` first"
@@ -526,13 +565,215 @@ test_runtime_failures_exit_1() {
 
 test_migration_adds_resolution_columns() {
     begin_test migration
-    assert_eq "resolved_at timestamp with time zone|resolution text" \
+    assert_eq "resolved_at timestamp with time zone|resolution text|resolution_kind text|resolved_by text" \
         "$(sql "SELECT string_agg(column_name || ' ' || data_type, '|' ORDER BY ordinal_position)
                   FROM information_schema.columns
-                 WHERE table_name = 'dead_letter_events' AND column_name IN ('resolved_at', 'resolution')")" \
+                 WHERE table_name = 'dead_letter_events'
+                   AND column_name IN ('resolved_at', 'resolution', 'resolution_kind', 'resolved_by')")" \
         "resolution columns"
     assert_eq "t" "$(sql "SELECT indpred IS NOT NULL FROM pg_index WHERE indexrelid = 'dead_letter_events_unresolved_idx'::regclass")" \
         "partial index on unresolved dead letters"
+    # A resolution is whole: no resolved_at without its kind, no other kind.
+    local id
+    id=$(dead_letter reviews 0 1 invalid_json "bad" '{')
+    if sql "UPDATE dead_letter_events SET resolved_at = now() WHERE id = $id" 2>/dev/null; then
+        fail "resolved_at was set without a resolution_kind"
+    fi
+    if sql "UPDATE dead_letter_events SET resolved_at = now(), resolution_kind = 'deleted' WHERE id = $id" 2>/dev/null; then
+        fail "a resolution_kind other than redriven or acknowledged was accepted"
+    fi
+}
+
+test_migration_0007_marks_earlier_resolutions_redriven() {
+    begin_test backfill
+    # The schema as migration 0006 left it, with a dead letter redrive
+    # resolved then, and one unresolved.
+    sql "DROP INDEX dead_letter_events_resolved_idx;
+         ALTER TABLE dead_letter_events DROP COLUMN resolution_kind, DROP COLUMN resolved_by;
+         DELETE FROM storage_consumer_migrations WHERE name LIKE '0007%'"
+    local resolved unresolved rc=0
+    resolved=$(dead_letter reviews 0 1 unregistered_app "x" '{}')
+    unresolved=$(dead_letter reviews 0 2 unregistered_app "x" '{}')
+    sql "UPDATE dead_letter_events SET resolved_at = now(), resolution = 'redriven: decoded' WHERE id = $resolved"
+    env -u STORAGE_PIPELINES STORAGE_DATABASE_URL="$DB" "$BIN" migrate >"$WORK/$TEST_NAME.out" 2>"$WORK/$TEST_NAME.err" || rc=$?
+    assert_eq 0 "$rc" "migrate exit status: $(cat "$WORK/$TEST_NAME.err")"
+    assert_eq "redriven||redriven: decoded" "$(resolution_of "$resolved")" "the dead letter resolved before 0007"
+    assert_eq "||" "$(resolution_of "$unresolved")" "the unresolved one"
+}
+
+# ---------------------------------------------------------------------------
+# resolve: acknowledge dead letters that will never store.
+
+test_resolve_by_id_acknowledges_without_storing() {
+    begin_test resolve_ids
+    # It would store now (its app is registered): resolve must not store it.
+    register_apps com.example.a
+    local a b other before out
+    a=$(dead_letter reviews 0 1 unregistered_app "$(UNREGISTERED_DETAIL com.example.a)" \
+        "$(review com.example.a r1 3 2026-11-29T10:00:00Z)")
+    b=$(dead_letter app-stats 0 2 invalid_json "bad" '{')
+    other=$(dead_letter reviews 0 3 invalid_json "bad" '{')
+
+    out=$(dl_ok resolve "$a" "$b" "$a" --note "test traffic from the staging crawler")
+    assert_contains "$out" "resolve acknowledged=2 already_resolved=0 by=\"$(id -un)\""
+    assert_eq "acknowledged|$(id -un)|test traffic from the staging crawler" "$(resolution_of "$a")" "resolution of $a"
+    assert_eq "acknowledged|$(id -un)|test traffic from the staging crawler" "$(resolution_of "$b")" "resolution of $b"
+    assert_eq "||" "$(resolution_of "$other")" "the one not named"
+    assert_eq 0 "$(sql "SELECT count(*) FROM reviews")" "reviews: nothing stored"
+    assert_eq 3 "$(sql "SELECT count(*) FROM dead_letter_events")" "nothing deleted"
+    # Redrive leaves an acknowledged dead letter alone.
+    assert_contains "$(dl_ok redrive)" "redrive pipeline=reviews examined=1 stored=0 still_failing=1"
+    assert_eq 0 "$(sql "SELECT count(*) FROM reviews")" "reviews after a redrive"
+
+    # Again: the first resolution stands.
+    before=$(dump_all)
+    out=$(dl_ok resolve "$a" --note "another reason")
+    assert_contains "$out" "resolve acknowledged=0 already_resolved=1"
+    assert_eq "$before" "$(dump_all)" "tables after resolving a resolved dead letter"
+
+    # An id that does not exist: nothing changes, not even the others.
+    assert_eq 1 "$(dl_rc resolve "$other" 999 --note "x")" "exit status with a missing id"
+    assert_contains "$(cat "$WORK/$TEST_NAME.err")" "no dead letter with id 999: nothing changed"
+    assert_eq "||" "$(resolution_of "$other")" "the existing id after a refused resolve"
+}
+
+test_resolve_by_type_needs_a_note() {
+    begin_test resolve_type
+    local rev1 rev2 stats unreg before out
+    rev1=$(dead_letter reviews 0 1 invalid_json "bad" '{')
+    rev2=$(dead_letter reviews 1 2 invalid_json "bad" '[')
+    stats=$(dead_letter app-stats 0 3 invalid_json "bad" '{')
+    unreg=$(dead_letter reviews 0 4 unregistered_app "x" '{}')
+    before=$(dump_all)
+    assert_eq 2 "$(dl_rc resolve --type invalid_json --pipeline reviews)" "resolve --type without --note"
+    assert_contains "$(cat "$WORK/$TEST_NAME.err")" "--note TEXT is required"
+    assert_eq 2 "$(dl_rc resolve --type invalid_json --note "")" "resolve with an empty note"
+    assert_contains "$(cat "$WORK/$TEST_NAME.err")" "--note needs a value"
+    assert_eq 2 "$(dl_rc resolve "$rev1" --type invalid_json --note x)" "ids and --type together"
+    assert_eq 2 "$(dl_rc resolve --note x)" "neither ids nor --type"
+    assert_eq 2 "$(dl_rc resolve "$rev1" --pipeline reviews --note x)" "--pipeline without --type"
+    assert_eq "$before" "$(dump_all)" "tables after the refused resolves"
+
+    out=$(dl_ok resolve --type invalid_json --pipeline reviews --note "a producer bug, fixed in 2.4")
+    assert_contains "$out" "resolve error_type=invalid_json pipeline=reviews acknowledged=2"
+    assert_eq "acknowledged|$(id -un)|a producer bug, fixed in 2.4" "$(resolution_of "$rev1")" "reviews invalid_json 1"
+    assert_eq "acknowledged|$(id -un)|a producer bug, fixed in 2.4" "$(resolution_of "$rev2")" "reviews invalid_json 2"
+    assert_eq "||" "$(resolution_of "$stats")" "app-stats' invalid_json: another pipeline"
+    assert_eq "||" "$(resolution_of "$unreg")" "reviews' unregistered_app: another type"
+
+    # Without --pipeline: every topic.
+    out=$(dl_ok resolve --type invalid_json --note "garbage")
+    assert_contains "$out" "resolve error_type=invalid_json pipeline=all acknowledged=1"
+    assert_eq "acknowledged|$(id -un)|garbage" "$(resolution_of "$stats")" "app-stats' invalid_json"
+    assert_eq "acknowledged|$(id -un)|a producer bug, fixed in 2.4" "$(resolution_of "$rev1")" \
+        "a resolved one keeps its first note"
+}
+
+test_resolve_by_type_takes_more_than_one_chunk() {
+    begin_test resolve_many
+    # More than one statement's chunk (10,000 ids) of garbage.
+    sql "INSERT INTO dead_letter_events (topic, partition, kafka_offset, payload, payload_size, error_type, error_detail)
+         SELECT 'reviews', 0, o, '\\x7b', 1, 'invalid_json', 'bad' FROM generate_series(1, 10005) o"
+    assert_contains "$(dl_ok resolve --type invalid_json --note "bulk garbage")" "acknowledged=10005"
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events WHERE resolved_at IS NULL")" "unresolved left"
+}
+
+# ---------------------------------------------------------------------------
+# purge: resolved dead letters, once old enough.
+
+test_purge_deletes_only_resolved_dead_letters_older_than_the_age() {
+    begin_test purge
+    local old_unresolved old_resolved recent_resolved fresh_resolved before out
+    old_unresolved=$(dead_letter reviews 0 1 invalid_json "bad" '{')
+    old_resolved=$(dead_letter reviews 0 2 invalid_json "bad" '{')
+    recent_resolved=$(dead_letter reviews 0 3 invalid_json "bad" '{')
+    fresh_resolved=$(dead_letter reviews 0 4 invalid_json "bad" '{')
+    dl_ok resolve "$old_resolved" "$recent_resolved" "$fresh_resolved" --note "garbage" >/dev/null
+    sql "UPDATE dead_letter_events SET created_at = now() - interval '400 days' WHERE id = $old_unresolved;
+         UPDATE dead_letter_events SET resolved_at = now() - interval '40 days' WHERE id = $old_resolved;
+         UPDATE dead_letter_events SET resolved_at = now() - interval '10 days' WHERE id = $recent_resolved"
+
+    before=$(dump_all)
+    out=$(dl_ok purge --older-than 30d --dry-run)
+    assert_contains "$out" "purge older_than=30d resolved_before="
+    assert_contains "$out" "would_delete=1 dry_run=yes"
+    assert_eq "$before" "$(dump_all)" "tables after the dry run"
+
+    out=$(dl_ok purge --older-than 30d)
+    assert_contains "$out" "deleted=1"
+    assert_eq "$old_unresolved $recent_resolved $fresh_resolved" \
+        "$(sql "SELECT string_agg(id::text, ' ' ORDER BY id) FROM dead_letter_events")" "left after --older-than 30d"
+    out=$(dl_ok purge --older-than 1w)
+    assert_contains "$out" "deleted=1"
+    assert_contains "$(dl_ok purge --older-than 12h)" "deleted=0"
+    assert_eq "$old_unresolved $fresh_resolved" \
+        "$(sql "SELECT string_agg(id::text, ' ' ORDER BY id) FROM dead_letter_events")" "left after --older-than 1w"
+
+    # More than one statement's chunk (10,000 rows): every one goes.
+    sql "INSERT INTO dead_letter_events (topic, partition, kafka_offset, payload, payload_size, error_type,
+                                         error_detail, resolved_at, resolution_kind, resolution)
+         SELECT 'reviews', 1, o, '\\x7b', 1, 'invalid_json', 'bad', now() - interval '90 days', 'acknowledged', 'x'
+           FROM generate_series(1, 10005) o"
+    assert_contains "$(dl_ok purge --older-than 30d)" "deleted=10005"
+    assert_eq "$old_unresolved $fresh_resolved" \
+        "$(sql "SELECT string_agg(id::text, ' ' ORDER BY id) FROM dead_letter_events")" "left after the bulk purge"
+
+    # AGE is required and must say its unit.
+    local age
+    for age in "" 30 0d -3d 30m 1.5d 99999999w; do
+        assert_eq 2 "$(dl_rc purge ${age:+--older-than "$age"})" "purge --older-than [$age]"
+    done
+    assert_contains "$(cat "$WORK/$TEST_NAME.err")" "--older-than 99999999w: expected a number and a unit"
+    assert_eq "$old_unresolved $fresh_resolved" \
+        "$(sql "SELECT string_agg(id::text, ' ' ORDER BY id) FROM dead_letter_events")" "left after the usage errors"
+}
+
+# ---------------------------------------------------------------------------
+# --json: one document for scripts (README: Output for scripts).
+
+test_dead_letters_list_json_lists_unresolved_ones() {
+    begin_test list_json
+    local unresolved resolved legacy out
+    unresolved=$(dead_letter reviews 0 1 invalid_json $'bad \x1b[2J\n"quoted"' '{')
+    resolved=$(dead_letter reviews 0 2 invalid_json "bad" '{')
+    legacy=$(dead_letter legacy 0 3 missing_field "x" '{}')
+    dl_ok resolve "$resolved" --note "garbage" >/dev/null
+
+    out=$(dl_ok list --json)
+    assert_eq 1 "$(wc -l <"$WORK/$TEST_NAME.out")" "one line"
+    jq -e . >/dev/null <<<"$out" || fail "list --json is not JSON: $out"
+    assert_eq "2 1" "$(jq -r '"\(.total.unresolved) \(.total.resolved)"' <<<"$out")" "totals"
+    assert_eq "$legacy $unresolved" "$(json_ids "$out" .dead_letters)" "rows: the unresolved ones, newest first"
+    assert_eq "reviews|reviews|invalid_json|1|1" \
+        "$(jq -r '.counts[] | select(.topic == "reviews") | [.pipeline, .topic, .error_type, .unresolved, .resolved] | join("|")' <<<"$out")" \
+        "the count of reviews' invalid_json"
+    assert_eq "null" "$(jq -c '.counts[] | select(.topic == "legacy") | .pipeline' <<<"$out")" "a topic no pipeline reads"
+    local row
+    row=$(jq -c ".dead_letters[] | select(.id == $unresolved)" <<<"$out")
+    assert_eq "reviews|0|1|invalid_json|false|null|1|1|false" \
+        "$(jq -r '[.pipeline, .partition, .kafka_offset, .error_type, .resolved, (.resolution | tostring), .payload_size, .stored_bytes, .truncated] | map(tostring) | join("|")' <<<"$row")" \
+        "the unresolved row"
+    assert_eq $'bad \x1b[2J\n"quoted"' "$(jq -r '.error_detail' <<<"$row")" "error_detail, exactly"
+    if LC_ALL=C grep -q $'[\x1b\x80-\xff]' "$WORK/$TEST_NAME.out"; then fail "raw control or non-ASCII byte in --json"; fi
+
+    out=$(dl_ok list --json --all --limit 2)
+    assert_eq "$legacy $resolved" "$(json_ids "$out" .dead_letters)" "--all --limit 2"
+    assert_eq "true|2|true" "$(jq -r '[.all, .limit, .dead_letters[1].resolved] | map(tostring) | join("|")' <<<"$out")" "--all"
+    assert_eq "acknowledged|$(id -un)|garbage|true" \
+        "$(jq -r '.dead_letters[1].resolution | [.kind, .resolved_by, .note, (.resolved_at | test("^[0-9-]+T[0-9:.]+Z$"))] | map(tostring) | join("|")' <<<"$out")" \
+        "the resolution of the resolved row"
+
+    # show --json: every column; bytes that are not UTF-8 escaped, and exact in hex.
+    local id
+    id=$(dead_letter_hex reviews 2 77 invalid_utf8 "not valid UTF-8" 7b22ff7d 6b6579)
+    out=$(dl_ok show "$id" --json)
+    jq -e . >/dev/null <<<"$out" || fail "show --json is not JSON: $out"
+    assert_eq "$id|reviews|reviews|2|77|invalid_utf8|false|null|true|7b22ff7d|false|{\"\\xff}|key|6b6579|true" \
+        "$(jq -r '[.id, .pipeline, .topic, .partition, .kafka_offset, .error_type, .resolved, (.resolution | tostring), .redrivable, .payload_hex, .payload_utf8, .payload, .message_key, .message_key_hex, .message_key_utf8] | map(tostring) | join("|")' <<<"$out")" \
+        "show --json"
+    out=$(dl_ok show "$resolved" --json)
+    assert_eq "acknowledged|false" "$(jq -r '[.resolution.kind, .redrivable] | map(tostring) | join("|")' <<<"$out")" \
+        "show --json of a resolved one"
 }
 
 run_tests

@@ -162,7 +162,7 @@ test_verify_reports_every_stage_healthy_after_ingest() {
     assert_stage verify messages ok "$TOPIC_APP_STATS messages=6 high_watermarks=2,2,2" \
         "$TOPIC_REVIEWS messages=18 high_watermarks=6,6,6" "$TOPIC_NETWORK_METRICS messages=3 high_watermarks=1,1,1"
     assert_stage verify rows ok "app_stats=6; reviews=18; network_metrics=3"
-    assert_stage verify dead-letters ok "total=0"
+    assert_stage verify dead-letters ok "unresolved=0"
     assert_stage verify positions ok \
         "$(group_of reviews) [0] database=6 kafka=6 even, [1] database=6 kafka=6 even, [2] database=6 kafka=6 even" \
         "$(group_of app-stats) [0] database=2 kafka=2 even" "$(group_of network-metrics) [0] database=1 kafka=1 even"
@@ -331,10 +331,82 @@ test_verify_reports_dead_letters_by_reason_and_the_newest() {
     ingest_all svc
     op verify verify
     assert_rc 0 verify
-    assert_stage verify dead-letters warn "total=3 invalid_json=2 unregistered_app=1" \
+    assert_stage verify dead-letters warn "unresolved=3 invalid_json=2 unregistered_app=1" \
         "newest id=" "topic=$TOPIC_REVIEWS partition=1 offset=3 error_type=unregistered_app"
     assert_stage verify rows ok "reviews=1"
     assert_eq "verify: healthy, with warnings (dead-letters)" "$(out verify | tail -n 1)" "verdict"
+}
+
+# A dead letter that was dealt with (redriven, or acknowledged as garbage)
+# asks nothing more of anyone: verify counts only the unresolved ones.
+test_verify_passes_once_every_dead_letter_is_resolved() {
+    begin_test resolved
+    register_apps com.example.dead
+    {
+        review com.example.dead ok-1 1 "2026-11-29T10:00:00Z"
+        review com.example.later late 1 "2026-11-29T10:00:00Z"
+    } | produce "$TOPIC_REVIEWS" -p 1
+    ingest_all svc
+    op verify verify
+    assert_stage verify dead-letters warn "unresolved=1 unregistered_app=1"
+
+    register_apps com.example.later
+    op redrive dead-letters redrive
+    assert_rc 0 redrive
+    op verify verify
+    assert_rc 0 verify
+    assert_stage verify dead-letters ok "unresolved=0" "resolved=1"
+    assert_eq "verify: healthy" "$(out verify | tail -n 1)" "verdict"
+
+    # Acknowledged as garbage counts as dealt with too.
+    echo '{"not json' | produce "$TOPIC_REVIEWS" -p 0
+    ingest_all svc2
+    op verify verify
+    assert_stage verify dead-letters warn "unresolved=1 invalid_json=1" "resolved=1"
+    op resolve dead-letters resolve --type invalid_json --note "garbage from a test producer"
+    assert_rc 0 resolve
+    op verify verify
+    assert_stage verify dead-letters ok "unresolved=0" "resolved=2"
+    assert_eq "verify: healthy" "$(out verify | tail -n 1)" "verdict"
+}
+
+# verify --json: the same report as one document for scripts (README:
+# Output for scripts), with the same exit codes.
+test_verify_json_is_one_document_with_every_stage() {
+    begin_test json
+    register_apps com.example.json
+    produce_everywhere com.example.json
+    echo '{"not json' | produce "$TOPIC_REVIEWS" -p 2
+    ingest_all svc
+    op verify verify --json
+    assert_rc 0 verify
+    assert_eq 1 "$(out verify | wc -l)" "lines on stdout"
+    local doc
+    doc=$(out verify)
+    jq -e . >/dev/null <<<"$doc" || fail "verify --json is not JSON: $doc"
+    assert_eq "verify|schema topics messages rows dead-letters positions lag" \
+        "$(jq -r '.command + "|" + ([.stages[].name] | join(" "))' <<<"$doc")" "every stage, in order"
+    assert_eq "ok ok ok ok warn ok ok" "$(jq -r '[.stages[].status] | join(" ")' <<<"$doc")" "statuses"
+    assert_eq 'healthy_with_warnings|null|["dead-letters"]' \
+        "$(jq -r '[.result, (.first_broken | tostring), (.warnings | tojson)] | join("|")' <<<"$doc")" "verdict"
+    assert_eq "1|0|1|invalid_json|$TOPIC_REVIEWS|2" \
+        "$(jq -r '.stages[] | select(.name == "dead-letters") | .data | [.unresolved, .resolved, .unresolved_by_error_type.invalid_json, .newest_unresolved.error_type, .newest_unresolved.topic, .newest_unresolved.partition] | map(tostring) | join("|")' <<<"$doc")" \
+        "the dead-letters stage's numbers"
+    assert_eq "applied=$MIGRATION_COUNT/$MIGRATION_COUNT checksums match" \
+        "$(jq -r '.stages[0].details[0]' <<<"$doc")" "the schema stage's detail"
+    assert_eq "reviews|$TOPIC_REVIEWS|$(group_of reviews)" \
+        "$(jq -r '.pipelines[] | select(.name == "reviews") | [.name, .topic, .group] | join("|")' <<<"$doc")" "pipelines"
+
+    # A broken stage: exit 1, named in the document.
+    TOPIC_REVIEWS=nonexistent-topic-$RANDOM
+    op broken verify --json
+    assert_rc 1 broken
+    doc=$(out broken)
+    jq -e . >/dev/null <<<"$doc" || fail "verify --json is not JSON: $doc"
+    assert_eq "broken|topics|broken" \
+        "$(jq -r '[.result, .first_broken, (.stages[] | select(.name == "topics") | .status)] | join("|")' <<<"$doc")" \
+        "a broken verdict"
+    assert_contains "$(jq -r '.stages[1].details | join("\n")' <<<"$doc")" "topic $TOPIC_REVIEWS (pipeline reviews) does not exist"
 }
 
 # ---------------------------------------------------------------------------

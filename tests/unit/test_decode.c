@@ -1629,6 +1629,24 @@ static void the_list_of_pipeline_names_is_the_table_of_pipelines(void **state)
     assert_null(pipeline_find("reviews2", 8));
 }
 
+/* The commands' --type takes exactly the codes a dead letter can carry. */
+static void every_error_type_is_known_and_nothing_else(void **state)
+{
+    (void)state;
+    const char *codes[] = {ERROR_EMPTY_PAYLOAD,   ERROR_INVALID_UTF8,     ERROR_INVALID_JSON,
+                           ERROR_MISSING_FIELD,   ERROR_INVALID_FIELD,    ERROR_UNREGISTERED_APP,
+                           ERROR_DATABASE_REJECTED};
+    assert_int_equal(sizeof codes / sizeof *codes, DECODE_ERROR_TYPE_COUNT);
+    for (size_t i = 0; i < DECODE_ERROR_TYPE_COUNT; i++) {
+        assert_string_equal(decode_error_types[i], codes[i]);
+        assert_true(decode_error_type_known(codes[i]));
+    }
+    assert_false(decode_error_type_known("bogus"));
+    assert_false(decode_error_type_known("INVALID_JSON"));
+    assert_false(decode_error_type_known("invalid_json "));
+    assert_false(decode_error_type_known(""));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1726,6 +1744,7 @@ int main(void)
         cmocka_unit_test(every_pipeline_keys_and_versions_by_required_fields_it_has),
         cmocka_unit_test(every_pipeline_conflicts_on_its_natural_key),
         cmocka_unit_test(the_list_of_pipeline_names_is_the_table_of_pipelines),
+        cmocka_unit_test(every_error_type_is_known_and_nothing_else),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
