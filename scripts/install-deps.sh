@@ -5,7 +5,7 @@
 set -eu
 
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
-postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev"
+postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev jq"
 
 missing=""
 for p in $PACKAGES; do

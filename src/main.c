@@ -115,7 +115,8 @@ static int cmd_migrate(const settings_t *s, bool quiet_when_current)
         return EXIT_FAILED;
     }
     if (applied > 0 || !quiet_when_current)
-        LOG_INFO("migrate", "schema is current applied=%d total=%u", applied, migration_count);
+        LOG_INFO_F("migrate", LOG_FIELDS(LF_INT("applied", applied), LF_INT("total", migration_count)),
+                   "schema is current");
     return EXIT_OK;
 }
 
@@ -128,8 +129,8 @@ static int cmd_run(const settings_t *s)
         return EXIT_USAGE;
     }
     masked = db_mask_conninfo(s->database_url);
-    LOG_INFO("main", "storage-consumer %s starting database=\"%s\" kafka=%s", STORAGE_VERSION, masked,
-             s->bootstrap_servers);
+    LOG_INFO_F("main", LOG_FIELDS(LF_STR("database", masked), LF_STR("kafka", s->bootstrap_servers)),
+               "storage-consumer %s starting", STORAGE_VERSION);
     free(masked);
     /* A migration error exits 1 before any pipeline starts. */
     if (cmd_migrate(s, true) != EXIT_OK) return EXIT_FAILED;

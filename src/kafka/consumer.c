@@ -259,7 +259,8 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         c->hold = c->rejoin_follows;
         c->rejoin_follows = false;
         if (c->hold) c->hold_since_ms = clock_now_ms();
-        LOG_INFO(c->def->name, "partitions assigned count=%d owned=%d", parts->cnt, c->owned->cnt);
+        LOG_INFO_F(c->def->name, LOG_FIELDS(LF_INT("count", parts->cnt), LF_INT("owned", c->owned->cnt)),
+                   "partitions assigned");
     } else {
         if (!r.lost) commit_revoked(c, parts);
         for (int i = 0; i < parts->cnt; i++)
@@ -271,8 +272,10 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         if (!c->hold) c->hold_since_ms = clock_now_ms();
         c->hold = true;
         c->rejoin_follows = r.cooperative && !r.lost;
-        LOG_INFO(c->def->name, "partitions revoked count=%d owned=%d reason=%s", parts->cnt,
-                 c->owned->cnt, rd_kafka_err2str(err));
+        LOG_INFO_F(c->def->name,
+                   LOG_FIELDS(LF_INT("count", parts->cnt), LF_INT("owned", c->owned->cnt),
+                              LF_STR("reason", rd_kafka_err2str(err))),
+                   "partitions revoked");
     }
     kafka_rebalance_apply(rk, &r, parts, c->def->name);
 }

@@ -40,7 +40,7 @@ assert_dead_letter_logging() { # name pipeline
         / dead_letter topic=/ { details++; next }
         / dead_letter summary total=/ {
             match($0, /total=[0-9]+/); total = substr($0, RSTART + 6, RLENGTH - 6)
-            match($0, /\([0-9]+ more/); more = substr($0, RSTART + 1, RLENGTH - 6); next }
+            match($0, /not_shown=[0-9]+/); more = substr($0, RSTART + 10, RLENGTH - 10); next }
         / batch size=/ {
             match($0, /dead_lettered=[0-9]+/); dl = substr($0, RSTART + 14, RLENGTH - 14) + 0
             want = dl < 5 ? dl : 5
