@@ -173,7 +173,7 @@ static void *pipeline_thread(void *arg)
     pipeline_run_t *p = arg;
     LOG_INFO_F(p->worker.def->name,
                LOG_FIELDS(LF_STR("topic", p->worker.settings->topic[p->worker.def->id]),
-                          LF_INT("batch", p->worker.settings->max_poll_records[p->worker.def->id])),
+                          LF_INT("max_poll_records", p->worker.settings->max_poll_records[p->worker.def->id])),
                "pipeline started");
     p->result = worker_run(&p->worker);
     /* Close here, on the pipeline's own thread: leaving the group at once
