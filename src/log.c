@@ -253,7 +253,7 @@ static int line_put_field(line_t *l, log_format_t format, const log_field_t *f)
     case LOG_FIELD_STR: {
         /* Redacted like the message; a copy only when there are secrets. */
         char copy[LOG_LINE_MAX];
-        const char *v = f->v.str ? f->v.str : "";
+        const char *v = f->v.str;
         if (secret_count) {
             snprintf(copy, sizeof copy, "%s", v);
             log_redact(copy, sizeof copy);

@@ -84,7 +84,9 @@ typedef struct {
 } log_range_t;
 
 /* One fact of an event. `key` is a name of the documented set (README:
- * JSON log fields); the value is borrowed for the call. Build with LF_*. */
+ * JSON log fields), never "ts", "level", "component" or "msg" (a JSON
+ * object holds each name once); the value is borrowed for the call. Build
+ * with LF_*. */
 typedef struct {
     const char *key;
     log_field_type_t type;
@@ -109,7 +111,7 @@ typedef struct {
 /* Text "p0:17-41,p2:5-9"; JSON [{"partition":0,"first":17,"last":41},...]. */
 #define LF_RANGES(k, r, n) ((log_field_t){.key = (k), .type = LOG_FIELD_RANGES, .v.ranges = {(r), (n)}})
 
-/* The fields argument of the LOG_*_F macros:
+/* The fields argument of the LOG_*_F macros (one field or more):
  * LOG_FIELDS(LF_STR("topic", t), LF_INT("partition", p)). A compound
  * literal on the caller's stack, built only when the level is enabled. */
 #define LOG_FIELDS(...) \
