@@ -2,6 +2,7 @@
 
 #include "core/utf8.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,11 +44,10 @@ int log_format_parse(const char *name, log_format_t *out)
     return 0;
 }
 
-/* A line holds the longest message escaped (most characters take 4 bytes
- * escaped, "\x1b"); a message that outgrows it is cut on a whole character. */
-#define LOG_LINE_MAX 16384
-/* Room kept for what ends a line: "\"}\n" at most. */
-#define LOG_LINE_END_ROOM 4
+/* A line (LOG_LINE_MAX, log.h) holds the longest message escaped (most
+ * characters take 4 bytes escaped, "\x1b"); a message or a field value that
+ * outgrows it is cut on a whole character, a field that cannot start is left
+ * out whole. */
 
 typedef struct {
     char *buf;
@@ -64,51 +64,89 @@ static int line_put(line_t *l, const char *s, size_t n)
     return 1;
 }
 
-/* Append `s` escaped for `format`. Producer strings reach log lines (a
- * package name in a dead letter's detail), so nothing in `s` may end the
- * line, forge another, or reach the operator's terminal as a control:
- * C0 controls (newline, CR, TAB, ESC, ...), DEL, C1 controls (U+0080 to
- * U+009F, which some terminals obey like ESC sequences) and the Unicode line
- * and paragraph separators are escaped, and so is the backslash, so that an
- * escape always means what it shows. Bytes that are not UTF-8 are shown as
- * \xNN in text; JSON text must be UTF-8, so there they become U+FFFD.
- * Printable ASCII and well-formed UTF-8 pass unchanged. Stops before the
- * first character whose escape does not fit whole. */
-static void line_put_escaped(line_t *l, log_format_t format, const char *s)
+static int line_puts(line_t *l, const char *s) { return line_put(l, s, strlen(s)); }
+
+/* The escape of the character `cp` (`used` bytes at `p`; used 0: an invalid
+ * byte) into esc, or NULL when it passes unchanged; *n its length. The
+ * double quote is escaped in JSON, and in text inside a quoted value. */
+static const char *fixed_escape(const char *e, size_t *n)
+{
+    *n = strlen(e);
+    return e;
+}
+
+static const char *escape_of(const unsigned char *p, size_t used, uint32_t cp, bool json, bool quoted,
+                             char esc[8], size_t *n)
+{
+    if (used == 0) {
+        if (json) return fixed_escape("\\ufffd", n);
+        *n = (size_t)snprintf(esc, 8, "\\x%02x", *p);
+    } else if (cp == '\\') {
+        return fixed_escape("\\\\", n);
+    } else if (cp == '"' && (json || quoted)) {
+        return fixed_escape("\\\"", n);
+    } else if (cp == '\n') {
+        return fixed_escape("\\n", n);
+    } else if (cp == '\r') {
+        return fixed_escape("\\r", n);
+    } else if (cp == '\t') {
+        return fixed_escape("\\t", n);
+    } else if (cp < 0x20 || cp == 0x7f) {
+        *n = (size_t)snprintf(esc, 8, json ? "\\u%04x" : "\\x%02x", (unsigned)cp);
+    } else if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029) {
+        *n = (size_t)snprintf(esc, 8, "\\u%04x", (unsigned)cp);
+    } else {
+        return NULL;
+    }
+    return esc;
+}
+
+/* Append `s` escaped for `format` (`quoted`: inside a quoted text value).
+ * Producer strings reach log lines (a package name in a dead letter's
+ * detail), so nothing in `s` may end the line, forge another, or reach the
+ * operator's terminal as a control: C0 controls (newline, CR, TAB, ESC, ...),
+ * DEL, C1 controls (U+0080 to U+009F, which some terminals obey like ESC
+ * sequences) and the Unicode line and paragraph separators are escaped, and
+ * so is the backslash, so that an escape always means what it shows. Bytes
+ * that are not UTF-8 are shown as \xNN in text; JSON text must be UTF-8, so
+ * there they become U+FFFD. Printable ASCII and well-formed UTF-8 pass
+ * unchanged. Stops before the first character whose escape does not fit
+ * whole; returns 1 if all of `s` fit. */
+static int line_put_escaped(line_t *l, log_format_t format, const char *s, bool quoted)
 {
     const unsigned char *p = (const unsigned char *)s;
     const unsigned char *end = p + strlen(s);
     const bool json = format == LOG_FORMAT_JSON;
     while (*p) {
         char esc[8];
-        const char *out = esc;
         size_t n;
         uint32_t cp;
         size_t used = utf8_sequence(p, (size_t)(end - p), &cp);
-        if (used == 0) {
-            used = 1;
-            if (json) out = "\\ufffd", n = 6;
-            else n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", *p);
-        } else if (cp == '\\') {
-            out = "\\\\", n = 2;
-        } else if (cp == '"' && json) {
-            out = "\\\"", n = 2;
-        } else if (cp == '\n') {
-            out = "\\n", n = 2;
-        } else if (cp == '\r') {
-            out = "\\r", n = 2;
-        } else if (cp == '\t') {
-            out = "\\t", n = 2;
-        } else if (cp < 0x20 || cp == 0x7f) {
-            n = (size_t)snprintf(esc, sizeof esc, json ? "\\u%04x" : "\\x%02x", (unsigned)cp);
-        } else if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029) {
-            n = (size_t)snprintf(esc, sizeof esc, "\\u%04x", (unsigned)cp);
-        } else {
-            out = (const char *)p, n = used;
-        }
-        if (!line_put(l, out, n)) return;
-        p += used;
+        const char *out = escape_of(p, used, cp, json, quoted, esc, &n);
+        if (!out) out = (const char *)p, n = used;
+        if (!line_put(l, out, n)) return 0;
+        p += used ? used : 1;
     }
+    return 1;
+}
+
+/* A text value is quoted when it is empty or holds a space, '"', '=', or
+ * anything escaped: " key=value" stays one token a logfmt reader can split. */
+static bool text_needs_quotes(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    const unsigned char *end = p + strlen(s);
+    if (!*p) return true;
+    while (*p) {
+        char esc[8];
+        size_t n;
+        uint32_t cp;
+        size_t used = utf8_sequence(p, (size_t)(end - p), &cp);
+        if (used == 1 && (cp == ' ' || cp == '=')) return true;
+        if (escape_of(p, used, cp, false, true, esc, &n)) return true;
+        p += used ? used : 1;
+    }
+    return false;
 }
 
 #define LOG_REDACTED "[redacted]"
@@ -198,19 +236,96 @@ void log_redact_value(char *text, size_t cap, const char *value)
     redact(text, cap, &one, 1);
 }
 
-void log_emit(log_level_t level, const char *component, const char *fmt, ...)
+/* Append one field, " key=value" or ,"key":value, whole or not at all
+ * (returns 0 then): a long string value may be cut on a whole character, a
+ * list of ranges after a whole range; the room for what closes them is kept
+ * before their content is written. */
+static int line_put_field(line_t *l, log_format_t format, const log_field_t *f)
+{
+    const bool json = format == LOG_FORMAT_JSON;
+    const size_t start = l->len;
+    char num[96];
+    if (f->type == LOG_FIELD_STR && !f->v.str) return 1; /* left out */
+    int ok = json ? line_put(l, ",\"", 2) : line_put(l, " ", 1);
+    ok = ok && line_put_escaped(l, format, f->key, json) && (json ? line_put(l, "\":", 2) : line_put(l, "=", 1));
+    if (!ok) goto undo;
+    switch (f->type) {
+    case LOG_FIELD_STR: {
+        /* Redacted like the message; a copy only when there are secrets. */
+        char copy[LOG_LINE_MAX];
+        const char *v = f->v.str;
+        if (secret_count) {
+            snprintf(copy, sizeof copy, "%s", v);
+            log_redact(copy, sizeof copy);
+            v = copy;
+        }
+        bool quoted = json || text_needs_quotes(v);
+        if (quoted) {
+            if (!line_put(l, "\"", 1)) goto undo;
+            l->cap--;
+        }
+        line_put_escaped(l, format, v, quoted);
+        if (quoted) {
+            l->cap++;
+            line_put(l, "\"", 1);
+        }
+        return 1;
+    }
+    case LOG_FIELD_INT:
+        snprintf(num, sizeof num, "%lld", f->v.num);
+        break;
+    case LOG_FIELD_FIXED:
+        if (json && !isfinite(f->v.fixed.value)) snprintf(num, sizeof num, "null");
+        else snprintf(num, sizeof num, "%.*f", f->v.fixed.decimals, f->v.fixed.value);
+        break;
+    case LOG_FIELD_RANGES: {
+        if (!json && f->v.ranges.count == 0) {
+            if (line_put(l, "\"\"", 2)) return 1;
+            goto undo;
+        }
+        if (json) {
+            if (!line_put(l, "[", 1)) goto undo;
+            l->cap--;
+        }
+        for (size_t k = 0; k < f->v.ranges.count; k++) {
+            const log_range_t *r = &f->v.ranges.at[k];
+            if (json)
+                snprintf(num, sizeof num, "%s{\"partition\":%d,\"first\":%lld,\"last\":%lld}", k ? "," : "",
+                         (int)r->partition, (long long)r->first, (long long)r->last);
+            else
+                snprintf(num, sizeof num, "%sp%d:%lld-%lld", k ? "," : "", (int)r->partition, (long long)r->first,
+                         (long long)r->last);
+            if (!line_puts(l, num)) break;
+        }
+        if (json) {
+            l->cap++;
+            line_put(l, "]", 1);
+        }
+        return 1;
+    }
+    default:
+        goto undo;
+    }
+    if (line_puts(l, num)) return 1;
+undo:
+    l->len = start;
+    return 0;
+}
+
+static void emit(log_level_t level, const char *component, const log_field_t *fields, size_t nfields,
+                 const char *fmt, va_list ap)
 {
     char msg[4096];
     char buf[LOG_LINE_MAX];
-    va_list ap;
     struct timespec ts;
     struct tm tm;
     char when[32];
-    line_t line = {buf, sizeof buf - LOG_LINE_END_ROOM, 0};
+    const bool json = current_format == LOG_FORMAT_JSON;
+    /* Room kept for what ends the line: "}\n" or "\n". */
+    const size_t end_room = json ? 2 : 1;
+    line_t line = {buf, sizeof buf - end_room, 0};
 
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     log_redact(msg, sizeof msg);
 
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -218,27 +333,50 @@ void log_emit(log_level_t level, const char *component, const char *fmt, ...)
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
 
     /* Every part of the line that is not ours goes through
-     * line_put_escaped: whatever the message holds, it is one line. */
-    if (current_format == LOG_FORMAT_JSON) {
+     * line_put_escaped: whatever the message and the fields hold, it is one
+     * line. */
+    if (json) {
         line.len = (size_t)snprintf(buf, sizeof buf,
                                     "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"component\":\"", when,
                                     ts.tv_nsec / 1000000, level_names[level]);
-        line_put_escaped(&line, current_format, component);
-        line_put(&line, "\",\"msg\":\"", 9);
-        line_put_escaped(&line, current_format, msg);
-        line.cap = sizeof buf;
-        line_put(&line, "\"}\n", 3);
+        line.cap--; /* the closing quotes */
+        line_put_escaped(&line, current_format, component, true);
+        line.cap++;
+        line_put(&line, "\"", 1);
+        line_put(&line, ",\"msg\":\"", 8);
+        line.cap--;
+        line_put_escaped(&line, current_format, msg, true);
+        line.cap++;
+        line_put(&line, "\"", 1);
     } else {
         line.len = (size_t)snprintf(buf, sizeof buf, "%s.%03ldZ %-5s [", when, ts.tv_nsec / 1000000,
                                     level_names[level]);
-        line_put_escaped(&line, current_format, component);
+        line_put_escaped(&line, current_format, component, false);
         line_put(&line, "] ", 2);
-        line_put_escaped(&line, current_format, msg);
-        line.cap = sizeof buf;
-        line_put(&line, "\n", 1);
+        line_put_escaped(&line, current_format, msg, false);
     }
+    for (size_t i = 0; i < nfields; i++) line_put_field(&line, current_format, &fields[i]);
+    line.cap = sizeof buf;
+    line_put(&line, json ? "}\n" : "\n", end_room);
     /* One write per line: lines of concurrent threads never interleave. */
     if (write(STDERR_FILENO, buf, line.len) < 0) {
         /* Nothing sensible left to do when stderr is gone. */
     }
+}
+
+void log_emit(log_level_t level, const char *component, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit(level, component, NULL, 0, fmt, ap);
+    va_end(ap);
+}
+
+void log_emit_fields(log_level_t level, const char *component, const log_field_t *fields, size_t nfields,
+                     const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit(level, component, fields, nfields, fmt, ap);
+    va_end(ap);
 }

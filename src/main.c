@@ -86,6 +86,12 @@ static db_conn_t *schema_connect(const settings_t *s)
     return conn;
 }
 
+static void log_schema_current(int applied)
+{
+    LOG_INFO_F("migrate", LOG_FIELDS(LF_INT("applied", applied), LF_INT("total", migration_count)),
+               "schema is current");
+}
+
 static int cmd_migrate(const settings_t *s)
 {
     char err[2048];
@@ -97,7 +103,7 @@ static int cmd_migrate(const settings_t *s)
         LOG_ERROR("migrate", "%s", err);
         return EXIT_FAILED;
     }
-    LOG_INFO("migrate", "schema is current applied=%d total=%u", applied, migration_count);
+    log_schema_current(applied);
     return EXIT_OK;
 }
 
@@ -112,7 +118,7 @@ static int ensure_schema(const settings_t *s, bool migrate)
     int missing = migrate_pending(conn, pending, sizeof pending, err, sizeof err);
     if (missing > 0 && migrate) {
         int applied = migrate_apply(conn, err, sizeof err);
-        if (applied >= 0) LOG_INFO("migrate", "schema is current applied=%d total=%u", applied, migration_count);
+        if (applied >= 0) log_schema_current(applied);
         /* 42501: insufficient privilege, a runtime role without DDL rights. */
         if (applied < 0 && strstr(err, "42501"))
             snprintf(err + strlen(err), sizeof err - strlen(err),
@@ -138,8 +144,8 @@ static int ensure_schema(const settings_t *s, bool migrate)
 static int cmd_run(const settings_t *s, bool migrate)
 {
     char *masked = db_mask_conninfo(s->database_url);
-    LOG_INFO("main", "storage-consumer %s starting database=\"%s\" kafka=%s", STORAGE_VERSION, masked,
-             s->bootstrap_servers);
+    LOG_INFO_F("main", LOG_FIELDS(LF_STR("database", masked), LF_STR("kafka", s->bootstrap_servers)),
+               "storage-consumer %s starting", STORAGE_VERSION);
     free(masked);
     /* A schema that cannot be made current exits 1 before any pipeline starts. */
     if (ensure_schema(s, migrate) != EXIT_OK) return EXIT_FAILED;

@@ -182,8 +182,10 @@ static int record_starts_adapter(void *ctx, const char *topic, int n, const int6
 static void *pipeline_thread(void *arg)
 {
     pipeline_run_t *p = arg;
-    LOG_INFO(p->worker.def->name, "pipeline started topic=%s batch=%d", p->worker.settings->topic[p->worker.def->id],
-             p->worker.settings->max_poll_records[p->worker.def->id]);
+    LOG_INFO_F(p->worker.def->name,
+               LOG_FIELDS(LF_STR("topic", p->worker.settings->topic[p->worker.def->id]),
+                          LF_INT("max_poll_records", p->worker.settings->max_poll_records[p->worker.def->id])),
+               "pipeline started");
     atomic_store(&p->worker.metrics->state, PIPELINE_STATE_RUNNING);
     p->result = worker_run(&p->worker);
     atomic_store(&p->worker.metrics->state, p->result == 0 ? PIPELINE_STATE_STOPPED : PIPELINE_STATE_FAILED);
@@ -195,7 +197,8 @@ static void *pipeline_thread(void *arg)
     p->store = NULL;
     heartbeat_mark_stopped(p->heartbeat_path, p->worker.def->name, p->result != 0, &p->heartbeat_warned);
     p->marked_stopped = true;
-    LOG_INFO(p->worker.def->name, "pipeline stopped result=%s", p->result == 0 ? "clean" : "failed");
+    LOG_INFO_F(p->worker.def->name, LOG_FIELDS(LF_STR("result", p->result == 0 ? "clean" : "failed")),
+               "pipeline stopped");
     atomic_store(&p->done, true);
     return NULL;
 }
@@ -362,7 +365,7 @@ int supervisor_run(const settings_t *s, const char *version)
     mark_unstarted_stopped(s, runs);
     metrics_http_stop(metrics);
     metrics_free(metrics);
-    LOG_INFO("supervisor", "stopped exit=%d", failed ? 1 : 0);
+    LOG_INFO_F("supervisor", LOG_FIELDS(LF_INT("exit", failed ? 1 : 0)), "stopped");
     return failed ? EXIT_FAILED : EXIT_OK;
 }
 

@@ -56,9 +56,12 @@ static void log_rejects(const worker_t *w, const batch_t *b)
         const entry_t *e = &b->entries[i];
         if (e->state != ENTRY_REJECTED) continue;
         if (logged++ < REJECTS_LOGGED_IN_DETAIL)
-            LOG_WARN(w->def->name, "dead_letter topic=%s partition=%d offset=%lld error_type=%s detail=\"%s\"",
-                     b->records[i].topic, b->records[i].partition, (long long)b->records[i].offset,
-                     e->rejection.error_type, e->rejection.detail);
+            LOG_WARN_F(w->def->name,
+                       LOG_FIELDS(LF_STR("topic", b->records[i].topic), LF_INT("partition", b->records[i].partition),
+                                  LF_INT("offset", b->records[i].offset),
+                                  LF_STR("error_type", e->rejection.error_type),
+                                  LF_STR("detail", e->rejection.detail)),
+                       "dead_letter");
         size_t t = 0;
         while (t < ntypes && strcmp(types[t], e->rejection.error_type) != 0) t++;
         if (t == ntypes && ntypes < 16) {
@@ -73,17 +76,33 @@ static void log_rejects(const worker_t *w, const batch_t *b)
         for (size_t t = 0; t < ntypes && n < sizeof summary; t++)
             n += (size_t)snprintf(summary + n, sizeof summary - n, "%s%s=%zu", t ? " " : "", types[t],
                                   counts[t]);
-        LOG_WARN(w->def->name, "dead_letter summary total=%zu (%zu more not shown) %s", logged,
-                 logged - REJECTS_LOGGED_IN_DETAIL, summary);
+        LOG_WARN_F(w->def->name,
+                   LOG_FIELDS(LF_INT("total", logged), LF_INT("not_shown", logged - REJECTS_LOGGED_IN_DETAIL),
+                              LF_STR("by_error_type", summary)),
+                   "dead_letter summary");
     }
 }
 
-/* Describe the offsets committed: "p0:17-41 p2:5-9". */
-static void describe_offsets(const batch_t *b, char *out, size_t len)
+/* The batch's offsets as log ranges (DESIGN.md: Logs). Returns how many;
+ * *out is allocated (free it). */
+static size_t log_ranges_of(const batch_t *b, log_range_t **out)
 {
     batch_range_t *ranges = malloc((b->count ? b->count : 1) * sizeof *ranges);
-    if (!ranges) abort();
-    size_t n = batch_ranges(b, ranges), used = 0;
+    log_range_t *lr = malloc((b->count ? b->count : 1) * sizeof *lr);
+    if (!ranges || !lr) abort();
+    size_t n = batch_ranges(b, ranges);
+    for (size_t k = 0; k < n; k++) lr[k] = (log_range_t){ranges[k].partition, ranges[k].first, ranges[k].last};
+    free(ranges);
+    *out = lr;
+    return n;
+}
+
+/* Describe the offsets committed, as the batch line's text shows them:
+ * "p0:17-41,p2:5-9" (for the test fault points). */
+static void describe_offsets(const batch_t *b, char *out, size_t len)
+{
+    log_range_t *ranges;
+    size_t n = log_ranges_of(b, &ranges), used = 0;
     out[0] = '\0';
     for (size_t k = 0; k < n && used < len; k++)
         used += (size_t)snprintf(out + used, len - used, "%sp%d:%lld-%lld", k ? "," : "", ranges[k].partition,
@@ -105,8 +124,12 @@ static int assignment_step(worker_t *w, const char *what, const char *topic, int
         if (rc == 0) return 0;
         if (cls != ERROR_CLASS_TRANSIENT || attempt > s->db_retry_max_attempts) return -1;
         long delay = retry_backoff_ms(attempt, s->db_retry_base_ms);
-        LOG_WARN(w->def->name, "transient database error %s, retrying attempt=%d/%d in_ms=%ld error=\"%s\"", what,
-                 attempt, s->db_retry_max_attempts, delay, err);
+        char state[6];
+        LOG_WARN_F(w->def->name,
+                   LOG_FIELDS(LF_STR("topic", topic), LF_INT("attempt", attempt),
+                              LF_INT("max_attempts", s->db_retry_max_attempts), LF_INT("delay_ms", delay),
+                              LF_STR("sqlstate", retry_sqlstate_of(err, state)), LF_STR("error", err)),
+                   "transient database error %s, retrying", what);
         if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
         if (sleep_interruptible(w, delay)) {
             char why[512];
@@ -156,8 +179,12 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
             long delay = retry_backoff_ms(attempt, s->db_retry_base_ms);
             /* Never dead-letter here: that would throw away healthy data
              * because PostgreSQL was restarting. */
-            LOG_WARN(w->def->name, "transient database error, retrying the same batch attempt=%d/%d in_ms=%ld error=\"%s\"",
-                     attempt, s->db_retry_max_attempts, delay, err);
+            char state[6];
+            LOG_WARN_F(w->def->name,
+                       LOG_FIELDS(LF_INT("attempt", attempt), LF_INT("max_attempts", s->db_retry_max_attempts),
+                                  LF_INT("delay_ms", delay), LF_STR("sqlstate", retry_sqlstate_of(err, state)),
+                                  LF_STR("error", err)),
+                       "transient database error, retrying the same batch");
             w->store.disconnect(w->store.ctx);
             if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
             if (sleep_interruptible(w, delay)) {
@@ -412,12 +439,16 @@ int worker_run(worker_t *w)
         if (w->metrics && w->consumer.lag)
             w->consumer.lag(w->consumer.ctx, w->metrics->lag, w->metrics->committed_lag, METRICS_MAX_PARTITIONS);
         if (log_current_level() <= LOG_LEVEL_INFO) {
-            char offsets[512];
-            describe_offsets(&cur->batch, offsets, sizeof offsets);
-            LOG_INFO(w->def->name,
-                     "batch size=%zu inserted=%zu updated=%zu skipped=%zu dead_lettered=%zu offsets=%s duration_ms=%.1f",
-                     cur->n, counts.inserted, counts.updated, counts.skipped + counts.superseded,
-                     counts.dead_lettered, offsets, duration);
+            log_range_t *ranges;
+            size_t nranges = log_ranges_of(&cur->batch, &ranges);
+            LOG_INFO_F(w->def->name,
+                       LOG_FIELDS(LF_INT("size", cur->n), LF_INT("inserted", counts.inserted),
+                                  LF_INT("updated", counts.updated),
+                                  LF_INT("skipped", counts.skipped + counts.superseded),
+                                  LF_INT("dead_lettered", counts.dead_lettered), LF_RANGES("offsets", ranges, nranges),
+                                  LF_FIXED("duration_ms", duration, 1), LF_STR("topic", w->settings->topic[id])),
+                       "batch");
+            free(ranges);
         }
         w->consumer.release(w->consumer.ctx, cur->records);
         cur->records = NULL;

@@ -50,3 +50,13 @@ const char *retry_class_name(error_class_t cls)
     }
     return "unknown";
 }
+
+const char *retry_sqlstate_of(const char *err, char state[6])
+{
+    for (int i = 0; i < 5; i++)
+        if (!((err[i] >= '0' && err[i] <= '9') || (err[i] >= 'A' && err[i] <= 'Z'))) return NULL;
+    if (err[5] != ':' || err[6] != ' ') return NULL;
+    memcpy(state, err, 5);
+    state[5] = '\0';
+    return state;
+}

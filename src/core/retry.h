@@ -25,4 +25,9 @@ long retry_backoff_ms(int attempt, long base_ms);
 
 const char *retry_class_name(error_class_t cls);
 
+/* The SQLSTATE an error description starts with ("40001: ...", as the
+ * PostgreSQL adapter writes them), copied into `state`; NULL when there is
+ * none (a lost connection), for the sqlstate field of a log line. */
+const char *retry_sqlstate_of(const char *err, char state[6]);
+
 #endif

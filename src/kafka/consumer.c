@@ -206,8 +206,10 @@ static void start_at_database_positions(consumer_t *c, rd_kafka_t *rk, rd_kafka_
             LOG_WARN(c->def->name, "cannot read the first offset of %s [%d] (%s): starting at the database's position %lld",
                      e->topic, e->partition, rd_kafka_err2str(werr), (long long)at);
         } else if (at < lo) {
-            LOG_ERROR(c->def->name, "%s [%d]: %lld message(s) can no longer be stored: the database's position %lld is below the partition's first offset %lld (retention deleted them; was the database restored from an old backup?); continuing from offset %lld",
-                      e->topic, e->partition, (long long)(lo - at), (long long)at, (long long)lo, (long long)lo);
+            LOG_ERROR_F(c->def->name,
+                        LOG_FIELDS(LF_STR("topic", e->topic), LF_INT("partition", e->partition), LF_INT("lost", lo - at)),
+                        "%s [%d]: %lld message(s) can no longer be stored: the database's position %lld is below the partition's first offset %lld (retention deleted them; was the database restored from an old backup?); continuing from offset %lld",
+                        e->topic, e->partition, (long long)(lo - at), (long long)at, (long long)lo, (long long)lo);
             if (c->positions.lost)
                 atomic_fetch_add_explicit(c->positions.lost, (uint_fast64_t)(lo - at), memory_order_relaxed);
             e->offset = lo;
@@ -284,7 +286,8 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         c->hold = c->rejoin_follows;
         c->rejoin_follows = false;
         if (c->hold) c->hold_since_ms = clock_now_ms();
-        LOG_INFO(c->def->name, "partitions assigned count=%d owned=%d", parts->cnt, c->owned->cnt);
+        LOG_INFO_F(c->def->name, LOG_FIELDS(LF_INT("count", parts->cnt), LF_INT("owned", c->owned->cnt)),
+                   "partitions assigned");
     } else {
         if (!r.lost) commit_revoked(c, parts);
         for (int i = 0; i < parts->cnt; i++)
@@ -298,8 +301,10 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         if (!c->hold) c->hold_since_ms = clock_now_ms();
         c->hold = true;
         c->rejoin_follows = r.cooperative && !r.lost;
-        LOG_INFO(c->def->name, "partitions revoked count=%d owned=%d reason=%s", parts->cnt,
-                 c->owned->cnt, rd_kafka_err2str(err));
+        LOG_INFO_F(c->def->name,
+                   LOG_FIELDS(LF_INT("count", parts->cnt), LF_INT("owned", c->owned->cnt),
+                              LF_STR("reason", rd_kafka_err2str(err))),
+                   "partitions revoked");
     }
     kafka_rebalance_apply(rk, &r, parts, c->def->name);
     if (c->owned_count) atomic_store_explicit(c->owned_count, c->owned->cnt, memory_order_relaxed);
@@ -463,16 +468,18 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
             if (!c->topic_missing_since_ms) {
                 c->topic_missing_since_ms = clock_now_ms();
                 c->topic_check_ms = c->topic_missing_since_ms + CONSUMER_MISSING_TOPIC_RECHECK_MS;
-                LOG_WARN(c->def->name, "topic %s does not exist (consumer group %s): the pipeline fails unless it appears within %d s: %s",
-                         topic, c->group, CONSUMER_MISSING_TOPIC_GRACE_MS / 1000,
-                         rd_kafka_message_errstr(m));
+                LOG_WARN_F(c->def->name, LOG_FIELDS(LF_STR("topic", topic), LF_STR("group", c->group)),
+                           "topic %s does not exist (consumer group %s): the pipeline fails unless it appears within %d s: %s",
+                           topic, c->group, CONSUMER_MISSING_TOPIC_GRACE_MS / 1000, rd_kafka_message_errstr(m));
             }
         } else if (e == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET || e == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
             /* The broker no longer has the offset we were at: retention
              * dropped messages nobody stored. Say so loudly. */
-            LOG_ERROR(c->def->name, "offset reset on %s [%d]: %s — messages may have been deleted by retention before they were stored",
-                      m->rkt ? rd_kafka_topic_name(m->rkt) : "?", m->partition,
-                      rd_kafka_message_errstr(m));
+            LOG_ERROR_F(c->def->name,
+                        LOG_FIELDS(LF_STR("topic", m->rkt ? rd_kafka_topic_name(m->rkt) : NULL),
+                                   LF_INT("partition", m->partition)),
+                        "offset reset on %s [%d]: %s — messages may have been deleted by retention before they were stored",
+                        m->rkt ? rd_kafka_topic_name(m->rkt) : "?", m->partition, rd_kafka_message_errstr(m));
         else
             LOG_WARN(c->def->name, "consumer: %s", rd_kafka_message_errstr(m));
         rd_kafka_message_destroy(m);

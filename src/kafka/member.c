@@ -35,10 +35,12 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         m->assignments++;
         m->owned = r.cooperative ? m->owned + mine : mine;
         rd_kafka_pause_partitions(rk, parts);
-        LOG_DEBUG(m->log_name, "partitions assigned count=%d owned=%d", parts->cnt, m->owned);
+        LOG_DEBUG_F(m->log_name, LOG_FIELDS(LF_INT("count", parts->cnt), LF_INT("owned", m->owned)),
+                    "partitions assigned");
     } else {
         m->owned = r.cooperative ? m->owned - mine : 0;
-        LOG_DEBUG(m->log_name, "partitions revoked count=%d owned=%d", parts->cnt, m->owned);
+        LOG_DEBUG_F(m->log_name, LOG_FIELDS(LF_INT("count", parts->cnt), LF_INT("owned", m->owned)),
+                    "partitions revoked");
     }
 }
 

@@ -274,8 +274,10 @@ static int reset_offsets(const settings_t *s, db_conn_t *conn, member_t *m, cons
     printf("replay %s: group %s reset to %s on %d partitions, in the database and in Kafka: %lld messages "
            "to read (was %lld)\n",
            a->def->name, group, a->to_text, n, after, before);
-    LOG_INFO("replay", "group=%s topic=%s to=%s partitions=%d to_read=%lld was=%lld", group, topic,
-             a->to_text, n, after, before);
+    LOG_INFO_F("replay",
+               LOG_FIELDS(LF_STR("group", group), LF_STR("topic", topic), LF_STR("to", a->to_text),
+                          LF_INT("partitions", n), LF_INT("to_read", after), LF_INT("was", before)),
+               "positions moved");
     rc = EXIT_OK;
 out:
     free(committed);

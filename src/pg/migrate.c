@@ -87,7 +87,7 @@ static int apply_all(PGconn *conn, char *err, size_t errlen)
                              rec, NULL, NULL, 0, err, errlen, NULL)))
             return -1;
         PQclear(res);
-        LOG_INFO("migrate", "applied migration=%s checksum=%s", m->name, checksum);
+        LOG_INFO_F("migrate", LOG_FIELDS(LF_STR("migration", m->name), LF_STR("checksum", checksum)), "applied");
         applied++;
     }
     return applied;

@@ -488,7 +488,9 @@ static int isolate_and_retry(store_t *st, batch_t *b, const store_hook_t *hook, 
 {
     roll_back(st);
     if (*cls != ERROR_CLASS_DATA) return -1;
-    LOG_WARN(st->def->name, "batch refused by the database (%s): isolating the offending records", err);
+    char state[6];
+    LOG_WARN_F(st->def->name, LOG_FIELDS(LF_STR("sqlstate", retry_sqlstate_of(err, state)), LF_STR("error", err)),
+               "batch refused by the database: isolating the offending records");
     int rc = send_attempt(st, b, hook, true, err, errlen, cls);
     if (rc == 0) rc = wait_attempt(st, err, errlen, cls);
     if (rc != 0) roll_back(st);

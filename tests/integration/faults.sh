@@ -500,7 +500,7 @@ test_postgres_down_longer_than_the_retries_exits_1_then_resumes_without_loss() {
     assert_contains "$log" "retries exhausted"
     # The same batch, three times, with the back-off doubling from the base.
     assert_eq "1/3:100 2/3:200 3/3:400" \
-        "$(sed -nE 's/.*\[reviews\] transient database error, retrying the same batch attempt=([0-9]+\/[0-9]+) in_ms=([0-9]+).*/\1:\2/p' \
+        "$(sed -nE 's/.*\[reviews\] transient database error, retrying the same batch attempt=([0-9]+) max_attempts=([0-9]+) delay_ms=([0-9]+) .*/\1\/\2:\3/p' \
             "$(svc_log pgdown1)" | xargs)" "retries before giving up (attempt:back-off ms)"
     assert_contains "$log" "stopped exit=1"
     pg_ctl_ start >/dev/null
@@ -524,7 +524,7 @@ test_sigterm_interrupts_the_database_back_off() {
     gen_reviews 100 100 | produce "$TOPIC_REVIEWS"
     assert_broker_kept_everything "$TOPIC_REVIEWS"
     assert_eq 200 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
-    wait_for_log backoff1 '\[reviews\] transient database error, retrying the same batch attempt=1/3 in_ms=5000' 1
+    wait_for_log backoff1 '\[reviews\] transient database error, retrying the same batch attempt=1 max_attempts=3 delay_ms=5000 ' 1
     local t0 elapsed
     t0=$(now_ms)
     rc=$(svc_stop backoff1 10)

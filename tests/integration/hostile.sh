@@ -661,7 +661,7 @@ test_a_package_name_with_a_newline_and_escape_sequences_stays_inside_one_json_lo
     # The name comes back exactly, decoded from its one line.
     local expected
     expected=$(printf '%s' "\"$FORGED_NAME\"" | jq -r .)
-    jq -r --arg name "$expected" 'select(.msg | contains("detail=\"package_name: " + $name + " is not registered")) | .component' "$log" |
+    jq -r --arg name "$expected" 'select(.msg == "dead_letter" and (.detail | startswith("package_name: " + $name + " is not registered"))) | .component' "$log" |
         grep -qx reviews || fail "no dead_letter line holding the exact name: $(grep -n 'dead_letter' "$log" | head -n 3 | cat -v)"
 }
 

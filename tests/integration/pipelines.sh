@@ -40,7 +40,7 @@ assert_dead_letter_logging() { # name pipeline
         / dead_letter topic=/ { details++; next }
         / dead_letter summary total=/ {
             match($0, /total=[0-9]+/); total = substr($0, RSTART + 6, RLENGTH - 6)
-            match($0, /\([0-9]+ more/); more = substr($0, RSTART + 1, RLENGTH - 6); next }
+            match($0, /not_shown=[0-9]+/); more = substr($0, RSTART + 10, RLENGTH - 10); next }
         / batch size=/ {
             match($0, /dead_lettered=[0-9]+/); dl = substr($0, RSTART + 14, RLENGTH - 14) + 0
             want = dl < 5 ? dl : 5
@@ -284,7 +284,7 @@ test_bad_records_are_dead_lettered_beside_the_good_rows_of_their_batch() {
     # kcat call above.)
     assert_eq "2 10 0 0" "$(batch_sum svc reviews inserted) $(batch_sum svc reviews dead_lettered) $(batch_sum svc reviews updated) $(batch_sum svc reviews skipped)" "batch lines: inserted, dead_lettered, updated, skipped"
     assert_dead_letter_logging svc reviews
-    assert_contains "$(log_of svc)" "more not shown) invalid_json=3 invalid_utf8=1 missing_field=1 invalid_field=" "summary line grouped by reason"
+    assert_contains "$(log_of svc)" "by_error_type=\"invalid_json=3 invalid_utf8=1 missing_field=1 invalid_field=" "summary line grouped by reason"
 
     # The other partitions too.
     review $app good-3 3 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 1
@@ -348,6 +348,51 @@ test_bad_records_are_dead_lettered_beside_the_good_rows_of_their_batch() {
     [ "$(sql "SELECT count(*) FROM dead_letter_events WHERE length(error_detail) < 10")" = 0 ] ||
         fail "an error_detail says nothing: $detail"
     stop_clean svc
+}
+
+# DESIGN.md: Logs: with STORAGE_LOG_FORMAT=json an event's facts are members
+# of its object, numbers as JSON numbers, not text inside "msg"; and every
+# line of a whole run (migrations, librdkafka, the pipelines, the stop) is
+# one JSON object.
+test_json_logs_carry_batch_facts_as_fields() {
+    begin_test jsonlogs
+    register_apps com.example.json
+    {
+        review com.example.json j-1 1 "2026-11-29T10:00:00Z"      # 0
+        review com.example.nobody j-2 1 "2026-11-29T10:00:00Z"    # 1 unregistered_app
+        echo '{"broken'                                           # 2 invalid_json
+        review com.example.json j-3 1 "2026-11-29T10:00:00Z"      # 3
+    } | produce "$TOPIC_REVIEWS" -p 1
+    start_service svc STORAGE_PIPELINES=reviews STORAGE_LOG_FORMAT=json
+    wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 1 4
+    assert_eq 0 "$(svc_stop svc)" "exit code on SIGTERM"
+    local log
+    log=$(svc_log svc)
+
+    assert_eq "" "$(jq -R 'fromjson? // "NOT JSON: \(.)" | strings' "$log" | head -n 3)" "lines that are not JSON objects"
+    assert_eq "$(wc -l <"$log")" "$(jq -R 'fromjson? | objects' "$log" | jq -s length)" "lines that are JSON objects"
+    assert_eq "0" "$(jq -c 'select(.component == "supervisor" and .msg == "stopped") | .exit' "$log")" "the stop line's exit, a number"
+
+    # The batch lines: counts, offsets and duration as typed members.
+    local batches
+    batches=$(jq -c 'select(.component == "reviews" and .msg == "batch")' "$log")
+    [ -n "$batches" ] || fail "no batch line: $(head -n 20 "$log")"
+    assert_eq "number" "$(echo "$batches" | jq -r '[.size, .inserted, .updated, .skipped, .dead_lettered, .duration_ms,
+        (.offsets[] | .partition, .first, .last)] | map(type) | unique | join(",")' | sort -u | xargs)" "types of the batch members"
+    assert_eq "4 2 0 0 2" "$(echo "$batches" | jq -s -r '[map(.size), map(.inserted), map(.updated), map(.skipped), map(.dead_lettered)] | map(add) | join(" ")')" \
+        "size, inserted, updated, skipped, dead_lettered over the batch lines"
+    assert_eq "1:0-3" "$(echo "$batches" | jq -s -r '[.[].offsets[]] | "\(map(.partition) | unique | join(",")):\(map(.first) | min)-\(map(.last) | max)"')" \
+        "partition and offsets the batch lines cover"
+    assert_eq "$TOPIC_REVIEWS" "$(echo "$batches" | jq -r .topic | sort -u)" "topic of the batch lines"
+    assert_eq "" "$(echo "$batches" | jq -r 'select(.msg | contains("=")) | .msg')" "facts left inside msg"
+
+    # The dead letters: partition, offset and error_type as members.
+    assert_eq "1 1 unregistered_app|1 2 invalid_json" \
+        "$(jq -r 'select(.msg == "dead_letter") | "\(.partition) \(.offset) \(.error_type)"' "$log" | sort | paste -sd '|')" \
+        "dead letter lines: partition, offset, error_type"
+    assert_eq "number number string string" \
+        "$(jq -r 'select(.msg == "dead_letter") | [.partition, .offset, .error_type, .detail] | map(type) | join(" ")' "$log" | sort -u)" \
+        "types of the dead letter members"
 }
 
 # ---------------------------------------------------------------------------

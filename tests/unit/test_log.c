@@ -29,9 +29,11 @@ typedef struct {
 static char captured[65536];
 static char decoded[65536];
 
-/* Emit `msg` at warn level in `format` and return what reached stderr
- * (valid until the next call). */
-static captured_t emit(log_format_t format, const char *component, const char *msg)
+/* Emit `msg` at warn level in `format`, with `n` fields (fields NULL: the
+ * LOG_WARN macro), and return what reached stderr (valid until the next
+ * call). */
+static captured_t emit_fields(log_format_t format, const char *component, const log_field_t *fields, size_t nfields,
+                              const char *msg)
 {
     captured_t c = {captured, 0};
     FILE *tmp = tmpfile();
@@ -41,7 +43,8 @@ static captured_t emit(log_format_t format, const char *component, const char *m
     assert_true(saved >= 0);
     assert_true(dup2(fileno(tmp), STDERR_FILENO) >= 0);
     log_configure(LOG_LEVEL_DEBUG, format);
-    LOG_WARN(component, "%s", msg);
+    if (fields) LOG_WARN_F(component, fields, nfields, "%s", msg);
+    else LOG_WARN(component, "%s", msg);
     dup2(saved, STDERR_FILENO);
     close(saved);
     off_t n = lseek(fileno(tmp), 0, SEEK_END);
@@ -52,6 +55,11 @@ static captured_t emit(log_format_t format, const char *component, const char *m
     assert_int_equal(pread(fileno(tmp), c.data, c.len, 0), (ssize_t)c.len);
     fclose(tmp);
     return c;
+}
+
+static captured_t emit(log_format_t format, const char *component, const char *msg)
+{
+    return emit_fields(format, component, NULL, 0, msg);
 }
 
 /* Exactly one line, ending in its only newline; every other byte is a
@@ -164,6 +172,36 @@ static void a_message_of_control_characters_too_long_to_escape_is_cut_on_a_whole
 }
 
 /* ------------------------------------------------------------------------ */
+/* Fields                                                                   */
+
+static const log_range_t two_ranges[] = {{0, 17, 41}, {2, 5, 9}};
+
+static void fields_follow_the_message_as_key_value_pairs_in_text_logs(void **state)
+{
+    (void)state;
+    const log_field_t f[] = {LF_STR("topic", "reviews"), LF_INT("partition", 2), LF_RANGES("offsets", two_ranges, 2),
+                             LF_FIXED("duration_ms", 41.3, 1), LF_STR("sqlstate", NULL), LF_INT("offset", -1)};
+    captured_t c = emit_fields(LOG_FORMAT_TEXT, "reviews", f, 6, "batch");
+    assert_one_safe_line(&c);
+    assert_text_body(&c, "batch topic=reviews partition=2 offsets=p0:17-41,p2:5-9 duration_ms=41.3 offset=-1");
+}
+
+/* A value that holds a space, a quote, '=' or anything escaped is quoted, so
+ * " key=value" stays one token; inside the quotes a quote is \". */
+static void a_hostile_text_field_value_is_quoted_escaped_and_stays_on_the_line(void **state)
+{
+    (void)state;
+    const log_field_t f[] = {
+        LF_STR("detail", "package_name: com.x\n2026-11-29T12:00:00.000Z error [reviews] forged \"q\" \x1b[31m\xff\xc2\x9b\\"),
+        LF_STR("empty", ""), LF_STR("eq", "a=b"), LF_STR("tab", "a\tb"), LF_STR("plain", "caf\xc3\xa9-1.0"),
+    };
+    captured_t c = emit_fields(LOG_FORMAT_TEXT, "reviews", f, 5, "dead_letter");
+    assert_one_safe_line(&c);
+    assert_text_body(&c, "dead_letter detail=\"package_name: com.x\\n2026-11-29T12:00:00.000Z error [reviews] forged "
+                         "\\\"q\\\" \\x1b[31m\\xff\\u009b\\\\\" empty=\"\" eq=\"a=b\" tab=\"a\\tb\" plain=caf\xc3\xa9-1.0");
+}
+
+/* ------------------------------------------------------------------------ */
 /* JSON format                                                              */
 
 /* The line is one JSON object; returns its "msg" (valid until the next
@@ -223,6 +261,121 @@ static void a_json_message_too_long_to_escape_is_cut_and_stays_one_object(void *
     for (size_t i = 0; i < len; i++) assert_int_equal(got[i], '\x01');
 }
 
+/* The line as one JSON object (the caller decrefs), or the test fails. */
+static json_t *json_line(const captured_t *c)
+{
+    json_error_t jerr;
+    json_t *o = json_loads(c->data, JSON_REJECT_DUPLICATES, &jerr);
+    if (!o || !json_is_object(o)) fail_msg("not a JSON object (%s): [%s]", jerr.text, c->data);
+    return o;
+}
+
+static void fields_are_members_of_the_json_object_with_numbers_as_json_numbers(void **state)
+{
+    (void)state;
+    const log_field_t f[] = {LF_STR("topic", "reviews"), LF_INT("partition", 2),
+                             LF_INT("offset", 9223372036854775807LL), LF_RANGES("offsets", two_ranges, 2),
+                             LF_FIXED("duration_ms", 41.3, 1), LF_STR("sqlstate", NULL), LF_INT("skipped", 0)};
+    captured_t c = emit_fields(LOG_FORMAT_JSON, "reviews", f, 7, "batch");
+    assert_one_safe_line(&c);
+    const char *want = ",\"component\":\"reviews\",\"msg\":\"batch\",\"topic\":\"reviews\",\"partition\":2,"
+                       "\"offset\":9223372036854775807,\"offsets\":[{\"partition\":0,\"first\":17,\"last\":41},"
+                       "{\"partition\":2,\"first\":5,\"last\":9}],\"duration_ms\":41.3,\"skipped\":0}\n";
+    const char *at = strstr(c.data, ",\"component\"");
+    if (!at || strcmp(at, want) != 0) fail_msg("logged [%s]", c.data);
+    json_t *o = json_line(&c);
+    json_t *r0 = json_array_get(json_object_get(o, "offsets"), 0);
+    bool typed = json_is_integer(json_object_get(o, "partition")) &&
+                 json_integer_value(json_object_get(o, "offset")) == 9223372036854775807LL &&
+                 json_is_integer(json_object_get(r0, "first")) && json_is_real(json_object_get(o, "duration_ms")) &&
+                 json_is_string(json_object_get(o, "topic")) && !json_object_get(o, "sqlstate");
+    json_decref(o);
+    if (!typed) fail_msg("members not typed: [%s]", c.data);
+}
+
+static void a_hostile_field_value_stays_inside_its_json_member(void **state)
+{
+    (void)state;
+    const char *v = "com.x\n{\"ts\":\"x\",\"level\":\"error\"}\",\"msg\":\"forged \x1b[31m\r\t\x7f\xc2\x9b \\ caf\xc3\xa9 \xe2\x80\xa8";
+    const log_field_t f[] = {LF_STR("detail", v), LF_STR("bad_utf8", "a\xff" "b"), LF_INT("partition", 1)};
+    captured_t c = emit_fields(LOG_FORMAT_JSON, "reviews", f, 3, "dead_letter");
+    assert_one_safe_line(&c);
+    json_t *o = json_line(&c);
+    bool ok = json_object_size(o) == 7 && json_is_string(json_object_get(o, "detail")) &&
+              strcmp(json_string_value(json_object_get(o, "detail")), v) == 0 &&
+              strcmp(json_string_value(json_object_get(o, "bad_utf8")), "a\xef\xbf\xbd" "b") == 0 &&
+              strcmp(json_string_value(json_object_get(o, "msg")), "dead_letter") == 0 &&
+              json_integer_value(json_object_get(o, "partition")) == 1;
+    json_decref(o);
+    if (!ok) fail_msg("members not as given: [%s]", c.data);
+}
+
+/* Values that outgrow the line are cut (a string on a whole character, the
+ * ranges after a whole range) or left out: the line stays within
+ * LOG_LINE_MAX, one line, one JSON object, whatever room the cut leaves
+ * (messages of every length shift it through every remainder). */
+static void a_line_whose_fields_outgrow_it_stays_one_line_and_one_json_object(void **state)
+{
+    (void)state;
+    static char big[20000];
+    static char pad[80];
+    static log_range_t many[2000];
+    memset(big, '\x01', sizeof big - 1);
+    for (int i = 0; i < 2000; i++) many[i] = (log_range_t){i, 1000000000000LL + i, 2000000000000LL + i};
+    const log_field_t f[] = {LF_INT("partition", 1), LF_STR("detail", big), LF_RANGES("offsets", many, 2000),
+                             LF_INT("offset", 7)};
+    for (size_t len = 0; len < sizeof pad; len++) {
+        memset(pad, 'm', len);
+        pad[len] = '\0';
+        for (int k = 0; k < 3; k++) {
+            const log_field_t *use = k == 2 ? f + 2 : f;
+            size_t n = k == 2 ? 2 : 4;
+            captured_t c = emit_fields(k == 0 ? LOG_FORMAT_TEXT : LOG_FORMAT_JSON, "reviews", use, n, pad);
+            assert_one_safe_line(&c);
+            assert_true(c.len <= LOG_LINE_MAX);
+            if (k == 0) continue;
+            json_t *o = json_line(&c);
+            bool ok = k == 1 ? json_integer_value(json_object_get(o, "partition")) == 1 &&
+                                   json_is_string(json_object_get(o, "detail"))
+                             : json_array_size(json_object_get(o, "offsets")) > 100;
+            json_decref(o);
+            if (!ok) fail_msg("case %d: fields not kept: [%.300s]", k, c.data);
+        }
+    }
+}
+
+static int evaluated;
+
+static const char *counted(const char *s)
+{
+    evaluated++;
+    return s;
+}
+
+/* The level is checked first: a disabled line does not even evaluate its
+ * fields. */
+static void the_fields_of_a_disabled_level_are_not_evaluated(void **state)
+{
+    (void)state;
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    assert_true(dup2(fileno(tmp), STDERR_FILENO) >= 0);
+    log_configure(LOG_LEVEL_WARN, LOG_FORMAT_JSON);
+    evaluated = 0;
+    LOG_INFO_F("reviews", LOG_FIELDS(LF_STR("topic", counted("reviews"))), "batch");
+    int after_info = evaluated;
+    LOG_WARN_F("reviews", LOG_FIELDS(LF_STR("topic", counted("reviews"))), "batch");
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    off_t n = lseek(fileno(tmp), 0, SEEK_END);
+    fclose(tmp);
+    assert_int_equal(after_info, 0);
+    assert_int_equal(evaluated, 1);
+    assert_true(n > 0);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Secrets                                                                  */
 /* (Registered secrets stay for the process: these tests come last.)        */
@@ -236,6 +389,22 @@ static void a_registered_secret_is_never_logged_in_either_format(void **state)
     c = emit(LOG_FORMAT_JSON, "reviews", "value Pa55-w0rd\"x");
     size_t len;
     assert_string_equal(json_msg(&c, &len), "value [redacted]");
+}
+
+/* Field values are redacted like the message, in both formats. */
+static void a_registered_secret_is_redacted_inside_field_values(void **state)
+{
+    (void)state;
+    log_add_secret("Pa55-w0rd\"x");
+    const log_field_t f[] = {LF_STR("error", "password Pa55-w0rd\"x refused"), LF_STR("database", "Pa55-w0rd\"x")};
+    captured_t c = emit_fields(LOG_FORMAT_TEXT, "main", f, 2, "starting");
+    assert_text_body(&c, "starting error=\"password [redacted] refused\" database=[redacted]");
+    c = emit_fields(LOG_FORMAT_JSON, "main", f, 2, "starting");
+    json_t *o = json_line(&c);
+    bool ok = strcmp(json_string_value(json_object_get(o, "error")), "password [redacted] refused") == 0 &&
+              strcmp(json_string_value(json_object_get(o, "database")), "[redacted]") == 0;
+    json_decref(o);
+    if (!ok) fail_msg("not redacted: [%s]", c.data);
 }
 
 /* librdkafka quotes the rest of sasl.oauthbearer.config from the word it
@@ -294,10 +463,17 @@ int main(void)
         cmocka_unit_test(printable_text_and_multibyte_characters_are_logged_unchanged),
         cmocka_unit_test(a_backslash_is_doubled_in_text_logs),
         cmocka_unit_test(a_message_of_control_characters_too_long_to_escape_is_cut_on_a_whole_escape),
+        cmocka_unit_test(fields_follow_the_message_as_key_value_pairs_in_text_logs),
+        cmocka_unit_test(a_hostile_text_field_value_is_quoted_escaped_and_stays_on_the_line),
         cmocka_unit_test(a_package_name_with_control_characters_is_one_json_object_with_the_characters_escaped),
         cmocka_unit_test(invalid_utf8_becomes_the_replacement_character_in_json_logs),
         cmocka_unit_test(a_json_message_too_long_to_escape_is_cut_and_stays_one_object),
+        cmocka_unit_test(fields_are_members_of_the_json_object_with_numbers_as_json_numbers),
+        cmocka_unit_test(a_hostile_field_value_stays_inside_its_json_member),
+        cmocka_unit_test(a_line_whose_fields_outgrow_it_stays_one_line_and_one_json_object),
+        cmocka_unit_test(the_fields_of_a_disabled_level_are_not_evaluated),
         cmocka_unit_test(a_registered_secret_is_never_logged_in_either_format),
+        cmocka_unit_test(a_registered_secret_is_redacted_inside_field_values),
         cmocka_unit_test(each_word_of_a_secret_with_spaces_is_redacted),
         cmocka_unit_test(the_words_of_a_multi_line_secret_are_not_redacted_alone),
         cmocka_unit_test(secrets_shorter_than_four_bytes_are_not_searched_for),

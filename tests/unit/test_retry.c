@@ -138,9 +138,23 @@ static void class_names_are_stable_words(void **state)
     assert_string_equal(retry_class_name(ERROR_CLASS_FATAL), "fatal");
 }
 
+/* The sqlstate field of a log line comes from the "SQLSTATE: message"
+ * descriptions the PostgreSQL adapter writes; a lost connection has none. */
+static void the_sqlstate_is_read_from_the_start_of_an_error_description(void **state)
+{
+    (void)state;
+    char st[6];
+    assert_string_equal(retry_sqlstate_of("40P01: deadlock detected", st), "40P01");
+    assert_null(retry_sqlstate_of("server closed the connection unexpectedly", st));
+    assert_null(retry_sqlstate_of("4000: short", st));
+    assert_null(retry_sqlstate_of("40p01: lower case", st));
+    assert_null(retry_sqlstate_of("", st));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_sqlstate_is_read_from_the_start_of_an_error_description),
         cmocka_unit_test(connection_failure_08006_is_transient),
         cmocka_unit_test(unable_to_connect_08001_is_transient),
         cmocka_unit_test(other_connection_exceptions_of_class_08_are_transient),
