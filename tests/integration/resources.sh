@@ -32,7 +32,7 @@ test_a_full_demo_run_under_leak_sanitizer_reports_no_leak() {
     ASAN_OPTIONS="detect_leaks=1:log_path=$WORK/leak-report" "$WORK/leak" || true
     grep -qs 'ERROR: LeakSanitizer: detected memory leaks' "$WORK"/leak-report.* ||
         fail "LeakSanitizer does not report a known leak here: $(cat "$WORK"/leak-report.* 2>/dev/null | head -5)"
-    DEMO_BIN="$BIN" \
+    DEMO_BIN="$BIN" DEMO_KEEP=1 \
         ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:log_path=$reports/asan" \
         UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan" \
         timeout 600 "$TOP/demo/run.sh" >"$WORK/demo.log" 2>&1 || rc=$?
@@ -53,6 +53,11 @@ test_a_full_demo_run_under_leak_sanitizer_reports_no_leak() {
     grep -q '^verify: healthy' "$WORK/demo.log" || fail "the demo's verify did not pass: $(grep '^verify' "$WORK/demo.log")"
     grep -qF 'invalid_json' <(sed -n '/== dead-letters list/,/== stopping/p' "$WORK/demo.log") ||
         fail "the demo's dead-letters list did not show the invalid JSON message"
+    # DEMO_KEEP=1 keeps the work directory, the service's log in it.
+    local kept
+    kept=$(sed -n 's/^work directory kept (DEMO_KEEP=1): \([^ ]*\) .*/\1/p' "$WORK/demo.log")
+    [ -n "$kept" ] && [ -s "$kept/service.log" ] || fail "DEMO_KEEP=1 did not keep the work directory: [$kept]"
+    rm -rf "$kept"
 }
 
 # ---------------------------------------------------------------------------
