@@ -115,12 +115,12 @@ static void partition_gauge(out_t *o, metrics_t *m, const char *name, const char
 
 /* The process_* family as Prometheus client libraries export it on Linux,
  * read from `self` (/proc/self): /proc/PID/stat for CPU time, memory and
- * start time (with /proc/stat's boot time), the fd directory, and the
+ * start time (in ticks since boot), the fd directory, and the
  * RLIMIT_NOFILE soft limit. A file that cannot be read leaves its metrics
  * out rather than report a wrong 0. */
 static void process_metrics(out_t *o, const char *self)
 {
-    char path[512], line[1024];
+    char path[512];
     long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
     unsigned long utime = 0, stime = 0, vsize = 0;
     unsigned long long start = 0;
@@ -155,16 +155,17 @@ static void process_metrics(out_t *o, const char *self)
                "# TYPE process_virtual_memory_bytes gauge\n"
                "process_virtual_memory_bytes %lu\n",
             vsize);
-        long long btime = -1;
-        FILE *ps = fopen("/proc/stat", "r");
-        while (ps && fgets(line, sizeof line, ps))
-            if (sscanf(line, "btime %lld", &btime) == 1) break;
-        if (ps) fclose(ps);
-        if (btime >= 0)
+        /* The start is in ticks since boot; the boot time is the clock now
+         * less the time since boot (CLOCK_BOOTTIME), not /proc/stat's btime,
+         * which a sandbox such as systemd's ProcSubset=pid hides. */
+        struct timespec real, boot;
+        if (clock_gettime(CLOCK_REALTIME, &real) == 0 && clock_gettime(CLOCK_BOOTTIME, &boot) == 0) {
+            double booted = (double)(real.tv_sec - boot.tv_sec) + (double)(real.tv_nsec - boot.tv_nsec) / 1e9;
             out(o, "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
                    "# TYPE process_start_time_seconds gauge\n"
                    "process_start_time_seconds %.2f\n",
-                (double)btime + (double)start / (double)ticks);
+                booted + (double)start / (double)ticks);
+        }
     }
     snprintf(path, sizeof path, "%s/fd", self);
     DIR *d = opendir(path);
