@@ -69,16 +69,25 @@ int db_check_conninfo(const char *conninfo, char *err, size_t errlen)
     static const char *const channel_bindings[] = {"disable", "prefer", "require", NULL};
     static const char *const session_attrs[] = {"any", "read-write", "read-only", "primary", "standby",
                                                 "prefer-standby", NULL};
+    static const char uri_hint[] =
+        " (in a URI, percent-encode any '/', '?', '#', '@' or ':' of the user name or password)";
+    /* In a URI a password holding an unencoded '/' or '?' spills into the
+     * port, the database name or the query: no value parsed from a URI is
+     * printed, nor a query parameter holding the '@' that ends the
+     * password. */
+    const bool uri = strncmp(conninfo, "postgresql://", 13) == 0 || strncmp(conninfo, "postgres://", 11) == 0;
     char *errmsg = NULL;
     PQconninfoOption *opts = PQconninfoParse(conninfo, &errmsg);
     if (!opts) {
         /* errmsg may quote the conninfo, password included: only the
          * messages that quote a keyword alone are passed on. */
-        const char *why = errmsg && (strncmp(errmsg, "invalid connection option", 25) == 0 ||
-                                     strncmp(errmsg, "invalid URI query parameter", 27) == 0)
+        const char *why = errmsg &&
+                                  (strncmp(errmsg, "invalid connection option", 25) == 0 ||
+                                   strncmp(errmsg, "invalid URI query parameter", 27) == 0) &&
+                                  !(uri && strchr(errmsg, '@'))
                               ? errmsg
                               : "not a valid libpq conninfo or URI";
-        snprintf(err, errlen, "%.*s", (int)strcspn(why, "\n"), why);
+        snprintf(err, errlen, "%.*s%s", (int)strcspn(why, "\n"), why, uri ? uri_hint : "");
         PQfreemem(errmsg);
         return -1;
     }
@@ -101,7 +110,10 @@ int db_check_conninfo(const char *conninfo, char *err, size_t errlen)
         else if ((strcmp(k, "connect_timeout") == 0 || strncmp(k, "keepalives", 10) == 0) && !valid_integer(v))
             expect = "a non-negative integer";
         if (expect) {
-            snprintf(err, errlen, "%s=%s: expected %s", k, v, expect);
+            if (uri)
+                snprintf(err, errlen, "%s: expected %s%s", k, expect, uri_hint);
+            else
+                snprintf(err, errlen, "%s=%s: expected %s", k, v, expect);
             rc = -1;
         }
     }

@@ -157,6 +157,12 @@ test_a_malformed_database_url_exits_2_before_any_migration() {
     out=$(assert_refused_before_migrating STORAGE_DATABASE_URL run \
         STORAGE_DATABASE_URL="postgresql://u:s3cret@127.0.0.1:port/db")
     case "$out" in *s3cret*) fail "the password was printed: $out" ;; esac
+    # A password with an unencoded '/' spills into the port and the
+    # database name of a URI: no part of it may be printed.
+    out=$(assert_refused_before_migrating STORAGE_DATABASE_URL run \
+        STORAGE_DATABASE_URL="postgresql://svc:Pw9xQ/Kq3zR@127.0.0.1:5432/db")
+    case "$out" in *Pw9xQ* | *Kq3zR*) fail "a part of the password was printed: $out" ;; esac
+    assert_contains "$out" "percent-encode"
 }
 
 test_a_refused_librdkafka_value_exits_2_naming_the_variable() {
