@@ -24,7 +24,15 @@ int env_file_parse_line(char *line, char **name, char **value, char *why, size_t
     if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
     char *p = line;
     while (blank(*p)) p++;
-    if (*p == '\0' || *p == '#' || *p == ';') return 0;
+    if (*p == '#' || *p == ';') {
+        /* systemd before 254 (Debian 12 has 252) continues such a comment
+         * onto the next line, hiding it: refused, not guessed. */
+        if (n > 0 && line[n - 1] == '\\')
+            return malformed(why, whylen,
+                             "a comment ending in a backslash (systemd before 254 continues it onto the next line)");
+        return 0;
+    }
+    if (*p == '\0') return 0;
     /* "export NAME=value": a file a shell can also source. */
     if (strncmp(p, "export", 6) == 0 && blank(p[6])) {
         p += 6;
@@ -85,6 +93,42 @@ int env_file_parse_line(char *line, char **name, char **value, char *why, size_t
     return 1;
 }
 
+/* The names the env files set so far: a later assignment of one of them
+ * (further down, or in a later file) overrides it, as in systemd and
+ * Docker, while a variable the process was started with still wins. */
+static char **file_names;
+static size_t file_name_count;
+
+static bool set_by_a_file(const char *name)
+{
+    for (size_t i = 0; i < file_name_count; i++)
+        if (strcmp(file_names[i], name) == 0) return true;
+    return false;
+}
+
+static void assign(const char *name, const char *value)
+{
+    if (set_by_a_file(name)) {
+        setenv(name, value, 1);
+        return;
+    }
+    if (getenv(name)) return; /* the environment the process was started with */
+    char **grown = realloc(file_names, (file_name_count + 1) * sizeof *grown);
+    char *copy = strdup(name);
+    if (!grown || !copy) abort();
+    file_names = grown;
+    file_names[file_name_count++] = copy;
+    setenv(name, value, 1);
+}
+
+void env_file_forget(void)
+{
+    for (size_t i = 0; i < file_name_count; i++) free(file_names[i]);
+    free(file_names);
+    file_names = NULL;
+    file_name_count = 0;
+}
+
 int env_file_load(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
@@ -107,8 +151,7 @@ int env_file_load(const char *path, char *err, size_t errlen)
             rc = -1;
             break;
         }
-        /* The environment the process was started with wins. */
-        if (r > 0) setenv(name, value, 0);
+        if (r > 0) assign(name, value);
     }
     free(line);
     fclose(f);

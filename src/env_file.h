@@ -12,9 +12,13 @@
  * `why` for a malformed line. */
 int env_file_parse_line(char *line, char **name, char **value, char *why, size_t whylen);
 
-/* Read `path` into the environment, never overriding a variable already
- * set. Returns 0, or -1 with "PATH:LINE: reason" (or "PATH: reason") in
- * `err`. */
+/* Read `path` into the environment, never overriding a variable the
+ * process was started with; of the assignments in env files, the last one
+ * wins (further down the file, or in a later file). Returns 0, or -1 with
+ * "PATH:LINE: reason" (or "PATH: reason") in `err`. */
 int env_file_load(const char *path, char *err, size_t errlen);
+
+/* Release what env_file_load remembers of the names it set. */
+void env_file_forget(void);
 
 #endif

@@ -179,6 +179,7 @@ int main(int argc, char **argv)
             }
             if (env_file_load(argv[++i], err, sizeof err)) {
                 fprintf(stderr, "storage-consumer: --env-file %s\n", err);
+                env_file_forget();
                 return EXIT_USAGE;
             }
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 ||
@@ -202,6 +203,7 @@ int main(int argc, char **argv)
     /* run's own option may follow it. */
     if (strcmp(command, "run") == 0)
         for (; i < argc && strcmp(argv[i], "--no-migrate") == 0; i++) no_migrate = true;
+    env_file_forget();
     if (no_migrate && strcmp(command, "run") != 0) {
         fprintf(stderr, "storage-consumer: --no-migrate is an option of run, not of %s\n", command);
         return EXIT_USAGE;

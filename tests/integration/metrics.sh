@@ -84,7 +84,7 @@ test_build_info_and_process_metrics_describe_the_running_process() {
     sleep 1.5
     body=$(metrics_body "$port")
     pid=$(svc_pid process)
-    assert_contains "$body" "storage_consumer_build_info{version=\"$("$BIN" version | awk '{print $2}')\",librdkafka=\"$(dpkg-query -W -f='${Version}' librdkafka1 | sed 's/-.*//')\",libpq=\"$(dpkg-query -W -f='${Version}' libpq5 | sed -E 's/^([0-9]+\.[0-9]+).*/\1/')\"} 1"
+    assert_contains "$body" "storage_consumer_build_info{version=\"$("$BIN" version | awk 'NR == 1 {print $2}')\",librdkafka=\"$(dpkg-query -W -f='${Version}' librdkafka1 | sed 's/-.*//')\",libpq=\"$(dpkg-query -W -f='${Version}' libpq5 | sed -E 's/^([0-9]+\.[0-9]+).*/\1/')\"} 1"
     echo "$body" | grep -qE '^process_cpu_seconds_total [0-9.]+$' || fail "no process_cpu_seconds_total in $body"
     echo "$body" | grep -qE '^process_resident_memory_bytes [1-9][0-9]+$' || fail "no process_resident_memory_bytes"
     echo "$body" | grep -qE '^process_virtual_memory_bytes [1-9][0-9]+$' || fail "no process_virtual_memory_bytes"

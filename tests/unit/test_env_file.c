@@ -4,7 +4,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -120,6 +122,46 @@ static void test_env_file_malformed_lines_are_refused(void **state)
     expect_malformed("A=C:\\temp", "backslash");
 }
 
+static void test_env_file_a_comment_ending_in_a_backslash_is_refused(void **state)
+{
+    (void)state;
+    /* systemd 252 would join the next line to this comment and hide it. */
+    expect_malformed("# the old URL was \\", "comment ending in a backslash");
+    expect_malformed("; also \\", "comment ending in a backslash");
+    expect_skipped("# a backslash \\ inside is fine");
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_env_file_the_last_assignment_wins_but_not_over_the_environment(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/env-file-test.XXXXXX", first[64], second[64], err[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(first, sizeof first, "%s/first.env", dir);
+    snprintf(second, sizeof second, "%s/second.env", dir);
+    write_file(first, "ENVF_A=default\nENVF_B=default\nENVF_A=override\nENVF_C=file\n");
+    write_file(second, "ENVF_B=later file\n");
+    unsetenv("ENVF_A");
+    unsetenv("ENVF_B");
+    setenv("ENVF_C", "started with", 1);
+    assert_int_equal(0, env_file_load(first, err, sizeof err));
+    assert_int_equal(0, env_file_load(second, err, sizeof err));
+    env_file_forget();
+    assert_string_equal("override", getenv("ENVF_A"));
+    assert_string_equal("later file", getenv("ENVF_B"));
+    assert_string_equal("started with", getenv("ENVF_C"));
+    unlink(first);
+    unlink(second);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -132,6 +174,8 @@ int main(void)
         cmocka_unit_test(test_env_file_unquoted_value_is_taken_as_written_with_trailing_whitespace_trimmed),
         cmocka_unit_test(test_env_file_variables_are_never_expanded),
         cmocka_unit_test(test_env_file_malformed_lines_are_refused),
+        cmocka_unit_test(test_env_file_a_comment_ending_in_a_backslash_is_refused),
+        cmocka_unit_test(test_env_file_the_last_assignment_wins_but_not_over_the_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
