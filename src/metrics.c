@@ -289,8 +289,12 @@ void metrics_db_state(pipeline_metrics_t *pm, bool ok)
 {
     if (!pm) return;
     int now = ok ? DB_STATE_OK : DB_STATE_FAILING;
-    if (atomic_exchange_explicit(&pm->db_state, now, memory_order_relaxed) != now)
-        atomic_store_explicit(&pm->db_state_unix_ms, metrics_now_unix_ms(), memory_order_relaxed);
+    /* Only this pipeline's thread writes: the time of the change is stored
+     * before the state that it dates, and the state is published with
+     * release, so a reader that acquires the new state sees its time. */
+    if (atomic_load_explicit(&pm->db_state, memory_order_relaxed) == now) return;
+    atomic_store_explicit(&pm->db_state_unix_ms, metrics_now_unix_ms(), memory_order_relaxed);
+    atomic_store_explicit(&pm->db_state, now, memory_order_release);
 }
 
 /* Why pipeline `pm` is not alive at `now` (NULL: it is), into why[len]. */
@@ -330,11 +334,12 @@ bool metrics_probe(metrics_t *m, probe_t probe, int64_t now, char **body)
         }
         int64_t owned = atomic_load_explicit(&pm->partitions_owned, memory_order_relaxed);
         int64_t brokers = atomic_load_explicit(&pm->brokers_up, memory_order_relaxed);
-        int db = atomic_load_explicit(&pm->db_state, memory_order_relaxed);
+        int db = atomic_load_explicit(&pm->db_state, memory_order_acquire);
         const char *reason = dead;
         if (!reason && db == DB_STATE_FAILING) {
             int64_t since = atomic_load_explicit(&pm->db_state_unix_ms, memory_order_relaxed);
-            snprintf(why, sizeof why, "PostgreSQL unreachable (for %llds)", (long long)((now - since) / 1000));
+            snprintf(why, sizeof why, "PostgreSQL unreachable (for %llds)",
+                     (long long)(now > since ? (now - since) / 1000 : 0));
             reason = why;
         }
         if (!reason && brokers == 0) reason = "no Kafka broker reachable";

@@ -161,12 +161,14 @@ rd_kafka_t *kafka_handle_new(const settings_t *s, pipeline_id_t id, kafka_rebala
         rd_kafka_conf_set_rebalance_cb(conf, rebalance);
     }
     if (stats) {
-        char interval[32];
-        size_t size = sizeof interval;
+        /* Statistics every second tell /readyz whether a broker is
+         * connected, unless the operator chose the interval (0 turns them
+         * off, and with them that part of readiness). */
+        bool chosen = false;
+        for (size_t i = 0; i < s->kafka_property_count; i++)
+            if (strcmp(s->kafka_properties[i].name, "statistics.interval.ms") == 0) chosen = true;
         rd_kafka_conf_set_stats_cb(conf, stats);
-        if (rd_kafka_conf_get(conf, "statistics.interval.ms", interval, &size) == RD_KAFKA_CONF_OK &&
-            strcmp(interval, "0") == 0)
-            rd_kafka_conf_set(conf, "statistics.interval.ms", "1000", why, sizeof why);
+        if (!chosen) rd_kafka_conf_set(conf, "statistics.interval.ms", "1000", why, sizeof why);
     }
     /* rd_kafka_new takes ownership of conf on success only. */
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);

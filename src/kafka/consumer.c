@@ -625,34 +625,39 @@ int consumer_flush(consumer_t *c, int timeout_ms, char *err, size_t errlen)
 
 void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, atomic_int_fast64_t *committed_lag, int max)
 {
-    for (int p = 0; p < max; p++) {
-        atomic_store_explicit(&lag[p], -1, memory_order_relaxed);
-        atomic_store_explicit(&committed_lag[p], -1, memory_order_relaxed);
-    }
-    if (c->owned->cnt == 0) return;
-    for (int i = 0; i < c->stored->cnt; i++) {
-        int64_t lo, hi;
-        const rd_kafka_topic_partition_t *p = &c->stored->elems[i];
-        if (p->partition < 0 || p->partition >= max ||
-            rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) || hi < 0)
-            continue;
-        atomic_store_explicit(&committed_lag[p->partition], hi > p->offset ? hi - p->offset : 0,
-                              memory_order_relaxed);
-    }
-    rd_kafka_topic_partition_list_t *pos = rd_kafka_topic_partition_list_copy(c->owned);
-    if (rd_kafka_position(c->rk, pos) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        for (int i = 0; i < pos->cnt; i++) {
+    /* Computed aside and then stored once per partition: the HTTP thread
+     * reads these without a lock, and a scrape that saw a passing -1 would
+     * drop the series for that scrape (a stale series resets alerts' `for`). */
+    enum { LAG_SLOTS = 1024 };
+    int64_t next_lag[LAG_SLOTS], next_committed[LAG_SLOTS];
+    if (max > LAG_SLOTS) max = LAG_SLOTS;
+    for (int p = 0; p < max; p++) next_lag[p] = next_committed[p] = -1;
+    if (c->owned->cnt > 0) {
+        for (int i = 0; i < c->stored->cnt; i++) {
             int64_t lo, hi;
-            rd_kafka_topic_partition_t *p = &pos->elems[i];
-            if (p->partition < 0 || p->partition >= max || p->offset < 0) continue;
-            if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) ||
-                hi < 0)
+            const rd_kafka_topic_partition_t *p = &c->stored->elems[i];
+            if (p->partition < 0 || p->partition >= max ||
+                rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) || hi < 0)
                 continue;
-            atomic_store_explicit(&lag[p->partition], hi > p->offset ? hi - p->offset : 0,
-                                  memory_order_relaxed);
+            next_committed[p->partition] = hi > p->offset ? hi - p->offset : 0;
         }
+        rd_kafka_topic_partition_list_t *pos = rd_kafka_topic_partition_list_copy(c->owned);
+        if (rd_kafka_position(c->rk, pos) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            for (int i = 0; i < pos->cnt; i++) {
+                int64_t lo, hi;
+                rd_kafka_topic_partition_t *p = &pos->elems[i];
+                if (p->partition < 0 || p->partition >= max || p->offset < 0) continue;
+                if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) || hi < 0)
+                    continue;
+                next_lag[p->partition] = hi > p->offset ? hi - p->offset : 0;
+            }
+        }
+        rd_kafka_topic_partition_list_destroy(pos);
     }
-    rd_kafka_topic_partition_list_destroy(pos);
+    for (int p = 0; p < max; p++) {
+        atomic_store_explicit(&lag[p], next_lag[p], memory_order_relaxed);
+        atomic_store_explicit(&committed_lag[p], next_committed[p], memory_order_relaxed);
+    }
 }
 
 /* Consumers left undestroyed (see consumer_close), kept reachable on

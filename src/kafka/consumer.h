@@ -86,7 +86,7 @@ int consumer_flush(consumer_t *c, int timeout_ms, char *err, size_t errlen);
  * minus the consumed position) into lag[p], and from the committed position
  * (the offset after the last record whose batch the database committed, or
  * where the assignment started) into committed_lag[p]; -1 for partitions
- * not owned or not known. No network round trip. */
+ * not owned or not known; `max` at most 1024. No network round trip. */
 void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, atomic_int_fast64_t *committed_lag, int max);
 
 /* Keep *owned at the number of partitions this member owns (from its first
