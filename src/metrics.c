@@ -22,11 +22,11 @@ static const char *error_type_name(size_t i)
 }
 
 
+/* The counter slot of an error type; the last one ("other") for none. */
 static size_t error_type_index(const char *type)
 {
-    for (size_t i = 0; i < DECODE_ERROR_TYPE_COUNT; i++)
-        if (strcmp(type, decode_error_types[i]) == 0) return i;
-    return METRICS_ERROR_TYPES - 1;
+    int i = decode_error_type_index(type);
+    return i >= 0 ? (size_t)i : METRICS_ERROR_TYPES - 1;
 }
 
 int64_t metrics_now_unix_ms(void)

@@ -51,11 +51,11 @@ const char *const decode_error_types[DECODE_ERROR_TYPE_COUNT] = {
     ERROR_EMPTY_PAYLOAD, ERROR_INVALID_UTF8,     ERROR_INVALID_JSON,     ERROR_MISSING_FIELD,
     ERROR_INVALID_FIELD, ERROR_UNREGISTERED_APP, ERROR_DATABASE_REJECTED};
 
-bool decode_error_type_known(const char *type)
+int decode_error_type_index(const char *type)
 {
     for (size_t i = 0; i < DECODE_ERROR_TYPE_COUNT; i++)
-        if (strcmp(type, decode_error_types[i]) == 0) return true;
-    return false;
+        if (strcmp(type, decode_error_types[i]) == 0) return (int)i;
+    return -1;
 }
 
 static int reject(rejection_t *rej, const char *type, const char *fmt, ...)

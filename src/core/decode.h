@@ -34,8 +34,8 @@
 #define DECODE_ERROR_TYPE_COUNT 7
 extern const char *const decode_error_types[DECODE_ERROR_TYPE_COUNT];
 
-/* Whether `type` is one of decode_error_types. */
-bool decode_error_type_known(const char *type);
+/* The index of `type` in decode_error_types, or -1 when it is none of them. */
+int decode_error_type_index(const char *type);
 
 typedef struct {
     const char *error_type; /* one of the ERROR_* codes; static storage */

@@ -108,7 +108,7 @@ static const pipeline_def_t *parse_pipeline(const char *sub, const char *name)
  * Returns false after a usage error. */
 static bool parse_type(const char *sub, const char *type)
 {
-    if (decode_error_type_known(type)) return true;
+    if (decode_error_type_index(type) >= 0) return true;
     fprintf(stderr, "storage-consumer: dead-letters %s: unknown error type %s (known:", sub, type);
     for (size_t i = 0; i < DECODE_ERROR_TYPE_COUNT; i++)
         fprintf(stderr, "%s %s", i ? "," : "", decode_error_types[i]);
@@ -876,9 +876,12 @@ static void usage_dead_letters(FILE *out)
           "  purge --older-than AGE [--dry-run]\n"
           "                 delete resolved dead letters resolved longer ago than AGE\n"
           "                 (e.g. 30d); never an unresolved one\n"
-          "\n"
-          "--type T is one of the error types: empty_payload, invalid_utf8, invalid_json,\n"
-          "missing_field, invalid_field, unregistered_app, database_rejected.\n"
+          "\n",
+          out);
+    fputs("--type T is one of the error types:", out);
+    for (size_t i = 0; i < DECODE_ERROR_TYPE_COUNT; i++)
+        fprintf(out, "%s %s", i ? "," : "", decode_error_types[i]);
+    fputs(".\n"
           "\n"
           "`storage-consumer dead-letters SUBCOMMAND --help` describes each.\n"
           "exit codes: 0 done, 1 runtime failure, 2 usage error\n",

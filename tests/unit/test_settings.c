@@ -805,21 +805,6 @@ static void test_a_misspelt_setting_still_stops_start_up(void **state)
     expect_error(ENV("STORAGE_SERVICE_PORT="), NULL, NULL);
 }
 
-static void test_every_catalog_setting_is_accepted(void **state)
-{
-    (void)state;
-    for (size_t i = 0; i < settings_catalog_count; i++) {
-        char entry[128];
-        settings_t s;
-        /* An empty value means the default: the name alone is checked. */
-        snprintf(entry, sizeof entry, "%s=", settings_catalog[i].name);
-        load_ok(&s, ENV(entry));
-        settings_free(&s);
-        assert_non_null(settings_catalog[i].description);
-        assert_true(strlen(settings_catalog[i].description) > 0);
-    }
-}
-
 static void test_the_catalog_lists_each_pipelines_variables_with_their_defaults(void **state)
 {
     (void)state;
@@ -883,7 +868,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kubernetes_service_variables_are_ignored),
         cmocka_unit_test(test_a_misspelt_setting_still_stops_start_up),
-        cmocka_unit_test(test_every_catalog_setting_is_accepted),
         cmocka_unit_test(test_the_catalog_lists_each_pipelines_variables_with_their_defaults),
         cmocka_unit_test(test_the_catalog_prints_one_line_per_setting),
         cmocka_unit_test(test_storage_migrate_is_auto_or_off),
