@@ -23,7 +23,11 @@
 # $BUILD/bench-logs/. Knobs (environment): BENCH_ROUNDS [3], BENCH_REVIEWS
 # [200000], BENCH_REVIEW_PARTITIONS [6], BENCH_FETCH_WAIT_MAX_MS [10] (phase 3,
 # see there), BENCH_IDLE_LATENCY_S [3], BENCH_DEFAULT_FETCH_S [5] (phase 3b),
-# BENCH_TIMEOUT_S [240] (per ingest).
+# BENCH_TIMEOUT_S [240] (per ingest), BENCH_PROFILE [0]: 1 samples the
+# service with `perf record` (cpu-clock, call graphs) during the last round's
+# fresh and replay ingests and writes where its CPU went, by library and by
+# function, to $BUILD/bench-logs/profile-NAME.txt (perf adds its own cost to
+# that round's figures).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +44,8 @@ PARTITIONS=${BENCH_REVIEW_PARTITIONS:-6}
 IDLE_S=${BENCH_IDLE_LATENCY_S:-3}
 DEFAULT_FETCH_S=${BENCH_DEFAULT_FETCH_S:-5}
 TIMEOUT_S=${BENCH_TIMEOUT_S:-240}
+PROFILE=${BENCH_PROFILE:-0}
+PERF_PID=
 BATCH=500
 LOGS=$BUILD/bench-logs
 JSON=$BUILD/bench.json
@@ -50,6 +56,11 @@ for f in "$BIN" "$BARE" "$LATENCY" "$BUILD/kafka-mock-broker"; do
     [ -x "$f" ] || { echo "bench: $f is missing: run make bench" >&2; exit 1; }
 done
 [ "$ROUNDS" -ge 1 ] || { echo "bench: BENCH_ROUNDS must be at least 1" >&2; exit 2; }
+case $PROFILE in
+0) ;;
+1) command -v perf >/dev/null || { echo "bench: BENCH_PROFILE=1 needs perf (Debian: linux-perf)" >&2; exit 2; } ;;
+*) echo "bench: BENCH_PROFILE must be 0 or 1" >&2; exit 2 ;;
+esac
 
 WORK=$(mktemp -d /tmp/storage-bench.XXXXXX)
 chmod 755 "$WORK"
@@ -65,6 +76,7 @@ die() {
 cleanup() {
     local rc=$?
     if [ -n "$LATENCY_PID" ]; then kill -TERM "$LATENCY_PID" 2>/dev/null || true; wait "$LATENCY_PID" 2>/dev/null || true; fi
+    if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID" 2>/dev/null || true; wait "$PERF_PID" 2>/dev/null || true; fi
     if [ -n "$SERVICE_PID" ]; then kill -TERM "$SERVICE_PID" 2>/dev/null || true; wait "$SERVICE_PID" 2>/dev/null || true; fi
     "$BROKER" stop "$WORK/kafka" >/dev/null 2>&1 || true
     "$PG" destroy "$WORK/pg" >/dev/null 2>&1 || true
@@ -315,13 +327,41 @@ analyse() { # NAME
     R[$1.other_cpu_s]=$(calc %.2f "${R[$1.machine_cpu_s]} - ${R[$1.svc_cpu_s]} - ${R[$1.pg_cpu_s]} - ${R[$1.broker_cpu_s]}")
 }
 
+# BENCH_PROFILE=1: sample the running service until profile_stop.
+profile_start() { # NAME
+    perf record -q -e cpu-clock -F 999 -g -p "$SERVICE_PID" -o "$WORK/perf-$1.data" \
+        >"$WORK/perf-$1.log" 2>&1 &
+    PERF_PID=$!
+}
+
+profile_stop() { # NAME
+    kill -INT "$PERF_PID" 2>/dev/null || true
+    wait "$PERF_PID" 2>/dev/null || true
+    PERF_PID=
+    {
+        echo "# where the service's CPU went during $1 (perf record -e cpu-clock -g; samples by library, then by function)"
+        # awk reads to the end: a reader that stopped early would fail the
+        # pipeline (SIGPIPE, under pipefail).
+        perf report -i "$WORK/perf-$1.data" --no-children --sort dso --stdio -g none 2>/dev/null |
+            awk '!/^#/ && /%/ && n++ < 12'
+        echo
+        perf report -i "$WORK/perf-$1.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null |
+            awk '!/^#/ && /%/ && n++ < 30'
+    } >"$WORK/profile-$1.txt"
+}
+
 ingest() { # NAME DB PIPELINES GROUP_PREFIX [FETCH_WAIT_MAX_MS]
+    local profile=0
+    [ "$PROFILE" = 1 ] && case $1 in "fresh_$ROUNDS" | "replay_$ROUNDS") profile=1 ;; esac
     psql_db postgres -c CHECKPOINT
     start_service "$@"
     wait_reviews "$1" 1
+    [ $profile = 1 ] && profile_start "$1"
     snapshot "$1" 0
     wait_reviews "$1" "$REVIEWS"
     snapshot "$1" 1
+    [ $profile = 1 ] && profile_stop "$1"
+    return 0
 }
 
 service_round() { # ROUND
