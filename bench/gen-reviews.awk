@@ -1,10 +1,11 @@
 # gen-reviews.awk — the benchmark's data: realistic `reviews` messages of about
-# 500 bytes for 1,000 registered apps, deterministic (fixed seed), one Kafka
+# 500 bytes for `apps` registered apps (10,000 unless given, as production
+# has), deterministic (fixed seed), one Kafka
 # message per line as "KEY<TAB>JSON" (key = review_id), the form
 # `kcat -P -K '\t'` reads and bench/bare_pg reads.
 #
-#   awk -v mode=apps -f gen-reviews.awk              1,000 lines "package_name<TAB>name"
-#   awk -v mode=reviews -v n=200000 -f gen-reviews.awk
+#   awk -v mode=apps [-v apps=10000] -f gen-reviews.awk      one line "package_name<TAB>name" per app
+#   awk -v mode=reviews -v n=200000 [-v apps=10000] -f gen-reviews.awk
 #
 # Every review_id is unique (the index is part of it), so a fresh ingest
 # inserts every row and a replay skips every row (same last_synced_at).
@@ -13,8 +14,11 @@
 # emits naive UTC), some optional fields are absent.
 function rnd(k) { return int(rand() * k) }
 function pick(arr, k) { return arr[1 + rnd(k)] }
-function pkg(i) { return sprintf("com.%s.%s", vendor[1 + i % NV], product[1 + int(i / NV) % NP]) }
-function appname(i) { return sprintf("%s %s", cap(vendor[1 + i % NV]), cap(product[1 + int(i / NV) % NP])) }
+# The first NV * NP (1,000) names are vendor.product; beyond them a number
+# tells the editions apart (com.snapp.taxi3).
+function edition(i) { return int(i / (NV * NP)) ? int(i / (NV * NP)) : "" }
+function pkg(i) { return sprintf("com.%s.%s%s", vendor[1 + i % NV], product[1 + int(i / NV) % NP], edition(i)) }
+function appname(i) { return sprintf("%s %s%s", cap(vendor[1 + i % NV]), cap(product[1 + int(i / NV) % NP]), edition(i) ? " " edition(i) : "") }
 function cap(s) { return toupper(substr(s, 1, 1)) substr(s, 2) }
 function ts(sec, naive,    d, h, m, s) {
     # seconds since 2026-10-01T00:00:00 (UTC), within October/November 2026
@@ -38,8 +42,9 @@ BEGIN {
     srand(20261129)
     NV = split_into("digikala|snapp|divar|rubika|bale|eitaa|filimo|namava|tapsi|alibaba|torob|sheypoor|cafebazaar|myket|irancell|hamrahaval|bankmellat|blu|asanpardakht|zarinpal|balad|neshan|taaghche|fidibo|nobitex|okala|snappfood|jabama|anten|aparat|shad|soroush|igap|ayandeh|tejarat|sep|pasargad|saman|parsian|ghasedak", vendor)
     NP = split_into("app|android|lite|pro|shop|wallet|market|music|video|news|maps|taxi|food|bank|pay|chat|books|games|health|travel|mail|cloud|tv|weather|learn", product)
+    if (apps == "") apps = 10000
     if (mode == "apps") {
-        for (i = 0; i < 1000; i++) printf "%s\t%s\n", pkg(i), appname(i)
+        for (i = 0; i < apps; i++) printf "%s\t%s\n", pkg(i), appname(i)
         exit
     }
     if (n == "") n = 200000
@@ -51,7 +56,7 @@ BEGIN {
     NFA = split_into("برنامه خیلی خوبه ولی بعد از آپدیت آخر کند شده.|لطفا مشکل پرداخت را درست کنید، چند بار پول کم شد ولی سفارش ثبت نشد.|پشتیبانی عالی بود و سریع جواب دادند.|نسخه جدید مدام بسته می‌شود و اطلاعات حساب پاک شد.|رابط کاربری ساده و زیباست، ممنون از تیم توسعه.|نقشه‌ها دقیق نیستند و مسیر اشتباه نشان می‌دهد.|اعلان‌ها خیلی زیاد است، لطفا امکان خاموش کردن بگذارید.|بعد از ورود با شماره موبایل کد تایید نمی‌آید.", fa)
     NRE = split_into("Thank you for your feedback, we have forwarded it to our team.|Sorry for the trouble. Please update to the latest version and contact support@example.com if it persists.|We fixed this issue in version 5.2, please update.|با تشکر از نظر شما، مشکل در نسخه بعدی برطرف می‌شود.|لطفا از طریق پشتیبانی داخل برنامه با ما در ارتباط باشید.", reply)
     for (i = 1; i <= n; i++) {
-        app = rnd(1000)
+        app = rnd(apps)
         persian = rnd(3) == 0
         # Review text: English sentences run ~80 chars, Persian ~50 chars
         # (~90 bytes); the total message averages about 500 bytes.

@@ -21,7 +21,8 @@
 #
 # Prints a table and writes $BUILD/bench.json; the logs of the run are kept in
 # $BUILD/bench-logs/. Knobs (environment): BENCH_ROUNDS [3], BENCH_REVIEWS
-# [200000], BENCH_REVIEW_PARTITIONS [6], BENCH_FETCH_WAIT_MAX_MS [10] (phase 3,
+# [200000], BENCH_APPS [10000] (registered apps, the reviews spread over
+# them), BENCH_REVIEW_PARTITIONS [6], BENCH_FETCH_WAIT_MAX_MS [10] (phase 3,
 # see there), BENCH_IDLE_LATENCY_S [3], BENCH_DEFAULT_FETCH_S [5] (phase 3b),
 # BENCH_TIMEOUT_S [240] (per ingest), BENCH_PROFILE [0]: 1 samples the
 # service with `perf record` (cpu-clock, call graphs) during the last round's
@@ -40,6 +41,7 @@ PG=$top/tests/support/pg.sh
 BROKER=$top/tests/support/broker.sh
 ROUNDS=${BENCH_ROUNDS:-3}
 REVIEWS=${BENCH_REVIEWS:-200000}
+APPS=${BENCH_APPS:-10000}
 PARTITIONS=${BENCH_REVIEW_PARTITIONS:-6}
 IDLE_S=${BENCH_IDLE_LATENCY_S:-3}
 DEFAULT_FETCH_S=${BENCH_DEFAULT_FETCH_S:-5}
@@ -157,15 +159,16 @@ echo "postgres $(psql_db postgres -At -c "SELECT setting FROM pg_settings WHERE 
     "$(psql_db postgres -At -c "SELECT string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings
         WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_wal_size', 'full_page_writes', 'autovacuum')")" >&2
 
-say "generating $REVIEWS review messages and 1,000 apps (bench/gen-reviews.awk)"
-awk -v mode=apps -f "$top/bench/gen-reviews.awk" >"$WORK/apps.tsv"
-awk -v mode=reviews -v n="$REVIEWS" -f "$top/bench/gen-reviews.awk" >"$WORK/reviews.tsv"
+say "generating $REVIEWS review messages and $APPS apps (bench/gen-reviews.awk)"
+awk -v mode=apps -v apps="$APPS" -f "$top/bench/gen-reviews.awk" >"$WORK/apps.tsv"
+[ "$(sort -u -k1,1 "$WORK/apps.tsv" | wc -l)" -eq "$APPS" ] || die "the generator did not write $APPS distinct apps"
+awk -v mode=reviews -v n="$REVIEWS" -v apps="$APPS" -f "$top/bench/gen-reviews.awk" >"$WORK/reviews.tsv"
 [ "$(wc -l <"$WORK/reviews.tsv")" -eq "$REVIEWS" ] || die "the generator did not write $REVIEWS messages"
 AVG_BYTES=$(awk -F'\t' '{ s += length($2) } END { printf "%.0f", s / NR }' "$WORK/reviews.tsv")
 LAT_PACKAGE=$(head -1 "$WORK/apps.tsv" | cut -f1)
 
 # A fresh database: the App API's applications table (standing in for its
-# migrations) with the 1,000 apps, then storage-consumer's own migrations.
+# migrations) with the $APPS apps, then storage-consumer's own migrations.
 fresh_db() {
     psql_db postgres -c "CREATE DATABASE $1"
     psql_db "$1" <<SQL
@@ -457,6 +460,13 @@ over_rounds() { # P KEY
     for ((r = 1; r <= ROUNDS; r++)); do printf '%s ' "${R[$1_$r.$2]}"; done
 }
 med() { median $(over_rounds "$1" "$2"); }
+# The client's CPU against PostgreSQL's in the same window, median over the
+# rounds: a ratio, because the machine's speed changes from run to run.
+med_ratio() { # P
+    local r v=()
+    for ((r = 1; r <= ROUNDS; r++)); do v+=("$(calc %.3f "${R[$1_$r.client_cpu_s]} / ${R[$1_$r.pg_cpu_s]}")"); done
+    calc %.2f "$(median "${v[@]}")"
+}
 # Per-message CPU (us) of a process group in window prefix P, median.
 med_us() { # P KEY(cpu seconds)
     local r v=()
@@ -493,13 +503,15 @@ RSS_ALL+=("${R[all.rss_mb]}")
 PEAK_RSS=$(printf '%s\n' "${RSS_ALL[@]}" | sort -g | tail -1)
 CPU_FRESH=$(med fresh cpu_us_per_msg)
 CPU_REPLAY=$(med replay cpu_us_per_msg)
+CPU_RATIO=$(med_ratio fresh)
+CPU_RATIO_REPLAY=$(med_ratio replay)
 verdict() { awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN { ok = op == ">=" ? v >= t : v <= t; print ok ? "PASS" : "FAIL" }'; }
 REV=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
 DIRTY=$([ -n "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" ] && echo "+dirty" || true)
 json_list() { local IFS=,; echo "[$*]"; }
 
 # Autovacuum runs that ended inside a measured window (PostgreSQL keeps only
-# the last one per table: a hint, not an audit; the 1,000-row apps table's
+# the last one per table: a hint, not an audit; the apps table's
 # autoanalyze is left out).
 WINDOWS=
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -535,8 +547,8 @@ row() { # LABEL P RATIO
 
 {
 printf '\nstorage-consumer benchmark  %s%s  %s\n' "$REV" "$DIRTY" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-printf '%d reviews (avg %d B; zstd; reviews topic %d partitions), 1,000 apps, batch %d; PostgreSQL 15, fsync on,\n' \
-    "$REVIEWS" "$AVG_BYTES" "$PARTITIONS" "$BATCH"
+printf '%d reviews (avg %d B; zstd; reviews topic %d partitions), %d apps, batch %d; PostgreSQL 15, fsync on,\n' \
+    "$REVIEWS" "$AVG_BYTES" "$PARTITIONS" "$APPS" "$BATCH"
 printf 'synchronous_commit on; %d CPUs; 1 and 2 alternate over %d rounds (fresh databases each), median shown\n\n' "$NCPU" "$ROUNDS"
 printf '%-42s %8s %6s  %-26s %13s %8s\n' "throughput" "rows/s" "x bare" "rounds" "batch ms" "others"
 row "1. bare PostgreSQL, fresh" bare 1.00
@@ -566,6 +578,8 @@ printf '%-42s %9s %9s %9s %9s %9s\n' "postgres, whole cluster" "$(med_us bare pg
 printf '%-42s %9s %9s %9s %9s %9s\n' "broker helper" "-" "$(med_us fresh broker_cpu_s)" "-" "$(med_us replay broker_cpu_s)" \
     "$(calc %.1f "${R[all.broker_cpu_s]} * 1e6 / $REVIEWS")"
 printf '%-42s %9s %9s %9s %9s %9s\n' "storage-consumer, whole run (utime+stime)" "-" "$CPU_FRESH" "-" "$CPU_REPLAY" "${R[all.cpu_us_per_msg]}"
+printf '%-42s %9s %9s %9s %9s %9s\n' "client CPU / postgres CPU (same window)" "$(med_ratio bare)" \
+    "$CPU_RATIO" "$(med_ratio barerep)" "$CPU_RATIO_REPLAY" "-"
 printf '%-42s %9s %9s %9s %9s %9s\n' "storage-consumer peak RSS MiB (VmHWM)" "-" "$(median $(over_rounds fresh rss_mb))" "-" \
     "$(median $(over_rounds replay rss_mb))" "${R[all.rss_mb]}"
 printf '   (client and postgres: first batch to lag 0; "all" includes the latency tool'"'"'s 500 queries/s;\n'
@@ -603,6 +617,9 @@ cat >"$JSON" <<JSON
   "cpu_us_per_message": $CPU_FRESH,
   "cpu_us_per_message_replay": $CPU_REPLAY,
   "cpu_us_per_message_all_pipelines": ${R[all.cpu_us_per_msg]},
+  "cpu_ratio_to_postgres": $CPU_RATIO,
+  "cpu_ratio_to_postgres_replay": $CPU_RATIO_REPLAY,
+  "apps": $APPS,
   "peak_rss_mb": $PEAK_RSS,
   "bare_pg_batch_ms_p50": $(med bare batch_ms_p50),
   "reviews_batch_ms_p50": $(med fresh batch_ms_p50),
