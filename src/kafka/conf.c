@@ -160,16 +160,12 @@ rd_kafka_t *kafka_handle_new(const settings_t *s, pipeline_id_t id, kafka_rebala
         rd_kafka_conf_set_opaque(conf, opaque);
         rd_kafka_conf_set_rebalance_cb(conf, rebalance);
     }
-    if (stats) {
-        /* Statistics every second tell /readyz whether a broker is
-         * connected, unless the operator chose the interval (0 turns them
-         * off, and with them that part of readiness). */
-        bool chosen = false;
-        for (size_t i = 0; i < s->kafka_property_count; i++)
-            if (strcmp(s->kafka_properties[i].name, "statistics.interval.ms") == 0) chosen = true;
-        rd_kafka_conf_set_stats_cb(conf, stats);
-        if (!chosen) rd_kafka_conf_set(conf, "statistics.interval.ms", "1000", why, sizeof why);
-    }
+    /* librdkafka's statistics tell /readyz whether a broker is connected,
+     * when the operator turns them on (statistics.interval.ms): off by
+     * default, because with them every second librdkafka 2.0.2 left a
+     * partition unfetched after rapid leader changes several times as often
+     * (DESIGN.md: Probes and metrics). */
+    if (stats) rd_kafka_conf_set_stats_cb(conf, stats);
     /* rd_kafka_new takes ownership of conf on success only. */
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
     if (!rk) {

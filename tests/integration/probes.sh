@@ -42,7 +42,7 @@ ready_service() { # name undo...
     UNDO=("$@")
     trap 'end_test "${UNDO[@]}"' EXIT
     PORT=$(free_port)
-    start_service svc STORAGE_PIPELINES=reviews STORAGE_METRICS_ADDR="127.0.0.1:$PORT"
+    start_service svc STORAGE_PIPELINES=reviews STORAGE_METRICS_ADDR="127.0.0.1:$PORT" ${READY_EXTRA:-}
     trap 'end_test "${UNDO[@]}"' EXIT
     wait_status "$PORT" /readyz 200 30 >/dev/null
 }
@@ -145,10 +145,11 @@ test_healthz_is_503_while_a_loop_is_stuck() {
     stop_clean svc
 }
 
-# The brokers' state comes from librdkafka's statistics (every second): no
-# broker connected is not ready, and ready again once they are back.
+# The brokers' state comes from librdkafka's statistics, when the operator
+# turns them on (here every second): no broker connected is not ready, and
+# ready again once they are back.
 test_readyz_is_503_while_every_broker_is_down() {
-    ready_service brokers broker_ctl broker-up -1
+    READY_EXTRA=STORAGE_RDKAFKA_STATISTICS_INTERVAL_MS=1000 ready_service brokers broker_ctl broker-up -1
     local port=$PORT resp
     broker_ctl broker-down -1 >/dev/null
     resp=$(wait_status "$port" /readyz 503 10)
