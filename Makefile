@@ -2,7 +2,8 @@
 # Dependencies are found with pkg-config; scripts/install-deps.sh installs them.
 
 CC      ?= cc
-PKGS    := rdkafka libpq jansson libmicrohttpd
+CXX     ?= c++
+PKGS    := rdkafka libpq jansson simdjson libmicrohttpd
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wformat=2 -Wvla -Wno-missing-field-initializers
@@ -14,10 +15,17 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 CFLAGS  += $(CSTD) $(WARN) $(OPT) -Isrc $(PKG_CFLAGS)
-LDLIBS  += $(PKG_LIBS) -lpthread -lm
-# Unit tests link the core with its JSON library only: a core module that
+LDLIBS  += $(PKG_LIBS) -lstdc++ -lpthread -lm
+# Unit tests link the core with its JSON libraries only: a core module that
 # reached for librdkafka or libpq would fail to link.
-CORE_LIBS := $(shell pkg-config --libs jansson 2>/dev/null) -lm
+CORE_LIBS := $(shell pkg-config --libs jansson simdjson 2>/dev/null) -lstdc++ -lm
+
+# The one C++ unit: the fast JSON reader over simdjson (src/core/json_fast.cpp;
+# docs/DESIGN.md: Two parsers, one outcome). No exceptions: simdjson reports
+# errors as codes, and an allocation failure aborts like everywhere else.
+FAST_JSON  := src/core/json_fast.cpp
+CXXFLAGS   += -std=c++17 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla -fno-exceptions -fno-rtti \
+              $(OPT) -Isrc $(shell pkg-config --cflags simdjson 2>/dev/null)
 
 BUILD   ?= build
 
@@ -43,9 +51,13 @@ $(BUILD)/migrations.c: $(MIGRATIONS) scripts/embed-migrations.sh
 	@mkdir -p $(@D)
 	scripts/embed-migrations.sh $@ $(MIGRATIONS)
 
-$(BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(wildcard src/*.h src/*/*.h)
+$(BUILD)/obj/json_fast.o: $(FAST_JSON) src/core/json_value.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $(APP_SRC) $(MAIN_SRC) $(LDFLAGS) $(LDLIBS)
+	$(CXX) $(CXXFLAGS) -c -o $@ $<
+
+$(BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(BUILD)/obj/json_fast.o $(wildcard src/*.h src/*/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $(APP_SRC) $(MAIN_SRC) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
 
 # The Kafka-protocol broker used by tests and the demo (librdkafka's mock cluster).
 $(BUILD)/kafka-mock-broker: tests/support/kafka_mock_broker.c
@@ -55,13 +67,17 @@ $(BUILD)/kafka-mock-broker: tests/support/kafka_mock_broker.c
 # Sanitizer builds live in their own directory so they never mix with release objects.
 SAN_BUILD := $(BUILD)/san
 
-$(SAN_BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(wildcard src/*.h src/*/*.h)
+$(SAN_BUILD)/obj/json_fast.o: $(FAST_JSON) src/core/json_value.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(SAN) -o $@ $(APP_SRC) $(MAIN_SRC) $(LDFLAGS) $(LDLIBS)
+	$(CXX) $(CXXFLAGS) $(SAN) -c -o $@ $<
 
-$(SAN_BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(wildcard src/*.h src/*/*.h tests/unit/*.h)
+$(SAN_BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(SAN_BUILD)/obj/json_fast.o $(wildcard src/*.h src/*/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(SAN) -Itests/unit -o $@ $< $(CORE_SRC) $(LDFLAGS) $(CORE_LIBS) -lcmocka
+	$(CC) $(CFLAGS) $(SAN) -o $@ $(APP_SRC) $(MAIN_SRC) $(SAN_BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
+
+$(SAN_BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(SAN_BUILD)/obj/json_fast.o $(wildcard src/*.h src/*/*.h tests/unit/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) -Itests/unit -o $@ $< $(CORE_SRC) $(SAN_BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS) -lcmocka
 
 # ThreadSanitizer cannot share a binary with AddressSanitizer: a build of its
 # own. Only our code is instrumented (librdkafka, libpq and libmicrohttpd are
@@ -70,19 +86,28 @@ $(SAN_BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(wildcard src/*.h src/*/*.h tes
 TSAN_BUILD := $(BUILD)/tsan
 TSAN_SUPPORT := tests/support/tsan_c11_threads.c
 
-$(TSAN_BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(TSAN_SUPPORT) $(wildcard src/*.h src/*/*.h)
+$(TSAN_BUILD)/obj/json_fast.o: $(FAST_JSON) src/core/json_value.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(TSAN) -o $@ $(APP_SRC) $(MAIN_SRC) $(TSAN_SUPPORT) $(LDFLAGS) $(LDLIBS)
+	$(CXX) $(CXXFLAGS) $(TSAN) -c -o $@ $<
+
+$(TSAN_BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(TSAN_SUPPORT) $(TSAN_BUILD)/obj/json_fast.o $(wildcard src/*.h src/*/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(TSAN) -o $@ $(APP_SRC) $(MAIN_SRC) $(TSAN_SUPPORT) $(TSAN_BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
 
 sanitize: $(SAN_BUILD)/storage-consumer $(addprefix $(SAN_BUILD)/unit/,$(UNIT_TESTS)) \
           $(BUILD)/fuzz/fuzz_decode
 
 # Coverage-guided fuzzing of the decoders (libFuzzer, clang), under ASan+UBSan.
 FUZZ_SRC := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/utf8.c
-$(BUILD)/fuzz/fuzz_decode: tests/fuzz/fuzz_decode.c $(FUZZ_SRC) $(wildcard src/core/*.h)
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
+$(BUILD)/fuzz/json_fast.o: $(FAST_JSON) src/core/json_value.h
 	@mkdir -p $(@D)
-	clang $(CSTD) $(WARN) -g -O1 -Isrc -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=all -o $@ $< $(FUZZ_SRC) $(CORE_LIBS)
+	clang++ $(filter-out $(OPT),$(CXXFLAGS)) -g -O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c -o $@ $<
+
+$(BUILD)/fuzz/fuzz_decode: tests/fuzz/fuzz_decode.c $(FUZZ_SRC) $(BUILD)/fuzz/json_fast.o $(wildcard src/core/*.h)
+	@mkdir -p $(@D)
+	clang $(CSTD) $(WARN) -g -O1 -Isrc -fsanitize=fuzzer $(FUZZ_SAN) \
+	    -o $@ $< $(FUZZ_SRC) $(BUILD)/fuzz/json_fast.o $(CORE_LIBS)
 
 FUZZ_SECONDS ?= 60
 fuzz: $(BUILD)/fuzz/fuzz_decode
@@ -129,9 +154,9 @@ demo: deps
 # (bench/run.sh). Everything is built with the release flags above.
 BENCH_CORE := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/utf8.c
 
-$(BUILD)/bench/bare_pg: bench/bare_pg.c $(BENCH_CORE) $(wildcard src/core/*.h)
+$(BUILD)/bench/bare_pg: bench/bare_pg.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ bench/bare_pg.c $(BENCH_CORE) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ bench/bare_pg.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/bench/latency: bench/latency.c
 	@mkdir -p $(@D)

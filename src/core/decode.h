@@ -74,4 +74,10 @@ void decode_repair_utf8(char *s);
 int decode_record(const pipeline_def_t *def, const void *value, size_t len, event_t *ev,
                   rejection_t *rej);
 
+/* decode_record with the reference JSON reader alone (jansson), never the
+ * fast one: the outcome decode_record must equal for every input (DESIGN.md:
+ * Two parsers, one outcome). For the differential fuzz target and tests. */
+int decode_record_reference(const pipeline_def_t *def, const void *value, size_t len,
+                            event_t *ev, rejection_t *rej);
+
 #endif

@@ -1,9 +1,11 @@
 /* libFuzzer target: every byte string through every pipeline's decoder.
  * Under ASan+UBSan a crash, a leak or undefined behaviour is a finding; so
  * is an accepted record whose columns break the decoder's own promises (a
- * NUL-free text for every column, a package name of 1..255 characters), or
- * a rejection whose detail is not valid UTF-8 (error_detail is TEXT: a
- * dead letter PostgreSQL refuses stops the pipeline).
+ * NUL-free text for every column, a package name of 1..255 characters), a
+ * rejection whose detail is not valid UTF-8 (error_detail is TEXT: a dead
+ * letter PostgreSQL refuses stops the pipeline), and any difference between
+ * the decoder and its reference reader alone: the same outcome, error_type,
+ * detail and column texts (DESIGN.md: Two parsers, one outcome).
  * Every crash found becomes a regression test in tests/unit/test_decode.c. */
 #include <stddef.h>
 #include <stdint.h>
@@ -14,13 +16,38 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static int same_text(const char *a, const char *b)
+{
+    return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
+}
+
+/* The reference reader's outcome must be the decoder's, to the byte. */
+static void check_against_reference(const pipeline_def_t *def, const uint8_t *data, size_t size,
+                                    int rc, const event_t *ev, const rejection_t *rej)
+{
+    static event_t ref_ev;
+    rejection_t ref_rej;
+    int ref_rc = decode_record_reference(def, data, size, &ref_ev, &ref_rej);
+    if (ref_rc != rc) abort();
+    if (rc != 0) {
+        if (strcmp(ref_rej.error_type, rej->error_type) != 0) abort();
+        if (strcmp(ref_rej.detail, rej->detail) != 0) abort();
+        return;
+    }
+    if (strcmp(event_package_name(&ref_ev), event_package_name(ev)) != 0) abort();
+    if (ref_ev.version != ev->version) abort();
+    for (size_t i = 0; i < def->field_count; i++)
+        if (!same_text(event_column(&ref_ev, i), event_column(ev, i))) abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static event_t ev;
     for (int p = 0; p < PIPELINE_COUNT; p++) {
         const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
         rejection_t rej;
-        if (decode_record(def, data, size, &ev, &rej) == 0) {
+        int rc = decode_record(def, data, size, &ev, &rej);
+        if (rc == 0) {
             size_t n = strlen(event_package_name(&ev));
             if (n == 0 || n > 255 * 4) abort();
             for (size_t i = 0; i < def->field_count; i++) {
@@ -34,6 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             decode_repair_utf8(repaired);
             if (strcmp(repaired, rej.detail) != 0) abort();
         }
+        check_against_reference(def, data, size, rc, &ev, &rej);
     }
     return 0;
 }

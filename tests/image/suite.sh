@@ -36,7 +36,7 @@ test_image_binary_finds_every_library_in_the_image() {
     if echo "$libs" | grep -q 'not found'; then
         fail "libraries missing from the runtime stage: $(echo "$libs" | grep 'not found')"
     fi
-    for lib in librdkafka.so.1 libpq.so.5 libjansson.so.4 libmicrohttpd.so.12; do
+    for lib in librdkafka.so.1 libpq.so.5 libjansson.so.4 libsimdjson.so.14 libmicrohttpd.so.12; do
         assert_contains "$libs" "$lib" "the binary links $lib"
     done
     assert_contains "$("$BIN" version)" "storage-consumer " "version from the image"
@@ -45,7 +45,7 @@ test_image_binary_finds_every_library_in_the_image() {
 test_image_holds_no_compiler_or_headers() {
     local f
     for f in usr/bin/gcc usr/bin/cc usr/bin/make usr/include/librdkafka/rdkafka.h \
-        usr/include/postgresql/libpq-fe.h usr/include/jansson.h; do
+        usr/include/postgresql/libpq-fe.h usr/include/jansson.h usr/include/simdjson.h; do
         [ ! -e "$ROOT/$f" ] || fail "the runtime stage holds /$f"
     done
 }

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "core/decode.h"
+#include "core/json_value.h"
 #include "core/pipeline.h"
 
 #define APP PIPELINE_APP_STATS
@@ -1647,6 +1648,123 @@ static void every_error_type_is_known_and_nothing_else(void **state)
     assert_int_equal(-1, decode_error_type_index(""));
 }
 
+/* ------------------------------------------------------------------------ */
+/* Two parsers, one outcome (DESIGN.md)                                     */
+
+static bool fast_reader_reads(pipeline_id_t p, char *json)
+{
+    const pipeline_def_t *def = pipeline_get(p);
+    jv_key_t names[EVENT_MAX_COLUMNS + 1] = {{"package_name", 12}};
+    jv_t vals[EVENT_MAX_COLUMNS + 1];
+    for (size_t i = 0; i < def->field_count; i++)
+        names[i + 1] = (jv_key_t){def->fields[i].name, strlen(def->fields[i].name)};
+    bool read = json_fast_read(json, strlen(json), names, def->field_count + 1, vals);
+    free(json);
+    return read;
+}
+
+/* The fast reader takes every ordinary record, so the speed is real, and
+ * declines exactly the unusual ones its reference reader must judge. */
+static void fast_reader_reads_ordinary_records_and_declines_unusual_ones(void **state)
+{
+    (void)state;
+    for (int p = 0; p < PIPELINE_COUNT; p++) assert_true(fast_reader_reads((pipeline_id_t)p, msg((pipeline_id_t)p, NULL)));
+    assert_true(fast_reader_reads(REV, msg(REV, "extra", "{\"a\": [1, {\"b\": null}]}", NULL)));
+    assert_true(fast_reader_reads(REV, msg(REV, "content", "\"\\ud83d\\ude00\"", NULL)));
+
+    assert_false(fast_reader_reads(REV, msg(REV, "score", "5, \"score\": 1", NULL)));
+    assert_false(fast_reader_reads(REV, msg(REV, "extra", "{\"a\": {\"b\": 1, \"b\": 2}}", NULL)));
+    assert_false(fast_reader_reads(REV, msg(REV, "extra", "{\"a\\u0000\": 1}", NULL)));
+    assert_false(fast_reader_reads(REV, msg(REV, "extra", "18446744073709551615", NULL)));
+    assert_false(fast_reader_reads(REV, msg(REV, "extra", "1e400", NULL)));
+    assert_false(fast_reader_reads(REV, msg(REV, "content", "\"\\ud800\"", NULL)));
+    assert_false(fast_reader_reads(REV, strdup("[1, 2]")));
+    assert_false(fast_reader_reads(REV, strdup("{\"package_name\": \"a\"} x")));
+
+    sbuf_t wide = {0};
+    sb_add(&wide, "{");
+    for (int k = 0; k <= JSON_FAST_MAX_KEYS; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s\"k%d\": %d", k ? ", " : "", k, k);
+        sb_add(&wide, key);
+    }
+    sb_add(&wide, "}");
+    assert_false(fast_reader_reads(REV, msg(REV, "extra", wide.s, NULL)));
+    free(wide.s);
+}
+
+/* decode_record and the reference reader alone agree to the byte: outcome,
+ * error_type, detail, every column and the version. */
+static void expect_same_as_reference(pipeline_id_t p, char *json)
+{
+    const pipeline_def_t *def = pipeline_get(p);
+    event_t ev = {0}, ref = {0};
+    rejection_t rej = {0}, ref_rej = {0};
+    char shown[320];
+    snip(shown, sizeof shown, json);
+    int rc = decode_record(def, json, strlen(json), &ev, &rej);
+    int ref_rc = decode_record_reference(def, json, strlen(json), &ref, &ref_rej);
+    free(json);
+    if (rc != ref_rc) fail_msg("decoder %d, reference %d: %s", rc, ref_rc, shown);
+    if (rc != 0) {
+        if (strcmp(rej.error_type, ref_rej.error_type) != 0 || strcmp(rej.detail, ref_rej.detail) != 0)
+            fail_msg("decoder %s (%s), reference %s (%s): %s", rej.error_type, rej.detail,
+                     ref_rej.error_type, ref_rej.detail, shown);
+    } else {
+        assert_string_equal(event_package_name(&ev), event_package_name(&ref));
+        assert_int_equal(ev.version, ref.version);
+        for (size_t i = 0; i < def->field_count; i++) {
+            const char *a = event_column(&ev, i), *b = event_column(&ref, i);
+            if ((a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0))
+                fail_msg("%s: decoder \"%s\", reference \"%s\": %s", def->fields[i].name,
+                         a ? a : "NULL", b ? b : "NULL", shown);
+        }
+    }
+    event_free(&ev);
+    event_free(&ref);
+}
+
+static void every_record_decodes_as_the_reference_reader_decodes_it(void **state)
+{
+    (void)state;
+    for (int i = 0; i < PIPELINE_COUNT; i++) {
+        pipeline_id_t p = (pipeline_id_t)i;
+        expect_same_as_reference(p, msg(p, NULL));
+        expect_same_as_reference(p, msg(p, "extra", "18446744073709551615", NULL));
+        expect_same_as_reference(p, msg(p, "extra", "1e400", NULL));
+        expect_same_as_reference(p, msg(p, "extra", "{\"a\": {\"b\": 1, \"b\": 2}}", NULL));
+        expect_same_as_reference(p, msg(p, "extra", "[{\"k\\u0000\": 1}]", NULL));
+        expect_same_as_reference(p, msg(p, "package_name", "1e400", NULL));
+        expect_same_as_reference(p, msg(p, "package_name", "\"a\\u0000b\"", NULL));
+        expect_same_as_reference(p, strdup("\xef\xbb\xbf{\"package_name\": \"a\"}"));
+        expect_same_as_reference(p, strdup("\"just a string\""));
+        expect_same_as_reference(p, strdup("{\"package_name\": \"a\"}\n\t "));
+        char *deep = repeat_raw("[", 1100);
+        expect_same_as_reference(p, deep);
+    }
+    /* An integer beyond int64 anywhere turns every integer into a double in
+     * the reference reader: a known field at 2^53 is then refused there. */
+    expect_same_as_reference(NET, msg(NET, "total_bytes", "9007199254740993", "extra",
+                                      "18446744073709551616", NULL));
+    expect_same_as_reference(NET, msg(NET, "total_bytes", "9007199254740993", "extra",
+                                      "18446744073709551615", NULL));
+    expect_same_as_reference(NET, msg(NET, "protocols", "{\"a\\nb\\u0001\\\"\\\\/\\u007f\": 1e3, \"x\": 5.0, \"y\": -0.0}", NULL));
+    expect_same_as_reference(NET, msg(NET, "protocols", "{\"tcp\": 1, \"tcp\": 2}", NULL));
+    expect_same_as_reference(APP, msg(APP, "histogram", "[1, 2.0, 3e0, 4, 5]", NULL));
+    expect_same_as_reference(APP, msg(APP, "histogram", "[1, [2], {}, \"4\", null]", NULL));
+    expect_same_as_reference(APP, msg(APP, "histogram", "[1, 2, 3, 4, 18446744073709551615]", NULL));
+}
+
+/* The stored text of a counts object does not depend on the parser: its
+ * keys escaped as jansson's compact output escapes them. */
+static void protocols_keys_are_written_with_json_escapes(void **state)
+{
+    (void)state;
+    field_accepted(NET, "protocols", "{\"a\\nb\\u001f\\\"\\\\\\/\\t\": 1}",
+                   "{\"a\\nb\\u001F\\\"\\\\/\\t\":1}");
+    field_accepted(NET, "protocols", "{\"x\": 1e3, \"y\": 5.0}", "{\"x\":1000.0,\"y\":5.0}");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1745,6 +1863,9 @@ int main(void)
         cmocka_unit_test(every_pipeline_conflicts_on_its_natural_key),
         cmocka_unit_test(the_list_of_pipeline_names_is_the_table_of_pipelines),
         cmocka_unit_test(every_error_type_is_known_and_nothing_else),
+        cmocka_unit_test(fast_reader_reads_ordinary_records_and_declines_unusual_ones),
+        cmocka_unit_test(every_record_decodes_as_the_reference_reader_decodes_it),
+        cmocka_unit_test(protocols_keys_are_written_with_json_escapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

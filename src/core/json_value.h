@@ -1,0 +1,71 @@
+/* json_value — the JSON values the decoder reads, whichever parser read them
+ * (DESIGN.md: Two parsers, one outcome).
+ *
+ * The decoder looks at the top-level members its pipeline names, and one
+ * level below them (a histogram's elements, a counts object's values). A
+ * value here is that view: scalars with their value, containers with their
+ * direct children; a child's own children are not kept (only its type is).
+ *
+ * Two readers fill it. json_fast_read (simdjson, src/core/json_fast.cpp)
+ * reads ordinary documents and declines the rest; the decoder's reference
+ * reader (jansson, src/core/decode.c) reads everything the fast one
+ * declines, so every unusual document gets exactly the outcome it always
+ * had. */
+#ifndef STORAGE_JSON_VALUE_H
+#define STORAGE_JSON_VALUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    JV_ABSENT,  /* no such member */
+    JV_NULL,
+    JV_BOOL,
+    JV_INT,     /* an integer literal within int64 */
+    JV_REAL,    /* a literal with a fraction or exponent, within a double */
+    JV_STRING,  /* may hold U+0000: str + len */
+    JV_ARRAY,
+    JV_OBJECT,
+    JV_OVERFLOW /* a number beyond what a double can hold (reference reader only) */
+} jv_type_t;
+
+typedef struct {
+    const char *str;
+    size_t len;
+} jv_key_t;
+
+typedef struct jv {
+    jv_type_t type;
+    bool boolean;
+    int64_t integer;
+    double real;
+    const char *str; /* JV_STRING */
+    size_t len;
+    const struct jv *items; /* JV_ARRAY: elements; JV_OBJECT: values */
+    const jv_key_t *keys;   /* JV_OBJECT: keys[i] names items[i] */
+    size_t count;           /* containers: number of children (kept only one level down) */
+} jv_t;
+
+/* Read `len` bytes at `data` with simdjson and fill out[k] with the member
+ * named names[k] of the top-level object (JV_ABSENT when there is none).
+ * Returns true when the document is ordinary: it parses, its root is an
+ * object, no object anywhere has a key twice, a key that holds U+0000 or
+ * more than JSON_FAST_MAX_KEYS keys, and no integer lies beyond int64.
+ * Returns false otherwise: the caller reads the document with the
+ * reference reader.
+ *
+ * The strings and children in out[] stay valid until the next call on the
+ * same thread. Allocation failure aborts. */
+#define JSON_FAST_MAX_KEYS 64
+bool json_fast_read(const void *data, size_t len, const jv_key_t *names, size_t n, jv_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
