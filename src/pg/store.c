@@ -242,22 +242,22 @@ out:
     return rc;
 }
 
-/* COPY text format: backslash, tab, newline and carriage return escaped. */
+/* COPY text format: backslash, tab, newline and carriage return escaped.
+ * Runs without them (most texts are one run) are copied whole: this runs
+ * for every column of every row. */
 static void copy_escape(buf_t *b, const char *s)
 {
-    size_t n = strlen(s);
-    buf_reserve(b, n * 2);
-    char *o = b->data + b->len;
-    for (; *s; s++) {
-        switch (*s) {
-        case '\\': *o++ = '\\'; *o++ = '\\'; break;
-        case '\t': *o++ = '\\'; *o++ = 't'; break;
-        case '\n': *o++ = '\\'; *o++ = 'n'; break;
-        case '\r': *o++ = '\\'; *o++ = 'r'; break;
-        default: *o++ = *s;
-        }
+    for (;;) {
+        size_t run = strcspn(s, "\\\t\n\r");
+        buf_reserve(b, run + 2);
+        memcpy(b->data + b->len, s, run);
+        b->len += run;
+        s += run;
+        if (!*s) break;
+        b->data[b->len++] = '\\';
+        b->data[b->len++] = *s == '\\' ? '\\' : *s == '\t' ? 't' : *s == '\n' ? 'n' : 'r';
+        s++;
     }
-    b->len = (size_t)(o - b->data);
     b->data[b->len] = '\0';
 }
 
