@@ -1,6 +1,6 @@
 #include "core/batch.h"
 
-#include <search.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +9,7 @@ void batch_init(batch_t *b, const pipeline_def_t *def)
 {
     memset(b, 0, sizeof *b);
     b->def = def;
+    b->key_column = (size_t)pipeline_field_index(def, def->key_field);
 }
 
 void batch_free(batch_t *b)
@@ -39,27 +40,77 @@ void batch_decode(batch_t *b, record_t *records, size_t count)
     }
 }
 
-/* glibc's hsearch_r: a hash table from libc, sized per batch, gone after. */
-static void table_create(struct hsearch_data *t, size_t n)
+/* A per-batch index of entries by a key: open addressing over entry
+ * indices, at most half full, FNV-1a of the whole key. Not glibc's
+ * hsearch_r, whose hash weighs only a key's first eight bytes: production
+ * keys share longer prefixes (review ids "gp:AOqpTO...", package names
+ * "com.<vendor>."), and its probes then compared a batch's keys pairwise. */
+typedef struct {
+    uint32_t *slot; /* 0: empty, else entry index + 1 */
+    uint64_t *hash; /* per entry */
+    size_t mask;
+} key_index_t;
+
+static void index_init(key_index_t *t, size_t entries)
 {
-    memset(t, 0, sizeof *t);
-    if (!hcreate_r(n * 2 + 16, t)) abort();
+    size_t cap = 16;
+    while (cap < entries * 2) cap *= 2;
+    t->slot = calloc(cap, sizeof *t->slot);
+    t->hash = calloc(entries ? entries : 1, sizeof *t->hash);
+    if (!t->slot || !t->hash) abort();
+    t->mask = cap - 1;
+}
+
+static void index_free(key_index_t *t)
+{
+    free(t->slot);
+    free(t->hash);
+}
+
+static uint64_t fnv1a(const char *s, uint64_t h)
+{
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+#define FNV_OFFSET 14695981039346656037ULL
+
+/* The slot of the entry whose key equals entry i's (same(b, i, j)), or the
+ * empty slot where i belongs. t->hash[i] must be set. */
+static uint32_t *index_find(key_index_t *t, const batch_t *b, size_t i,
+                            bool (*same)(const batch_t *b, size_t i, size_t j))
+{
+    for (size_t k = (size_t)t->hash[i] & t->mask;; k = (k + 1) & t->mask) {
+        uint32_t *s = &t->slot[k];
+        if (*s == 0) return s;
+        size_t j = *s - 1;
+        if (t->hash[j] == t->hash[i] && same(b, i, j)) return s;
+    }
+}
+
+static bool same_package(const batch_t *b, size_t i, size_t j)
+{
+    return strcmp(event_package_name(&b->entries[i].event), event_package_name(&b->entries[j].event)) == 0;
 }
 
 size_t batch_package_names(const batch_t *b, const char **names)
 {
-    struct hsearch_data seen;
+    key_index_t seen;
     size_t n = 0;
-    table_create(&seen, b->count);
+    index_init(&seen, b->count);
     for (size_t i = 0; i < b->count; i++) {
         if (b->entries[i].state != ENTRY_EVENT) continue;
-        ENTRY item = {(char *)event_package_name(&b->entries[i].event), NULL}, *found;
-        if (!hsearch_r(item, FIND, &found, &seen)) {
-            if (!hsearch_r(item, ENTER, &found, &seen)) abort();
-            names[n++] = item.key;
+        seen.hash[i] = fnv1a(event_package_name(&b->entries[i].event), FNV_OFFSET);
+        uint32_t *s = index_find(&seen, b, i, same_package);
+        if (*s == 0) {
+            *s = (uint32_t)(i + 1);
+            names[n++] = event_package_name(&b->entries[i].event);
         }
     }
-    hdestroy_r(&seen);
+    index_free(&seen);
     return n;
 }
 
@@ -90,19 +141,14 @@ void batch_bind(batch_t *b, int64_t (*lookup)(void *ctx, const char *package_nam
     }
 }
 
-/* The natural key as one string: "<application_id>/<key column>" when the
- * key includes the app, else the key column alone. */
-static char *natural_key(const batch_t *b, const entry_t *e, size_t key_index)
+/* Entries i and j have the same natural key: the key column, and the
+ * application when the key includes it. */
+static bool same_key(const batch_t *b, size_t i, size_t j)
 {
-    const char *k = event_column(&e->event, key_index);
-    char *s;
-    if (b->def->key_includes_app) {
-        if (asprintf(&s, "%lld/%s", (long long)e->application_id, k) < 0) abort();
-    } else {
-        s = strdup(k);
-        if (!s) abort();
-    }
-    return s;
+    const entry_t *x = &b->entries[i], *y = &b->entries[j];
+    size_t k = b->key_column;
+    return (!b->def->key_includes_app || x->application_id == y->application_id) &&
+           strcmp(event_column(&x->event, k), event_column(&y->event, k)) == 0;
 }
 
 /* The rule of de-duplication: `e` wins over `than`, the earlier of the two
@@ -115,35 +161,32 @@ static bool wins_over(const batch_t *b, const entry_t *e, const entry_t *than)
 
 size_t batch_deduplicate(batch_t *b)
 {
-    int key_index = pipeline_field_index(b->def, b->def->key_field);
-    struct hsearch_data winners;
-    char **keys = calloc(b->count ? b->count : 1, sizeof *keys);
+    key_index_t winners;
     size_t superseded = 0;
-    if (!keys) abort();
-    table_create(&winners, b->count);
+    index_init(&winners, b->count);
     for (size_t i = 0; i < b->count; i++) {
         entry_t *e = &b->entries[i];
         if (e->state != ENTRY_EVENT) continue;
-        keys[i] = natural_key(b, e, (size_t)key_index);
-        ENTRY item = {keys[i], (void *)i}, *found;
-        if (!hsearch_r(item, FIND, &found, &winners)) {
-            if (!hsearch_r(item, ENTER, &found, &winners)) abort();
+        uint64_t h = fnv1a(event_column(&e->event, b->key_column), FNV_OFFSET);
+        if (b->def->key_includes_app) h = (h ^ (uint64_t)e->application_id) * 1099511628211ULL;
+        winners.hash[i] = h;
+        uint32_t *s = index_find(&winners, b, i, same_key);
+        if (*s == 0) {
+            *s = (uint32_t)(i + 1);
             continue;
         }
-        size_t w = (size_t)found->data;
+        size_t w = *s - 1;
         superseded++;
         if (wins_over(b, e, &b->entries[w])) {
             b->entries[w].state = ENTRY_SUPERSEDED;
             b->entries[w].winner = i;
-            found->data = (void *)i;
+            *s = (uint32_t)(i + 1);
         } else {
             e->state = ENTRY_SUPERSEDED;
             e->winner = w;
         }
     }
-    hdestroy_r(&winners);
-    for (size_t i = 0; i < b->count; i++) free(keys[i]);
-    free(keys);
+    index_free(&winners);
     return superseded;
 }
 

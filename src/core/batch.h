@@ -49,6 +49,7 @@ typedef struct {
     size_t count;
     entry_t *entries;  /* owned; one per record, kept across batches */
     size_t capacity;
+    size_t key_column; /* the column of def->key_field */
 } batch_t;
 
 /* The offsets a batch covers in one partition. */

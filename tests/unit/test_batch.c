@@ -107,12 +107,60 @@ static void a_batch_spans_each_partition_from_its_lowest_to_its_highest_offset(v
     batch_free(&b);
 }
 
+/* Production keys share long prefixes (Google Play review ids all start
+ * "gp:AOqpTO", package names "com.<vendor>."): every key is still told
+ * apart, every repeat found, and app_stats' key includes the app. */
+static void keys_sharing_a_long_prefix_are_told_apart_and_repeats_found(void **state)
+{
+    (void)state;
+    enum { DISTINCT = 1000, N = 2 * DISTINCT };
+    static char text[N][256];
+    static record_t r[N];
+    const char *names[N];
+    batch_t b;
+    for (size_t i = 0; i < N; i++) {
+        size_t k = i % DISTINCT; /* the second half repeats the first */
+        snprintf(text[i], sizeof text[i],
+                 "{\"package_name\":\"com.example.product%04zu\",\"review_id\":\"gp:AOqpTOEabcdefgh%04zu\","
+                 "\"score\":4,\"thumbs_up_count\":0,\"reviewed_at\":\"2026-11-01T00:00:00Z\",\"last_synced_at\":\"2026-11-29T10:00:%02zuZ\"}",
+                 k, k, i / DISTINCT);
+        r[i] = (record_t){.topic = "reviews", .offset = (int64_t)i, .value = text[i], .value_len = strlen(text[i])};
+    }
+    batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
+    batch_decode(&b, r, N);
+    for (size_t i = 0; i < N; i++) b.entries[i].application_id = (int64_t)(i % DISTINCT);
+    assert_int_equal(DISTINCT, batch_package_names(&b, names));
+    assert_int_equal(DISTINCT, batch_deduplicate(&b));
+    for (size_t i = 0; i < N; i++) /* the later observation (second :01) wins */
+        assert_int_equal(i < DISTINCT ? ENTRY_SUPERSEDED : ENTRY_EVENT, b.entries[i].state);
+    batch_free(&b);
+
+    /* app_stats: the same crawled_at under different apps is not a repeat. */
+    for (size_t i = 0; i < N; i++) {
+        snprintf(text[i], sizeof text[i],
+                 "{\"package_name\":\"com.example.product%04zu\",\"crawled_at\":\"2026-11-29T10:00:00Z\"}",
+                 i % DISTINCT);
+        r[i] = (record_t){.topic = "app-stats", .offset = (int64_t)i, .value = text[i], .value_len = strlen(text[i])};
+    }
+    batch_init(&b, pipeline_get(PIPELINE_APP_STATS));
+    batch_decode(&b, r, N);
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(ENTRY_EVENT, b.entries[i].state);
+        b.entries[i].application_id = (int64_t)(i % DISTINCT);
+    }
+    assert_int_equal(DISTINCT, batch_deduplicate(&b));
+    for (size_t i = 0; i < N; i++) b.entries[i].state = ENTRY_EVENT, b.entries[i].application_id = (int64_t)i;
+    assert_int_equal(0, batch_deduplicate(&b));
+    batch_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(refused_winners_hand_their_key_to_the_next_newest_observation_in_turn),
         cmocka_unit_test(a_stored_winner_keeps_the_observations_it_superseded_merged),
         cmocka_unit_test(a_batch_spans_each_partition_from_its_lowest_to_its_highest_offset),
+        cmocka_unit_test(keys_sharing_a_long_prefix_are_told_apart_and_repeats_found),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
