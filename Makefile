@@ -150,8 +150,9 @@ demo: deps
 	demo/run.sh
 
 # make bench: one command, one run: bare PostgreSQL vs storage-consumer end to
-# end, replay, network-metrics latency under load, CPU and memory cost
-# (bench/run.sh). Everything is built with the release flags above.
+# end, replay, network-metrics latency under load, CPU and memory cost, two
+# members against two connections, and the charts (bench/run.sh,
+# bench/charts.sh). Everything is built with the release flags above.
 BENCH_CORE := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/utf8.c
 
 $(BUILD)/bench/bare_pg: bench/bare_pg.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h)

@@ -3,7 +3,7 @@
  * service's batch size and transaction boundaries, and nothing else (no
  * Kafka, no decoding, no lookups on the clock).
  *
- *   bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE]
+ *   bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] [--connections N --partitions P]
  *
  * MESSAGES_FILE holds one message per line, "KEY<TAB>JSON" (bench/gen-reviews.awk).
  * Untimed: read the file, decode every message with the project's decoder
@@ -21,6 +21,17 @@
  * precedes each pass, so no pass pays for the previous one's dirty pages, and
  * a VACUUM ANALYZE the replay (bench/run.sh does the same for the service).
  *
+ * --connections N (N > 1, with --partitions P, the topic's partition count):
+ * the scale-out baseline (DESIGN.md: Benchmark). Every message goes to the
+ * partition Kafka's producer puts it in (librdkafka's default partitioner,
+ * CRC-32 of the key modulo P), partition p to connection p % N, as a group of
+ * N members shares the topic; each connection, on a thread of its own, writes
+ * its rows in batches of BATCH_SIZE by the same path, and the pass lasts from
+ * the start of the first batch to the end of the last one anywhere. Fresh pass
+ * only (the database must start empty); its line adds connections=N and
+ * partition_rows=COUNT,COUNT,... (messages per partition, for the caller to
+ * check against the topic).
+ *
  * The SQL is written here with libpq, independently of src/pg/store.c, so the
  * baseline does not move when the service's store changes; the conflict
  * clause is the reviews upsert of DESIGN.md: Tables and natural keys / src/core/pipeline.c, and the
@@ -36,6 +47,7 @@
  * plus "conflict_clause_matches_service=1|0". Exit 1 on any error. */
 #include <dirent.h>
 #include <libpq-fe.h>
+#include <pthread.h>
 #include <search.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -113,6 +125,48 @@ static void copy_escape(buf_t *b, const char *s)
 }
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* One connection's share of a pass: its batches (COPY data, owned), and what
+ * its timed run found. */
+typedef struct {
+    PGconn *conn;
+    long backend_pid;
+    const char *insert_sql;
+    buf_t *batches;
+    size_t *rows; /* rows in each batch */
+    size_t nbatches, bcap;
+    double *ms; /* each batch's duration, filled by the run */
+    size_t inserted, updated, rows_done;
+} worker_t;
+
+/* The buffer the next row of W goes to: a new batch every BATCH rows. */
+static buf_t *worker_row_buf(worker_t *w, size_t batch)
+{
+    if (w->nbatches == 0 || w->rows[w->nbatches - 1] == batch) {
+        if (w->nbatches == w->bcap) {
+            w->bcap = w->bcap ? w->bcap * 2 : 1024;
+            w->batches = realloc(w->batches, w->bcap * sizeof *w->batches);
+            w->rows = realloc(w->rows, w->bcap * sizeof *w->rows);
+            if (!w->batches || !w->rows) abort();
+        }
+        memset(&w->batches[w->nbatches], 0, sizeof *w->batches);
+        w->rows[w->nbatches++] = 0;
+    }
+    w->rows[w->nbatches - 1]++;
+    return &w->batches[w->nbatches - 1];
+}
+
+/* CRC-32 (IEEE, reflected), the hash librdkafka's default partitioner
+ * ("consistent_random") takes of a message key. */
+static uint32_t crc32_ieee(const unsigned char *p, size_t n)
+{
+    uint32_t crc = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+    }
+    return crc ^ 0xffffffffu;
+}
 
 static void die(const char *fmt, ...)
 {
@@ -222,66 +276,149 @@ static double percentile(const double *sorted, size_t n, double q)
     return sorted[i];
 }
 
-/* One timed pass over all batches. Prints its line. */
-static void run_pass(PGconn *c, const char *name, buf_t *batches, const size_t *rows_in,
-                     size_t nbatches, const char *insert_sql, long backend_pid, long postmaster)
+/* Runs every batch of the worker W (a pthread start routine). */
+static void *worker_run(void *arg)
 {
-    double *ms = calloc(nbatches ? nbatches : 1, sizeof *ms);
-    size_t inserted = 0, updated = 0, rows = 0;
-    if (!ms) abort();
-
-    exec_ok(c, "CHECKPOINT"); /* untimed: start every pass from clean buffers */
-    double cpu0 = now_s(CLOCK_PROCESS_CPUTIME_ID), be0 = proc_cpu_s(backend_pid), m0 = machine_busy_s();
-    double pg0 = cluster_cpu_s(postmaster);
-    double t0 = now_s(CLOCK_MONOTONIC), wall0 = now_s(CLOCK_REALTIME);
-    for (size_t i = 0; i < nbatches; i++) {
+    worker_t *w = arg;
+    PGconn *c = w->conn;
+    w->inserted = w->updated = w->rows_done = 0;
+    for (size_t i = 0; i < w->nbatches; i++) {
         double b0 = now_s(CLOCK_MONOTONIC);
         exec_ok(c, "BEGIN");
         PQclear(expect(c, PQexec(c, COPY_SQL), PGRES_COPY_IN, "COPY"));
-        if (PQputCopyData(c, batches[i].data, (int)batches[i].len) != 1 ||
+        if (PQputCopyData(c, w->batches[i].data, (int)w->batches[i].len) != 1 ||
             PQputCopyEnd(c, NULL) != 1)
             die("COPY data: %s", PQerrorMessage(c));
         PGresult *res = PQgetResult(c);
         PQclear(expect(c, res, PGRES_COMMAND_OK, "COPY end"));
         while ((res = PQgetResult(c))) PQclear(res);
-        res = expect(c, PQexec(c, insert_sql), PGRES_TUPLES_OK, "INSERT ... ON CONFLICT");
+        res = expect(c, PQexec(c, w->insert_sql), PGRES_TUPLES_OK, "INSERT ... ON CONFLICT");
         for (int r = 0; r < PQntuples(res); r++) {
-            if (PQgetvalue(res, r, 0)[0] == 't') inserted++;
-            else updated++;
+            if (PQgetvalue(res, r, 0)[0] == 't') w->inserted++;
+            else w->updated++;
         }
         PQclear(res);
         exec_ok(c, "COMMIT");
-        rows += rows_in[i];
-        ms[i] = (now_s(CLOCK_MONOTONIC) - b0) * 1e3;
+        w->rows_done += w->rows[i];
+        w->ms[i] = (now_s(CLOCK_MONOTONIC) - b0) * 1e3;
+    }
+    return NULL;
+}
+
+/* One timed pass over all batches of the NW workers, each on its own
+ * connection (and thread, when there are several). Prints its line, EXTRA
+ * (" key=value ...") at its end. */
+static void run_pass(worker_t *ws, size_t nw, const char *name, long postmaster, const char *extra)
+{
+    size_t nbatches = 0, inserted = 0, updated = 0, rows = 0;
+    for (size_t k = 0; k < nw; k++) {
+        ws[k].ms = calloc(ws[k].nbatches ? ws[k].nbatches : 1, sizeof *ws[k].ms);
+        if (!ws[k].ms) abort();
+        nbatches += ws[k].nbatches;
+    }
+    double *ms = calloc(nbatches ? nbatches : 1, sizeof *ms);
+    pthread_t *threads = calloc(nw, sizeof *threads);
+    if (!ms || !threads) abort();
+
+    exec_ok(ws[0].conn, "CHECKPOINT"); /* untimed: start every pass from clean buffers */
+    double be0 = 0, be1 = 0;
+    for (size_t k = 0; k < nw; k++) be0 += proc_cpu_s(ws[k].backend_pid);
+    double cpu0 = now_s(CLOCK_PROCESS_CPUTIME_ID), m0 = machine_busy_s();
+    double pg0 = cluster_cpu_s(postmaster);
+    double t0 = now_s(CLOCK_MONOTONIC), wall0 = now_s(CLOCK_REALTIME);
+    if (nw == 1) {
+        worker_run(&ws[0]);
+    } else {
+        for (size_t k = 0; k < nw; k++)
+            if (pthread_create(&threads[k], NULL, worker_run, &ws[k]) != 0) die("cannot start a thread");
+        for (size_t k = 0; k < nw; k++) pthread_join(threads[k], NULL);
     }
     double secs = now_s(CLOCK_MONOTONIC) - t0, wall1 = now_s(CLOCK_REALTIME);
-    double cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0, be1 = proc_cpu_s(backend_pid), m1 = machine_busy_s();
+    double cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0, m1 = machine_busy_s();
     double pg1 = cluster_cpu_s(postmaster);
+    for (size_t k = 0; k < nw; k++) be1 += proc_cpu_s(ws[k].backend_pid);
     double sum = 0;
-    for (size_t i = 0; i < nbatches; i++) sum += ms[i];
+    size_t j = 0;
+    for (size_t k = 0; k < nw; k++) {
+        for (size_t i = 0; i < ws[k].nbatches; i++) sum += ms[j++] = ws[k].ms[i];
+        inserted += ws[k].inserted, updated += ws[k].updated, rows += ws[k].rows_done;
+        free(ws[k].ms);
+        ws[k].ms = NULL;
+    }
     qsort(ms, nbatches, sizeof *ms, cmp_double);
-    printf("pass=%s rows=%zu batches=%zu seconds=%.3f rows_per_s=%.0f inserted=%zu updated=%zu "
+    printf("pass=%s connections=%zu rows=%zu batches=%zu seconds=%.3f rows_per_s=%.0f inserted=%zu updated=%zu "
            "skipped=%zu batch_ms_mean=%.2f batch_ms_p50=%.2f batch_ms_p99=%.2f batch_ms_max=%.2f "
-           "client_cpu_s=%.2f backend_cpu_s=%.2f pg_cpu_s=%.2f machine_cpu_s=%.2f start_ms=%.0f end_ms=%.0f\n",
-           name, rows, nbatches, secs, (double)rows / secs, inserted, updated,
+           "client_cpu_s=%.2f backend_cpu_s=%.2f pg_cpu_s=%.2f machine_cpu_s=%.2f start_ms=%.0f end_ms=%.0f%s\n",
+           name, nw, rows, nbatches, secs, (double)rows / secs, inserted, updated,
            rows - inserted - updated, sum / (double)nbatches, percentile(ms, nbatches, 0.50),
            percentile(ms, nbatches, 0.99), ms[nbatches - 1], cpu,
            be0 >= 0 && be1 >= 0 ? be1 - be0 : -1.0, pg0 >= 0 && pg1 >= 0 ? pg1 - pg0 : -1.0,
            m0 >= 0 && m1 >= 0 ? m1 - m0 : -1.0,
-           wall0 * 1e3, wall1 * 1e3);
+           wall0 * 1e3, wall1 * 1e3, extra);
     fflush(stdout);
+    free(threads);
     free(ms);
+}
+
+/* A connection with the service's session settings (DESIGN.md: Errors) and
+ * the staging table; the backend's pid in *BACKEND_PID. */
+static PGconn *connect_session(const char *conninfo, long *backend_pid)
+{
+    PGconn *c = PQconnectdb(conninfo);
+    if (PQstatus(c) != CONNECTION_OK) die("connect: %s", PQerrorMessage(c));
+    exec_ok(c, "SET synchronous_commit = on");
+    exec_ok(c, "SET client_encoding = 'UTF8'");
+    PGresult *res = expect(c, PQexec(c, "SELECT pg_backend_pid()"), PGRES_TUPLES_OK, "backend pid");
+    *backend_pid = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    exec_ok(c, STAGE_SQL);
+    return c;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] [--connections N --partitions P]\n");
+    exit(2);
+}
+
+/* A positive whole number of option OPT, or exit 2 naming it. */
+static size_t positive_arg(const char *opt, const char *v)
+{
+    char *end;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || n == 0 || n > 1024) {
+        fprintf(stderr, "bare_pg: %s must be a whole number from 1 to 1024, not '%s'\n", opt, v);
+        exit(2);
+    }
+    return n;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || argc > 4) {
-        fprintf(stderr, "usage: bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE]\n");
+    const char *pos[3] = {NULL, NULL, NULL};
+    size_t npos = 0, nconn = 1, nparts = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--connections") || !strcmp(argv[i], "--partitions")) {
+            if (i + 1 >= argc) usage();
+            size_t v = positive_arg(argv[i], argv[i + 1]);
+            if (argv[i][2] == 'c') nconn = v;
+            else nparts = v;
+            i++;
+        } else if (argv[i][0] == '-' || npos == 3) {
+            usage();
+        } else {
+            pos[npos++] = argv[i];
+        }
+    }
+    if (npos < 2) usage();
+    if (nconn > 1 && nparts == 0) {
+        fprintf(stderr, "bare_pg: --connections %zu needs --partitions (the topic's partition count), "
+                        "to split the rows as Kafka does\n", nconn);
         return 2;
     }
-    const size_t batch = argc == 4 ? strtoul(argv[3], NULL, 10) : 500;
+    const char *conninfo = pos[0], *path = pos[1];
+    const size_t batch = pos[2] ? positive_arg("BATCH_SIZE", pos[2]) : 500;
     const pipeline_def_t *def = pipeline_get(PIPELINE_REVIEWS);
-    if (batch == 0) die("bad batch size %s", argv[3]);
 
     /* The decoder's column order must be ours. */
     if (def->field_count != NCOLUMNS) die("the reviews pipeline has changed its columns");
@@ -294,17 +431,19 @@ int main(int argc, char **argv)
                         "baseline's:\n  service:  %s\n  baseline: %s\n",
                 def->conflict_sql, CONFLICT_SQL);
 
-    PGconn *c = PQconnectdb(argv[1]);
-    if (PQstatus(c) != CONNECTION_OK) die("connect: %s", PQerrorMessage(c));
-    /* Same session settings as the service (DESIGN.md: Errors). */
-    exec_ok(c, "SET synchronous_commit = on");
-    exec_ok(c, "SET client_encoding = 'UTF8'");
-    PGresult *res = expect(c, PQexec(c, "SELECT pg_backend_pid()"), PGRES_TUPLES_OK, "backend pid");
-    long backend_pid = strtol(PQgetvalue(res, 0, 0), NULL, 10), postmaster = -1;
-    PQclear(res);
+    char *insert_sql;
+    if (asprintf(&insert_sql, "%s%s RETURNING (xmax = 0)", INSERT_PREFIX, CONFLICT_SQL) < 0) abort();
+    worker_t *ws = calloc(nconn, sizeof *ws);
+    if (!ws) abort();
+    long postmaster = -1;
+    for (size_t k = 0; k < nconn; k++) {
+        ws[k].conn = connect_session(conninfo, &ws[k].backend_pid);
+        ws[k].insert_sql = insert_sql;
+    }
+    PGconn *c = ws[0].conn;
     {
         double cpu[4];
-        if (proc_stat(backend_pid, &postmaster, cpu)) postmaster = -1; /* a remote server */
+        if (proc_stat(ws[0].backend_pid, &postmaster, cpu)) postmaster = -1; /* a remote server */
     }
 
     /* Untimed: every package_name, resolved once. */
@@ -320,12 +459,13 @@ int main(int argc, char **argv)
 
     /* Untimed: read and decode every message with the project's decoder,
      * bind its application id and append it to its batch's COPY data, as
-     * the service would send it. */
-    FILE *f = fopen(argv[2], "r");
-    if (!f) die("cannot open %s", argv[2]);
-    size_t n = 0, nbatches = 0, bcap = 0;
-    buf_t *batches = NULL;
-    size_t *rows = NULL;
+     * the service would send it; with several connections, to the batches
+     * of the connection that owns the message's partition. */
+    FILE *f = fopen(path, "r");
+    if (!f) die("cannot open %s", path);
+    size_t n = 0;
+    size_t *part_rows = calloc(nparts ? nparts : 1, sizeof *part_rows);
+    if (!part_rows) abort();
     event_t ev;
     rejection_t rej;
     char *line = NULL;
@@ -336,7 +476,8 @@ int main(int argc, char **argv)
     while ((len = getline(&line, &linecap, f)) > 0) {
         if (line[len - 1] == '\n') line[--len] = '\0';
         char *value = memchr(line, '\t', (size_t)len);
-        if (!value) die("line %zu of %s has no key/value tab", n + 1, argv[2]);
+        if (!value) die("line %zu of %s has no key/value tab", n + 1, path);
+        size_t part = nparts ? crc32_ieee((const unsigned char *)line, (size_t)(value - line)) % nparts : 0;
         value++;
         if (decode_record(def, value, (size_t)(line + len - value), &ev, &rej) != 0)
             die("message %zu rejected by the decoder (%s: %s); the bench data must be valid", n + 1,
@@ -344,17 +485,7 @@ int main(int argc, char **argv)
         ENTRY q = {(char *)event_package_name(&ev), NULL}, *found;
         if (!hsearch_r(q, FIND, &found, &apps))
             die("message %zu: package_name %s is not registered", n + 1, event_package_name(&ev));
-        if (n % batch == 0) {
-            if (nbatches == bcap) {
-                bcap = bcap ? bcap * 2 : 1024;
-                batches = realloc(batches, bcap * sizeof *batches);
-                rows = realloc(rows, bcap * sizeof *rows);
-                if (!batches || !rows) abort();
-            }
-            memset(&batches[nbatches], 0, sizeof *batches);
-            rows[nbatches++] = 0;
-        }
-        buf_t *b = &batches[nbatches - 1];
+        buf_t *b = worker_row_buf(&ws[nconn > 1 ? part % nconn : 0], batch);
         buf_str(b, found->data);
         for (size_t col = 0; col < NCOLUMNS; col++) {
             const char *v = event_column(&ev, col);
@@ -363,7 +494,7 @@ int main(int argc, char **argv)
             else buf_add(b, "\\N", 2);
         }
         buf_add(b, "\n", 1);
-        rows[nbatches - 1]++;
+        part_rows[part]++;
         n++;
     }
     fclose(f);
@@ -371,13 +502,10 @@ int main(int argc, char **argv)
     event_free(&ev);
     hdestroy_r(&apps);
     PQclear(apps_res);
-    if (n == 0) die("no messages in %s", argv[2]);
+    if (n == 0) die("no messages in %s", path);
     double decode_s = now_s(CLOCK_MONOTONIC) - d0;
 
-    char *insert_sql;
-    if (asprintf(&insert_sql, "%s%s RETURNING (xmax = 0)", INSERT_PREFIX, CONFLICT_SQL) < 0) abort();
-    exec_ok(c, STAGE_SQL);
-    res = expect(c, PQexec(c, "SELECT count(*) FROM reviews"), PGRES_TUPLES_OK, "count");
+    PGresult *res = expect(c, PQexec(c, "SELECT count(*) FROM reviews"), PGRES_TUPLES_OK, "count");
     if (strcmp(PQgetvalue(res, 0, 0), "0") != 0)
         die("the reviews table must start empty (it has %s rows)", PQgetvalue(res, 0, 0));
     PQclear(res);
@@ -385,20 +513,37 @@ int main(int argc, char **argv)
     printf("messages=%zu batch_size=%zu decode_seconds=%.2f conflict_clause_matches_service=%d\n", n,
            batch, decode_s, clause_matches);
     fflush(stdout);
-    run_pass(c, "fresh", batches, rows, nbatches, insert_sql, backend_pid, postmaster);
-    /* Untimed: a replay meets a table that autovacuum has long since seen
-     * (and autovacuum must not pick it during the pass). This session's
-     * pending table statistics are flushed first: flushed after the VACUUM,
-     * the last second of inserts would count as new and wake autovacuum. */
-    PQclear(PQexec(c, "SELECT pg_stat_force_next_flush()")); /* PostgreSQL 15+; harmless if absent */
-    PQclear(PQexec(c, "SELECT 1"));
-    exec_ok(c, "VACUUM ANALYZE reviews");
-    run_pass(c, "replay", batches, rows, nbatches, insert_sql, backend_pid, postmaster);
+    if (nconn > 1) {
+        buf_t extra = {0};
+        buf_str(&extra, " partition_rows=");
+        for (size_t p = 0; p < nparts; p++) {
+            char num[32];
+            snprintf(num, sizeof num, "%s%zu", p ? "," : "", part_rows[p]);
+            buf_str(&extra, num);
+        }
+        run_pass(ws, nconn, "fresh", postmaster, extra.data);
+        free(extra.data);
+    } else {
+        run_pass(ws, 1, "fresh", postmaster, "");
+        /* Untimed: a replay meets a table that autovacuum has long since
+         * seen (and autovacuum must not pick it during the pass). This
+         * session's pending table statistics are flushed first: flushed
+         * after the VACUUM, the last second of inserts would count as new
+         * and wake autovacuum. */
+        PQclear(PQexec(c, "SELECT pg_stat_force_next_flush()")); /* PostgreSQL 15+; harmless if absent */
+        PQclear(PQexec(c, "SELECT 1"));
+        exec_ok(c, "VACUUM ANALYZE reviews");
+        run_pass(ws, 1, "replay", postmaster, "");
+    }
 
-    for (size_t i = 0; i < nbatches; i++) free(batches[i].data);
-    free(batches);
-    free(rows);
+    for (size_t k = 0; k < nconn; k++) {
+        for (size_t i = 0; i < ws[k].nbatches; i++) free(ws[k].batches[i].data);
+        free(ws[k].batches);
+        free(ws[k].rows);
+        PQfinish(ws[k].conn);
+    }
+    free(ws);
+    free(part_rows);
     free(insert_sql);
-    PQfinish(c);
     return 0;
 }

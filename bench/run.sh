@@ -12,15 +12,25 @@
 #   3. latency isolation: the fresh ingest once more with all three pipelines,
 #      while bench/latency publishes a network-metrics message every 100 ms
 #      and measures publish -> row committed and visible;
-#   4. cost: the service's CPU time per message and its peak RSS.
+#   4. cost: the service's CPU time per message and its peak RSS;
+#   5. scale-out: bare PostgreSQL with two connections, the rows split by
+#      partition as Kafka splits them (bare_pg --connections 2), then two
+#      storage-consumer members of one group against the same backlog, timed
+#      from when both own their partitions to the last batch committed
+#      (DESIGN.md: Benchmark); the database must then hold exactly the
+#      backlog's rows, or the bench fails.
 #
-# 1 and 2 run BENCH_ROUNDS times, alternating (bare, service, bare, service,
-# ...), each round on fresh databases; the table reports the median and every
-# round, because the machine may be shared: it also shows how much CPU
-# everything outside the benchmark used during each measurement.
+# 1, 2 and 5 run BENCH_ROUNDS times, alternating (bare, service, bare two
+# connections, two members, ...), each round on fresh databases; the table
+# reports the median, the spread (min-max) and every round, because the
+# machine may be shared: it also shows how much CPU everything outside the
+# benchmark used during each measurement. Targets are judged by the medians.
 #
-# Prints a table and writes $BUILD/bench.json; the logs of the run are kept in
-# $BUILD/bench-logs/. Knobs (environment): BENCH_ROUNDS [3], BENCH_REVIEWS
+# Prints a table and writes $BENCH_OUT/bench.json, the per-round data the
+# charts read in $BENCH_OUT/bench-data/ and the charts (bench/charts.sh) in
+# $BENCH_OUT/bench-charts/; the logs of the run are kept in
+# $BENCH_OUT/bench-logs/. Knobs (environment): BENCH_OUT [$BUILD] (where the
+# results go; the binaries are always $BUILD's), BENCH_ROUNDS [5], BENCH_REVIEWS
 # [200000], BENCH_APPS [10000] (registered apps, the reviews spread over
 # them), BENCH_REVIEW_PARTITIONS [6], BENCH_FETCH_WAIT_MAX_MS [10] (phase 3,
 # see there), BENCH_IDLE_LATENCY_S [3], BENCH_DEFAULT_FETCH_S [5] (phase 3b),
@@ -39,7 +49,7 @@ BARE=$BUILD/bench/bare_pg
 LATENCY=$BUILD/bench/latency
 PG=$top/tests/support/pg.sh
 BROKER=$top/tests/support/broker.sh
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-5}
 REVIEWS=${BENCH_REVIEWS:-200000}
 APPS=${BENCH_APPS:-10000}
 PARTITIONS=${BENCH_REVIEW_PARTITIONS:-6}
@@ -49,15 +59,22 @@ TIMEOUT_S=${BENCH_TIMEOUT_S:-240}
 PROFILE=${BENCH_PROFILE:-0}
 PERF_PID=
 BATCH=500
-LOGS=$BUILD/bench-logs
-JSON=$BUILD/bench.json
+OUT=${BENCH_OUT:-$BUILD}
+case $OUT in /*) ;; *) OUT=$top/$OUT ;; esac
+LOGS=$OUT/bench-logs
+JSON=$OUT/bench.json
+DATA=$OUT/bench-data
 TICK=$(getconf CLK_TCK)
 NCPU=$(nproc)
 
 for f in "$BIN" "$BARE" "$LATENCY" "$BUILD/kafka-mock-broker"; do
     [ -x "$f" ] || { echo "bench: $f is missing: run make bench" >&2; exit 1; }
 done
-[ "$ROUNDS" -ge 1 ] || { echo "bench: BENCH_ROUNDS must be at least 1" >&2; exit 2; }
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_ROUNDS must be a whole number of at least 1, not '$ROUNDS'" >&2; exit 2; }
+command -v gnuplot >/dev/null || { echo "bench: the charts need gnuplot (Debian: gnuplot-nox; make deps)" >&2; exit 2; }
+mkdir -p "$OUT" || { echo "bench: cannot create BENCH_OUT=$OUT" >&2; exit 2; }
+rm -rf "$DATA" "$OUT/bench-charts"
+mkdir -p "$DATA"
 case $PROFILE in
 0) ;;
 1) command -v perf >/dev/null || { echo "bench: BENCH_PROFILE=1 needs perf (Debian: linux-perf)" >&2; exit 2; } ;;
@@ -67,6 +84,7 @@ esac
 WORK=$(mktemp -d /tmp/storage-bench.XXXXXX)
 chmod 755 "$WORK"
 SERVICE_PID=
+SERVICE2_PID= # the second member of phase 5
 LATENCY_PID=
 
 die() {
@@ -80,6 +98,7 @@ cleanup() {
     if [ -n "$LATENCY_PID" ]; then kill -TERM "$LATENCY_PID" 2>/dev/null || true; wait "$LATENCY_PID" 2>/dev/null || true; fi
     if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID" 2>/dev/null || true; wait "$PERF_PID" 2>/dev/null || true; fi
     if [ -n "$SERVICE_PID" ]; then kill -TERM "$SERVICE_PID" 2>/dev/null || true; wait "$SERVICE_PID" 2>/dev/null || true; fi
+    if [ -n "$SERVICE2_PID" ]; then kill -TERM "$SERVICE2_PID" 2>/dev/null || true; wait "$SERVICE2_PID" 2>/dev/null || true; fi
     "$BROKER" stop "$WORK/kafka" >/dev/null 2>&1 || true
     "$PG" destroy "$WORK/pg" >/dev/null 2>&1 || true
     rm -rf "$LOGS"
@@ -205,30 +224,130 @@ declare -A R # results: R[window.key]; windows bare_N, barerep_N, fresh_N, repla
 # ---- 1. bare PostgreSQL ------------------------------------------------------
 
 CLAUSE_MATCH=1
+# The key=value pairs of bare_pg's line for PASS in OUT into window W.
+bare_parse() { # OUT PASS W
+    local kv w=$3
+    for kv in $(grep "^pass=$2 " "$1"); do R[$w.${kv%%=*}]=${kv#*=}; done
+    R[$w.messages]=${R[$w.rows]}
+    R[$w.broker_cpu_s]=0
+    R[$w.other_cpu_s]=$(calc %.2f "${R[$w.machine_cpu_s]} - ${R[$w.client_cpu_s]} - ${R[$w.pg_cpu_s]}")
+}
+
 bare_round() { # ROUND
-    local r=$1 out=$WORK/bare-$1.txt kv pass w
+    local r=$1 out=$WORK/bare-$1.txt
     fresh_db "bench_bare_$r"
     "$BARE" "$(db_url "bench_bare_$r")" "$WORK/reviews.tsv" "$BATCH" >"$out" 2>"$WORK/bare-$r.log" ||
         { cat "$WORK/bare-$r.log" >&2; die "bare_pg failed"; }
     cat "$WORK/bare-$r.log" >&2
     grep -q 'conflict_clause_matches_service=1' "$out" || CLAUSE_MATCH=0
-    for pass in fresh replay; do
-        w=bare_$r
-        [ $pass = replay ] && w=barerep_$r
-        for kv in $(grep "^pass=$pass " "$out"); do R[$w.${kv%%=*}]=${kv#*=}; done
-        R[$w.messages]=${R[$w.rows]}
-        R[$w.broker_cpu_s]=0
-        R[$w.other_cpu_s]=$(calc %.2f "${R[$w.machine_cpu_s]} - ${R[$w.client_cpu_s]} - ${R[$w.pg_cpu_s]}")
-    done
+    bare_parse "$out" fresh "bare_$r"
+    bare_parse "$out" replay "barerep_$r"
     [ "${R[bare_$r.inserted]}" -eq "$REVIEWS" ] || die "bare_pg fresh pass inserted ${R[bare_$r.inserted]} rows, expected $REVIEWS"
     [ "${R[barerep_$r.skipped]}" -eq "$REVIEWS" ] || die "bare_pg replay pass skipped ${R[barerep_$r.skipped]} rows, expected $REVIEWS"
     echo "bare PostgreSQL: fresh ${R[bare_$r.rows_per_s]} rows/s, replay ${R[barerep_$r.rows_per_s]} rows/s" >&2
+}
+
+# ---- 5. scale-out ------------------------------------------------------------
+
+# Untimed, once a round's database has served: VACUUM ANALYZE it, or
+# autovacuum would pick its 200,000 new rows during a later measurement.
+settle() { # DB
+    psql_db "$1" -c "VACUUM ANALYZE"
+}
+
+# bare_pg with two connections on a fresh database: the rows of partitions
+# 0, 2, 4 on one, 1, 3, 5 on the other, written in parallel.
+bare_two_round() { # ROUND
+    local r=$1 out=$WORK/bare2-$1.txt
+    fresh_db "bench_bare2_$r"
+    "$BARE" "$(db_url "bench_bare2_$r")" "$WORK/reviews.tsv" "$BATCH" --connections 2 --partitions "$PARTITIONS" \
+        >"$out" 2>"$WORK/bare2-$r.log" || { cat "$WORK/bare2-$r.log" >&2; die "bare_pg --connections 2 failed"; }
+    bare_parse "$out" fresh "bare2_$r"
+    # Its split must be the broker's: the same count in every partition.
+    [ "${R[bare2_$r.partition_rows]}" = "$(IFS=,; echo "${HIGH[*]}")" ] ||
+        die "bare_pg --connections 2 split the rows ${R[bare2_$r.partition_rows]} over the partitions, the topic holds $(IFS=,; echo "${HIGH[*]}")"
+    [ "${R[bare2_$r.inserted]}" -eq "$REVIEWS" ] || die "bare_pg --connections 2 inserted ${R[bare2_$r.inserted]} rows, expected $REVIEWS"
+    settle "bench_bare2_$r"
+    echo "bare PostgreSQL, two connections: ${R[bare2_$r.rows_per_s]} rows/s" >&2
+}
+
+# "partitions assigned" lines of LOG that gave it partitions: "TIME count=N".
+assignments() { # LOG
+    [ -f "$1" ] || return 0
+    awk '$3 == "[reviews]" && $4 == "partitions" && $5 == "assigned" {
+        c = ""; for (i = 6; i <= NF; i++) if ($i ~ /^count=/) c = $i; if (c != "count=0") print $1, c }' "$1"
+}
+
+# Two members of one group (the settings of phase 2), started together so
+# that the group's first generation gives each its share: the mock's first
+# join waits ~3 s for every member, and a member joining later would cost a
+# rebalance of a session timeout. Timed from the later of the two
+# assignments to the last batch line of either (each batch line follows its
+# COMMIT and Kafka commit: the whole backlog is in the database then).
+two_member_round() { # ROUND
+    local r=$1 db=bench_two_$1 w=two_$1 a b deadline rows distinct n t0 t1 m
+    fresh_db "$db"
+    psql_db postgres -c CHECKPOINT
+    start_service "${w}a" "$db" reviews "bench-two-$r"
+    SERVICE2_PID=$SERVICE_PID
+    start_service "${w}b" "$db" reviews "bench-two-$r"
+    a=$WORK/service-${w}a.log b=$WORK/service-${w}b.log
+    deadline=$((SECONDS + TIMEOUT_S))
+    # Both members alive and the deadline ahead, or the bench fails.
+    members_ok() { # WHAT
+        for m in "$SERVICE_PID" "$SERVICE2_PID"; do
+            kill -0 "$m" 2>/dev/null || { tail -20 "$a" "$b" >&2; die "a storage-consumer member ($w) exited early"; }
+        done
+        [ $SECONDS -lt $deadline ] || die "the two members ($w) did not $1 within $TIMEOUT_S s"
+    }
+    until [ -n "$(assignments "$a")" ] && [ -n "$(assignments "$b")" ]; do
+        members_ok "both get partitions"
+        sleep 0.02
+    done
+    snapshot "$w" 0
+    until [ $(( $(consumed "$a" reviews) + $(consumed "$b" reviews) )) -ge "$REVIEWS" ]; do
+        members_ok "reach lag 0"
+        sleep 0.05
+    done
+    snapshot "$w" 1
+    # One generation: each member assigned once, never revoked before the end.
+    for m in "$a" "$b"; do
+        n=$(assignments "$m" | wc -l)
+        [ "$n" -eq 1 ] && ! grep -q '\[reviews\] partitions revoked' "$m" ||
+            die "the group rebalanced during the two-member measurement ($m: $n assignments): not a steady two-member figure"
+    done
+    check_committed "bench-two-$r.reviews"
+    R[$w.rss_mb]=$(printf '%s\n' "$(status_kb "$SERVICE_PID" VmHWM)" "$(status_kb "$SERVICE2_PID" VmHWM)" |
+        sort -g | tail -1 | awk '{ printf "%.1f", $1 / 1024 }') # the larger member's peak
+    R[$w.svc_ticks_total]=$(( $(proc_ticks "$SERVICE_PID") + $(proc_ticks "$SERVICE2_PID") ))
+    R[$w.backend_ticks]=0
+    R[$w.assigned]="$(assignments "$a" | sed 's/.*count=//') + $(assignments "$b" | sed 's/.*count=//')"
+    for m in "$SERVICE_PID" "$SERVICE2_PID"; do
+        kill -TERM "$m"
+        wait "$m" || die "a storage-consumer member ($w) exited with $? after SIGTERM"
+    done
+    SERVICE_PID= SERVICE2_PID=
+    # Exactly the backlog in the database: none lost, none twice.
+    read -r rows distinct <<<"$(psql_db "$db" -At -F' ' -c "SELECT count(*), count(DISTINCT review_id) FROM reviews")"
+    [ "$rows" -eq "$REVIEWS" ] && [ "$distinct" -eq "$REVIEWS" ] ||
+        die "after two members the reviews table holds $rows rows ($distinct distinct review ids), expected exactly $REVIEWS"
+    # The window: both logs' batch lines, by end time.
+    { batch_lines "$a" reviews; batch_lines "$b" reviews; } | sort -k7,7 >"$WORK/service-$w.batches"
+    t0=$(date -u -d "$(assignments "$a" | cut -d' ' -f1)" +%s%3N)
+    t1=$(date -u -d "$(assignments "$b" | cut -d' ' -f1)" +%s%3N)
+    [ "$t1" -gt "$t0" ] && t0=$t1
+    analyse_lines "$w" "$WORK/service-$w.batches" "$t0"
+    [ "${R[$w.inserted]}" -eq "$REVIEWS" ] && [ "${R[$w.messages]}" -eq "$REVIEWS" ] ||
+        die "the two members consumed ${R[$w.messages]} messages and inserted ${R[$w.inserted]} rows, expected $REVIEWS each"
+    settle "$db"
+    echo "storage-consumer, two members: ${R[$w.rows_per_s]} rows/s (partitions assigned: ${R[$w.assigned]})" >&2
 }
 
 # ---- 2. storage-consumer -----------------------------------------------------
 
 # Batch lines of PIPELINE in LOG: "size inserted updated skipped dead duration_ms end_time".
 batch_lines() { # LOG PIPELINE
+    [ -f "$1" ] || return 0 # the service has not opened it yet
     awk -v comp="[$2]" '$3 == comp && $4 == "batch" {
         for (i = 5; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         print v["size"], v["inserted"], v["updated"], v["skipped"], v["dead_lettered"], v["duration_ms"], $1
@@ -277,6 +396,7 @@ check_committed() { # GROUP
 
 snapshot() { # NAME PHASE(0|1)
     R[$1.svc_ticks$2]=$(proc_ticks "$SERVICE_PID")
+    [ -z "$SERVICE2_PID" ] || R[$1.svc_ticks$2]=$(( ${R[$1.svc_ticks$2]} + $(proc_ticks "$SERVICE2_PID") ))
     R[$1.pg_ticks$2]=$(pg_ticks)
     R[$1.broker_ticks$2]=$(proc_ticks "$BROKER_PID")
     R[$1.machine_ticks$2]=$(machine_ticks)
@@ -301,13 +421,19 @@ stop_service() { # NAME DB
 # Throughput from the batch lines: rows / (end of the last batch - start of
 # the first batch), the start being the first line's time minus its duration.
 analyse() { # NAME
-    local lines=$WORK/batches-$1.txt first last t0 t1 kv k
-    batch_lines "$WORK/service-$1.log" reviews >"$lines"
+    batch_lines "$WORK/service-$1.log" reviews >"$WORK/batches-$1.txt"
+    analyse_lines "$1" "$WORK/batches-$1.txt"
+}
+
+# The same from a file of batch lines in time order; START_MS, when given, is
+# the window's start instead.
+analyse_lines() { # NAME LINES [START_MS]
+    local lines=$2 first last t0 t1 kv k
     first=$(head -1 "$lines")
     last=$(tail -1 "$lines")
     t0=$(date -u -d "${first##* }" +%s%3N)
     t1=$(date -u -d "${last##* }" +%s%3N)
-    R[$1.start_ms]=$(calc %.1f "$t0 - $(echo "$first" | cut -d' ' -f6)")
+    R[$1.start_ms]=$(calc %.1f "${3:-$t0 - $(echo "$first" | cut -d' ' -f6)}")
     R[$1.end_ms]=$t1
     awk -v t0="${R[$1.start_ms]}" -v t1="$t1" '
         { n++; size += $1; ins += $2; upd += $3; skip += $4; dead += $5; d[n] = $6; busy += $6 }
@@ -388,6 +514,7 @@ service_round() { # ROUND
     analyse "replay_$r"
     [ "${R[replay_$r.skipped]}" -ge "$REVIEWS" ] || die "the replay skipped ${R[replay_$r.skipped]} rows, expected $REVIEWS"
     R[replay_$r.rows_per_s]=${R[replay_$r.msgs_per_s]}
+    settle "$db" # the replay updated its consumer_offsets rows with every batch
     echo "storage-consumer: fresh ${R[fresh_$r.rows_per_s]} rows/s, replay ${R[replay_$r.rows_per_s]} rows/s" >&2
 }
 
@@ -396,6 +523,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
     bare_round "$r"
     say "round $r/$ROUNDS, 2. storage-consumer (STORAGE_PIPELINES=reviews) from offset 0 to lag 0, then a replay (new group prefix)"
     service_round "$r"
+    say "round $r/$ROUNDS, 5. bare PostgreSQL, two connections (the rows split by partition), fresh"
+    bare_two_round "$r"
+    say "round $r/$ROUNDS, 5. storage-consumer, two members of one group, from offset 0 to the whole backlog committed"
+    two_member_round "$r"
 done
 
 # ---- 3. latency isolation ------------------------------------------------------
@@ -454,68 +585,92 @@ read -r DN DP50 DP99 DMAX <<<"$(lat_stats "$WORK/latency-default.txt" "$FIRST_DO
 
 # ---- aggregation ---------------------------------------------------------------
 
+# Figures derived per round from the measured ones, as R[P_r.KEY]: CPU us per
+# message of the client, PostgreSQL and the broker helper, the client's CPU
+# over PostgreSQL's in the same window (a ratio, because the machine's speed
+# changes from run to run), and the share of the machine everything outside
+# the benchmark used (%).
+derive() { # P
+    local r w s
+    for ((r = 1; r <= ROUNDS; r++)); do
+        w=$1_$r
+        R[$w.client_us]=$(calc %.2f "${R[$w.client_cpu_s]} * 1e6 / ${R[$w.messages]}")
+        R[$w.pg_us]=$(calc %.2f "${R[$w.pg_cpu_s]} * 1e6 / ${R[$w.messages]}")
+        R[$w.broker_us]=$(calc %.2f "${R[$w.broker_cpu_s]} * 1e6 / ${R[$w.messages]}")
+        R[$w.cpu_ratio]=$(calc %.3f "${R[$w.client_cpu_s]} / ${R[$w.pg_cpu_s]}")
+        case $1 in bare*) s=${R[$w.seconds]} ;; *) s=${R[$w.window_s]} ;; esac
+        R[$w.other_pct]=$(calc %.1f "100 * ${R[$w.other_cpu_s]} / ($s * $NCPU)")
+    done
+}
+for p in bare barerep fresh replay bare2 two; do derive $p; done
+for ((r = 1; r <= ROUNDS; r++)); do
+    R[ratio_$r.fresh]=$(calc %.3f "${R[fresh_$r.rows_per_s]} / ${R[bare_$r.rows_per_s]}")
+    R[ratio_$r.replay]=$(calc %.3f "${R[replay_$r.rows_per_s]} / ${R[barerep_$r.rows_per_s]}")
+    R[ratio_$r.two]=$(calc %.3f "${R[two_$r.rows_per_s]} / ${R[bare2_$r.rows_per_s]}")
+    R[ratio_$r.two_to_one]=$(calc %.3f "${R[two_$r.rows_per_s]} / ${R[fresh_$r.rows_per_s]}")
+done
+
 # VALUES of KEY over the rounds of window prefix P.
 over_rounds() { # P KEY
     local r
     for ((r = 1; r <= ROUNDS; r++)); do printf '%s ' "${R[$1_$r.$2]}"; done
 }
 med() { median $(over_rounds "$1" "$2"); }
-# The client's CPU against PostgreSQL's in the same window, median over the
-# rounds: a ratio, because the machine's speed changes from run to run.
-med_ratio() { # P
-    local r v=()
-    for ((r = 1; r <= ROUNDS; r++)); do v+=("$(calc %.3f "${R[$1_$r.client_cpu_s]} / ${R[$1_$r.pg_cpu_s]}")"); done
-    calc %.2f "$(median "${v[@]}")"
+# "MIN-MAX" of KEY over the rounds, in printf format FMT.
+spread() { # P KEY FMT
+    over_rounds "$1" "$2" | tr ' ' '\n' | grep . | sort -g |
+        awk -v f="$3" 'NR == 1 { a = $1 } { b = $1 } END { printf f "-" f, a, b }'
 }
-# Per-message CPU (us) of a process group in window prefix P, median.
-med_us() { # P KEY(cpu seconds)
-    local r v=()
-    for ((r = 1; r <= ROUNDS; r++)); do v+=("$(calc %.2f "${R[$1_$r.$2]} * 1e6 / ${R[$1_$r.messages]}")"); done
-    calc %.1f "$(median "${v[@]}")"
+# Median in FMT, then its spread in parentheses.
+med_spread() { # P KEY FMT
+    printf "$3 (%s)" "$(med "$1" "$2")" "$(spread "$1" "$2" "$3")"
 }
-# Share of the machine used by everything outside the benchmark, median (%).
-med_other() { # P
-    local r v=() s
-    for ((r = 1; r <= ROUNDS; r++)); do
-        s=${R[$1_$r.seconds]}
-        [ "$1" = bare ] || [ "$1" = barerep ] || s=${R[$1_$r.window_s]}
-        v+=("$(calc %.1f "100 * ${R[$1_$r.other_cpu_s]} / ($s * $NCPU)")")
-    done
-    calc %.0f "$(median "${v[@]}")"
-}
+med_ratio() { calc %.2f "$(med "$1" cpu_ratio)"; }  # P
+med_us() { calc %.1f "$(med "$1" "$2")"; }         # P KEY(client_us|pg_us|broker_us)
+med_other() { calc %.0f "$(med "$1" other_pct)"; } # P
 
 BARE_FRESH=$(calc %.0f "$(med bare rows_per_s)")
 BARE_REPLAY=$(calc %.0f "$(med barerep rows_per_s)")
+BARE_TWO=$(calc %.0f "$(med bare2 rows_per_s)")
 SVC_FRESH=$(calc %.0f "$(med fresh rows_per_s)")
 SVC_REPLAY=$(calc %.0f "$(med replay rows_per_s)")
+SVC_TWO=$(calc %.0f "$(med two rows_per_s)")
 RATIO_FRESH=$(calc %.2f "$SVC_FRESH / $BARE_FRESH")
 RATIO_REPLAY=$(calc %.2f "$SVC_REPLAY / $BARE_REPLAY")
+RATIO_TWO=$(calc %.2f "$SVC_TWO / $BARE_TWO")
+RATIO_TWO_TO_ONE=$(calc %.2f "$SVC_TWO / $SVC_FRESH")
 RATIO_ALL=$(calc %.2f "${R[all.rows_per_s]} / $BARE_FRESH")
-ROUND_RATIOS_FRESH=
-ROUND_RATIOS_REPLAY=
-for ((r = 1; r <= ROUNDS; r++)); do
-    ROUND_RATIOS_FRESH="$ROUND_RATIOS_FRESH $(calc %.2f "${R[fresh_$r.rows_per_s]} / ${R[bare_$r.rows_per_s]}")"
-    ROUND_RATIOS_REPLAY="$ROUND_RATIOS_REPLAY $(calc %.2f "${R[replay_$r.rows_per_s]} / ${R[barerep_$r.rows_per_s]}")"
-done
 RSS_ALL=()
-for ((r = 1; r <= ROUNDS; r++)); do RSS_ALL+=("${R[fresh_$r.rss_mb]}" "${R[replay_$r.rss_mb]}"); done
+for ((r = 1; r <= ROUNDS; r++)); do RSS_ALL+=("${R[fresh_$r.rss_mb]}" "${R[replay_$r.rss_mb]}" "${R[two_$r.rss_mb]}"); done
 RSS_ALL+=("${R[all.rss_mb]}")
 PEAK_RSS=$(printf '%s\n' "${RSS_ALL[@]}" | sort -g | tail -1)
 CPU_FRESH=$(med fresh cpu_us_per_msg)
 CPU_REPLAY=$(med replay cpu_us_per_msg)
 CPU_RATIO=$(med_ratio fresh)
 CPU_RATIO_REPLAY=$(med_ratio replay)
-verdict() { awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN { ok = op == ">=" ? v >= t : v <= t; print ok ? "PASS" : "FAIL" }'; }
 REV=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
 DIRTY=$([ -n "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" ] && echo "+dirty" || true)
 json_list() { local IFS=,; echo "[$*]"; }
+
+# The targets (DESIGN.md: Benchmark), each judged by its median: NAME VALUE
+# OP LIMIT SPREAD LABEL per line. A missed target is a finding, not a failure
+# of the bench.
+TARGETS="reviews_ratio_to_bare_pg $RATIO_FRESH >= 0.95 $(spread ratio fresh %.2f) fresh_reviews_/_bare_PostgreSQL
+replay_ratio_to_bare_pg $RATIO_REPLAY >= 0.8 $(spread ratio replay %.2f) replay_/_bare_PostgreSQL_replay
+cpu_ratio_to_postgres $CPU_RATIO <= 0.15 $(spread fresh cpu_ratio %.2f) service_CPU/msg_/_PostgreSQL_CPU/row,_fresh
+cpu_ratio_to_postgres_replay $CPU_RATIO_REPLAY <= 0.15 $(spread replay cpu_ratio %.2f) service_CPU/msg_/_PostgreSQL_CPU/row,_replay
+two_member_ratio_to_bare_pg $RATIO_TWO >= 0.85 $(spread ratio two %.2f) two_members_/_bare_PostgreSQL_two_connections
+network_metrics_p99_ms $LP99 <= 25 - network-metrics_p99_ms_during_the_ingest_(once)
+peak_rss_mb $PEAK_RSS <= 64 $(printf '%s\n' "${RSS_ALL[@]}" | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { print a "-" b }') peak_RSS_MiB_(the_largest_of_every_ingest)
+apps $APPS >= 10000 - registered_apps"
+met() { awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN { print (op == ">=" ? v >= t : v <= t) ? "true" : "false" }'; }
 
 # Autovacuum runs that ended inside a measured window (PostgreSQL keeps only
 # the last one per table: a hint, not an audit; the apps table's
 # autoanalyze is left out).
 WINDOWS=
 for ((r = 1; r <= ROUNDS; r++)); do
-    for w in bare_$r barerep_$r fresh_$r replay_$r; do WINDOWS="$WINDOWS $w:${R[$w.start_ms]}:${R[$w.end_ms]}"; done
+    for w in bare_$r barerep_$r fresh_$r replay_$r bare2_$r two_$r; do WINDOWS="$WINDOWS $w:${R[$w.start_ms]}:${R[$w.end_ms]}"; done
 done
 WINDOWS="$WINDOWS all:${R[all.start_ms]}:${R[all.end_ms]}"
 AUTOVAC=
@@ -535,29 +690,40 @@ done
 
 # ---- report ------------------------------------------------------------------
 
-rounds_of() { # P KEY
+rounds_of() { # P KEY [FMT]
     local r out=
-    for ((r = 1; r <= ROUNDS; r++)); do out="$out $(calc %.0f "${R[$1_$r.$2]}")"; done
+    for ((r = 1; r <= ROUNDS; r++)); do out="$out $(calc "${3:-%.0f}" "${R[$1_$r.$2]}")"; done
     echo "${out# }"
 }
 row() { # LABEL P RATIO
-    printf '%-42s %8s %6s  %-26s %13s %7s%%\n' "$1" "$(calc %.0f "$(med "$2" rows_per_s)")" "$3" "$(rounds_of "$2" rows_per_s)" \
+    printf '%-42s %8s %-15s %6s  %-34s %13s %7s%%\n' "$1" "$(calc %.0f "$(med "$2" rows_per_s)")" "$(spread "$2" rows_per_s %.0f)" \
+        "$3" "$(rounds_of "$2" rows_per_s)" \
         "$(calc %.1f "$(med "$2" batch_ms_p50)")/$(calc %.1f "$(med "$2" batch_ms_p99)")" "$(med_other "$2")"
+}
+cost() { # LABEL KEY: median (spread) of KEY in each window prefix
+    printf '%-42s %17s %17s %17s %17s %17s\n' "$1" "$(med_spread bare "$2" %.1f)" "$(med_spread fresh "$2" %.1f)" \
+        "$(med_spread barerep "$2" %.1f)" "$(med_spread replay "$2" %.1f)" "$(med_spread two "$2" %.1f)"
 }
 
 {
 printf '\nstorage-consumer benchmark  %s%s  %s\n' "$REV" "$DIRTY" "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 printf '%d reviews (avg %d B; zstd; reviews topic %d partitions), %d apps, batch %d; PostgreSQL 15, fsync on,\n' \
     "$REVIEWS" "$AVG_BYTES" "$PARTITIONS" "$APPS" "$BATCH"
-printf 'synchronous_commit on; %d CPUs; 1 and 2 alternate over %d rounds (fresh databases each), median shown\n\n' "$NCPU" "$ROUNDS"
-printf '%-42s %8s %6s  %-26s %13s %8s\n' "throughput" "rows/s" "x bare" "rounds" "batch ms" "others"
+printf 'synchronous_commit on; %d CPUs; 1, 2 and 5 alternate over %d rounds (fresh databases each), median and spread (min-max) shown\n\n' "$NCPU" "$ROUNDS"
+printf '%-42s %8s %-15s %6s  %-34s %13s %8s\n' "throughput" "rows/s" "spread" "x bare" "rounds" "batch ms" "others"
 row "1. bare PostgreSQL, fresh" bare 1.00
 row "2. storage-consumer, fresh (reviews only)" fresh "$RATIO_FRESH"
 row "1. bare PostgreSQL, replay (all skipped)" barerep 1.00
 row "2. storage-consumer, replay (all skipped)" replay "$RATIO_REPLAY"
-printf '%-42s %8s %6s  %-26s %13s %7s%%\n' "3. storage-consumer, fresh, all pipelines" "${R[all.rows_per_s]}" "$RATIO_ALL" "(once)" \
+row "5. bare PostgreSQL, two connections, fresh" bare2 1.00
+row "5. storage-consumer, two members, fresh" two "$RATIO_TWO"
+printf '%-42s %8s %-15s %6s  %-34s %13s %7s%%\n' "3. storage-consumer, fresh, all pipelines" "${R[all.rows_per_s]}" "-" "$RATIO_ALL" "(once)" \
     "$(calc %.1f "${R[all.batch_ms_p50]}")/$(calc %.1f "${R[all.batch_ms_p99]}")" "$(calc %.0f "100 * ${R[all.other_cpu_s]} / (${R[all.window_s]} * $NCPU)")"
-printf '   ratio to bare per round: fresh%s; replay%s\n' "$ROUND_RATIOS_FRESH" "$ROUND_RATIOS_REPLAY"
+printf '   ratio to bare per round: fresh %s; replay %s; two members %s\n' "$(rounds_of ratio fresh %.2f)" \
+    "$(rounds_of ratio replay %.2f)" "$(rounds_of ratio two %.2f)"
+printf '   two members / one member: %s (median of the rows/s; rounds %s)\n' "$RATIO_TWO_TO_ONE" "$(rounds_of ratio two_to_one %.2f)"
+printf '   two members: timed from when both own partitions (one generation; round 1: %s partitions) to the last batch committed\n' \
+    "${R[two_1.assigned]}"
 printf '   service time inside batches (sum of duration_ms / window; the rest is waiting in poll): fresh %s%%, replay %s%%\n' \
     "$(med fresh busy_pct)" "$(med replay busy_pct)"
 printf '   batch ms = p50/p99 per batch: service = its log'"'"'s duration_ms (decode .. Kafka commit), bare = BEGIN .. COMMIT;\n'
@@ -570,26 +736,41 @@ printf '%-42s %7s %7s %7s %8s\n' "3b. idle, fetch.wait.max.ms 500 (default)" "$D
 printf '   (3 runs with fetch.wait.max.ms=%s: the mock answers an empty fetch only after that wait, see 3b and\n' "${FETCH_WAIT:-default}"
 printf '   bench/run.sh; %s timed out; %s network_metrics rows stored)\n\n' "$TIMEOUTS" "$NM_ROWS"
 
-printf '%-42s %9s %9s %9s %9s %9s\n' "4. cost, CPU us per message (median)" "bare" "svc" "bare rep" "svc rep" "all"
-printf '%-42s %9s %9s %9s %9s %9s\n' "client: bare_pg / storage-consumer" "$(med_us bare client_cpu_s)" "$(med_us fresh client_cpu_s)" \
-    "$(med_us barerep client_cpu_s)" "$(med_us replay client_cpu_s)" "$(calc %.1f "${R[all.svc_cpu_s]} * 1e6 / $REVIEWS")"
-printf '%-42s %9s %9s %9s %9s %9s\n' "postgres, whole cluster" "$(med_us bare pg_cpu_s)" "$(med_us fresh pg_cpu_s)" \
-    "$(med_us barerep pg_cpu_s)" "$(med_us replay pg_cpu_s)" "$(calc %.1f "${R[all.pg_cpu_s]} * 1e6 / $REVIEWS")"
-printf '%-42s %9s %9s %9s %9s %9s\n' "broker helper" "-" "$(med_us fresh broker_cpu_s)" "-" "$(med_us replay broker_cpu_s)" \
-    "$(calc %.1f "${R[all.broker_cpu_s]} * 1e6 / $REVIEWS")"
-printf '%-42s %9s %9s %9s %9s %9s\n' "storage-consumer, whole run (utime+stime)" "-" "$CPU_FRESH" "-" "$CPU_REPLAY" "${R[all.cpu_us_per_msg]}"
-printf '%-42s %9s %9s %9s %9s %9s\n' "client CPU / postgres CPU (same window)" "$(med_ratio bare)" \
-    "$CPU_RATIO" "$(med_ratio barerep)" "$CPU_RATIO_REPLAY" "-"
-printf '%-42s %9s %9s %9s %9s %9s\n' "storage-consumer peak RSS MiB (VmHWM)" "-" "$(median $(over_rounds fresh rss_mb))" "-" \
-    "$(median $(over_rounds replay rss_mb))" "${R[all.rss_mb]}"
-printf '   (client and postgres: first batch to lag 0; "all" includes the latency tool'"'"'s 500 queries/s;\n'
+printf '%-42s %17s %17s %17s %17s %17s\n' "4. cost, CPU us per message, median (spread)" "bare" "svc" "bare rep" "svc rep" "svc 2 members"
+cost "client: bare_pg / storage-consumer" client_us
+cost "postgres, whole cluster" pg_us
+printf '%-42s %17s %17s %17s %17s %17s\n' "broker helper" "-" "$(med_spread fresh broker_us %.1f)" "-" \
+    "$(med_spread replay broker_us %.1f)" "$(med_spread two broker_us %.1f)"
+printf '%-42s %17s %17s %17s %17s %17s\n' "storage-consumer, whole run (utime+stime)" "-" "$(med_spread fresh cpu_us_per_msg %.1f)" "-" \
+    "$(med_spread replay cpu_us_per_msg %.1f)" "$(med_spread two cpu_us_per_msg %.1f)"
+printf '%-42s %17s %17s %17s %17s %17s\n' "client CPU / postgres CPU (same window)" "$(med_spread bare cpu_ratio %.2f)" \
+    "$(med_spread fresh cpu_ratio %.2f)" "$(med_spread barerep cpu_ratio %.2f)" "$(med_spread replay cpu_ratio %.2f)" "$(med_spread two cpu_ratio %.2f)"
+printf '%-42s %17s %17s %17s %17s %17s\n' "storage-consumer peak RSS MiB (VmHWM)" "-" "$(med_spread fresh rss_mb %.1f)" "-" \
+    "$(med_spread replay rss_mb %.1f)" "$(med_spread two rss_mb %.1f)"
+printf '   all pipelines (once): client %s, postgres %s, broker %s, storage-consumer whole run %s us per message; RSS %s MiB\n' \
+    "$(calc %.1f "${R[all.svc_cpu_s]} * 1e6 / $REVIEWS")" "$(calc %.1f "${R[all.pg_cpu_s]} * 1e6 / $REVIEWS")" \
+    "$(calc %.1f "${R[all.broker_cpu_s]} * 1e6 / $REVIEWS")" "${R[all.cpu_us_per_msg]}" "${R[all.rss_mb]}"
+printf '   (client and postgres: first batch to lag 0, two members: both assigned to the last batch; "all" includes the\n'
+printf '   latency tool'"'"'s 500 queries/s; two members: both processes, RSS of the larger;\n'
 printf '   storage-consumer threads, round 1 fresh, whole run, s: %s)\n' "${R[fresh_1.thread_cpu]}"
 [ -z "$AUTOVAC" ] || printf 'NOTE: autovacuum finished inside a measured window:%s\n' "$AUTOVAC"
 [ "$CLAUSE_MATCH" = 1 ] || printf 'WARNING: the service'"'"'s reviews conflict clause differs from the baseline'"'"'s (see bare-*.log)\n'
-printf '\ntargets: reviews >= 0.7 x bare PG: %s (%s)   network-metrics p99 <= 100 ms: %s (%s ms)   RSS <= 256 MiB: %s (%s MiB)\n' \
-    "$(verdict "$RATIO_FRESH" ">=" 0.7)" "$RATIO_FRESH" "$(verdict "$LP99" "<=" 100)" "$LP99" \
-    "$(verdict "$PEAK_RSS" "<=" 256)" "$PEAK_RSS"
+
+printf '\n%-58s %8s %-13s %9s  %s\n' "targets (judged by the median)" "median" "spread" "limit" "verdict"
+while read -r name value op limit spr label; do
+    printf '%-58s %8s %-13s %9s  %s\n' "${label//_/ }" "$value" "$spr" "$op $limit" \
+        "$([ "$(met "$value" "$op" "$limit")" = true ] && echo PASS || echo MISS)"
+done <<<"$TARGETS"
 } | tee "$WORK/table.txt"
+
+targets_json() {
+    local sep=
+    while read -r name value op limit spr label; do
+        printf '%s\n    "%s": {"value": %s, "limit": %s, "op": "%s", "met": %s}' "$sep" "$name" "$value" "$limit" "$op" \
+            "$(met "$value" "$op" "$limit")"
+        sep=,
+    done <<<"$TARGETS"
+}
 
 cat >"$JSON" <<JSON
 {
@@ -605,6 +786,10 @@ cat >"$JSON" <<JSON
   "reviews_ratio_to_bare_pg": $RATIO_FRESH,
   "replay_rows_per_s": $SVC_REPLAY,
   "replay_ratio_to_bare_pg": $RATIO_REPLAY,
+  "bare_pg_two_conn_rows_per_s": $BARE_TWO,
+  "two_member_rows_per_s": $SVC_TWO,
+  "two_member_ratio_to_bare_pg": $RATIO_TWO,
+  "two_member_ratio_to_one_member": $RATIO_TWO_TO_ONE,
   "all_pipelines_reviews_rows_per_s": ${R[all.rows_per_s]},
   "network_metrics_p50_ms": $LP50,
   "network_metrics_p99_ms": $LP99,
@@ -616,6 +801,7 @@ cat >"$JSON" <<JSON
   "network_metrics_idle_p50_ms_default_fetch_wait": ${DP50/-/null},
   "cpu_us_per_message": $CPU_FRESH,
   "cpu_us_per_message_replay": $CPU_REPLAY,
+  "cpu_us_per_message_two_members": $(med two cpu_us_per_msg),
   "cpu_us_per_message_all_pipelines": ${R[all.cpu_us_per_msg]},
   "cpu_ratio_to_postgres": $CPU_RATIO,
   "cpu_ratio_to_postgres_replay": $CPU_RATIO_REPLAY,
@@ -625,15 +811,38 @@ cat >"$JSON" <<JSON
   "reviews_batch_ms_p50": $(med fresh batch_ms_p50),
   "bare_pg_replay_batch_ms_p50": $(med barerep batch_ms_p50),
   "replay_batch_ms_p50": $(med replay batch_ms_p50),
-  "postgres_cpu_us_per_row_bare": $(med_us bare pg_cpu_s),
-  "postgres_cpu_us_per_row_reviews": $(med_us fresh pg_cpu_s),
+  "postgres_cpu_us_per_row_bare": $(med_us bare pg_us),
+  "postgres_cpu_us_per_row_reviews": $(med_us fresh pg_us),
   "bare_pg_rows_per_s_rounds": $(json_list $(rounds_of bare rows_per_s)),
   "reviews_rows_per_s_rounds": $(json_list $(rounds_of fresh rows_per_s)),
   "bare_pg_replay_rows_per_s_rounds": $(json_list $(rounds_of barerep rows_per_s)),
   "replay_rows_per_s_rounds": $(json_list $(rounds_of replay rows_per_s)),
+  "bare_pg_two_conn_rows_per_s_rounds": $(json_list $(rounds_of bare2 rows_per_s)),
+  "two_member_rows_per_s_rounds": $(json_list $(rounds_of two rows_per_s)),
   "other_load_pct_bare": $(med_other bare),
   "other_load_pct_reviews": $(med_other fresh),
-  "conflict_clause_matches_service": $([ "$CLAUSE_MATCH" = 1 ] && echo true || echo false)
+  "conflict_clause_matches_service": $([ "$CLAUSE_MATCH" = 1 ] && echo true || echo false),
+  "targets": {$(targets_json)
+  }
 }
 JSON
 echo "wrote $JSON" >&2
+
+# ---- charts ------------------------------------------------------------------
+
+# What bench/charts.sh draws besides bench.json: one line per round, and the
+# network-metrics samples of phase 3's ingest window (ms since its start,
+# latency ms).
+{
+    printf 'round\tbare_fresh\tsvc_fresh\tbare_replay\tsvc_replay\tbare_two_conn\tsvc_two_members'
+    printf '\tsvc_cpu_us_fresh\tpg_cpu_us_fresh\tsvc_cpu_us_replay\tpg_cpu_us_replay\tsvc_cpu_us_two\tpg_cpu_us_two\n'
+    for ((r = 1; r <= ROUNDS; r++)); do
+        printf '%d' "$r"
+        for w in bare_$r fresh_$r barerep_$r replay_$r bare2_$r two_$r; do printf '\t%.0f' "${R[$w.rows_per_s]}"; done
+        for w in fresh_$r replay_$r two_$r; do printf '\t%s\t%s' "${R[$w.client_us]}" "${R[$w.pg_us]}"; done
+        printf '\n'
+    done
+} >"$DATA/rounds.tsv"
+awk -v a="${R[all.start_ms]}" -v b="${R[all.end_ms]}" '$1 >= a && $1 <= b && $2 >= 0 { printf "%.1f\t%s\n", $1 - a, $2 }' \
+    "$WORK/latency.txt" >"$DATA/latency-ingest.tsv"
+"$top/bench/charts.sh" "$OUT" || die "bench/charts.sh could not draw the charts"

@@ -16,10 +16,11 @@ set -eu
 
 # The deploy suite checks deploy/ with systemd-analyze, promtool, a YAML
 # parser, docker-compose (the Compose schema; no engine needed), groff/man, and
-# strace (a run against the unit's sandbox).
+# strace (a run against the unit's sandbox). make bench draws its charts with
+# gnuplot (gnuplot-nox: no X11); the bench suite checks them with xmllint.
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libsimdjson-dev libmicrohttpd-dev libcmocka-dev
 postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev
-systemd prometheus python3-yaml docker-compose groff-base man-db strace jq"
+systemd prometheus python3-yaml docker-compose groff-base man-db strace jq gnuplot-nox libxml2-utils"
 
 case "${1:-}" in
 "") ;;

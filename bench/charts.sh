@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The benchmark's charts (DESIGN.md: Benchmark), drawn with gnuplot as SVG
+# from what bench/run.sh wrote:
+#
+#   bench/charts.sh [OUT]             OUT/bench-charts/*.svg from OUT/bench.json
+#                                     and OUT/bench-data/ (OUT: build)
+#   bench/charts.sh --publish [OUT]   the same, then copies them to docs/bench/,
+#                                     where README.md shows them
+#
+#   throughput.svg  rows/s per round: storage-consumer against bare PostgreSQL,
+#                   fresh, replay, and two members against two connections
+#   latency.svg     network-metrics publish -> visible during phase 3's
+#                   ingest: the share of messages visible within x ms
+#   cpu.svg         CPU us per message per round: storage-consumer's against
+#                   PostgreSQL's per row in the same window
+#
+# Exit 1 when an input is missing or gnuplot fails, 2 on a usage error.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+publish=0
+if [ "${1:-}" = --publish ]; then publish=1; shift; fi
+[ $# -le 1 ] || { echo "usage: bench/charts.sh [--publish] [OUT]" >&2; exit 2; }
+OUT=${1:-build}
+case $OUT in /*) ;; *) OUT=$top/$OUT ;; esac
+JSON=$OUT/bench.json
+DATA=$OUT/bench-data
+CHARTS=$OUT/bench-charts
+
+for f in "$JSON" "$DATA/rounds.tsv" "$DATA/latency-ingest.tsv"; do
+    [ -s "$f" ] || { echo "bench/charts.sh: $f is missing or empty: run make bench (or bench/run.sh with BENCH_OUT=$OUT)" >&2; exit 1; }
+done
+command -v gnuplot >/dev/null || { echo "bench/charts.sh: gnuplot is missing (Debian: gnuplot-nox)" >&2; exit 1; }
+j() { jq -r "$1" "$JSON"; }
+rounds=$(j .rounds)
+mkdir -p "$CHARTS"
+
+# The latency samples in order, with the share of samples at or below each.
+sort -g -k2,2 "$DATA/latency-ingest.tsv" | awk '{ v[++n] = $2 } END { for (i = 1; i <= n; i++) printf "%s\t%.4f\n", v[i], i / n }' \
+    >"$CHARTS/.latency-cdf.tsv"
+# The latency axis reaches past the 25 ms target line, whatever the samples.
+lat_max=$(awk '$1 > m { m = $1 } END { printf "%.0f", (m > 25 ? m * 1.05 + 1 : 30) }' "$CHARTS/.latency-cdf.tsv")
+
+# gnuplot's plot clauses, one per COLUMN:POINT_TYPE:COLOUR:DASH:TITLE, of
+# rounds.tsv against its first column (the round).
+plot_rounds() {
+    local spec col pt colour dash title sep=
+    for spec in "$@"; do
+        IFS=: read -r col pt colour dash title <<<"$spec"
+        printf '%s"%s" using 1:%s skip 1 with linespoints lw 2 pt %s dt %s lc rgb "%s" title "%s"' \
+            "$sep" "$DATA/rounds.tsv" "$col" "$pt" "$dash" "$colour" "$title"
+        sep=", "
+    done
+}
+
+gnuplot <<GNUPLOT
+set terminal svg size 900,520 dynamic enhanced font "sans,12" background "white"
+set datafile separator "\t"
+set key below
+set grid ytics lc rgb "#dddddd"
+set xtics 1
+set xrange [0.5:$rounds + 0.5]
+set xlabel "round"
+
+set output "$CHARTS/throughput.svg"
+set title "Throughput per round: storage-consumer against bare PostgreSQL ($(j .messages) reviews, $(j .review_partitions) partitions)\nmedians: fresh $(j .reviews_ratio_to_bare_pg) x, replay $(j .replay_ratio_to_bare_pg) x, two members $(j .two_member_ratio_to_bare_pg) x bare" noenhanced
+set ylabel "rows/s"
+set yrange [0:*]
+plot $(plot_rounds 2:7:"#555555":1:"bare PostgreSQL, fresh" 3:5:"#1f77b4":1:"storage-consumer, fresh" \
+    4:7:"#999999":2:"bare PostgreSQL, replay" 5:5:"#2ca02c":2:"storage-consumer, replay" \
+    6:9:"#333333":3:"bare PostgreSQL, two connections" 7:11:"#d62728":3:"storage-consumer, two members")
+
+set output "$CHARTS/cpu.svg"
+set title "CPU per message per round: storage-consumer against PostgreSQL (same window)\nmedian ratio: fresh $(j .cpu_ratio_to_postgres), replay $(j .cpu_ratio_to_postgres_replay) (target <= 0.15)" noenhanced
+set ylabel "CPU us per message (PostgreSQL: per row)"
+plot $(plot_rounds 8:5:"#1f77b4":1:"storage-consumer, fresh" 9:7:"#555555":1:"PostgreSQL, fresh" \
+    10:5:"#2ca02c":2:"storage-consumer, replay" 11:7:"#999999":2:"PostgreSQL, replay" \
+    12:11:"#d62728":3:"storage-consumer, two members" 13:9:"#333333":3:"PostgreSQL, two members")
+
+set output "$CHARTS/latency.svg"
+set title "network-metrics publish -> visible during the all-pipelines ingest ($(j .network_metrics_samples) messages)\np50 $(j .network_metrics_p50_ms) ms, p99 $(j .network_metrics_p99_ms) ms (target <= 25 ms)" noenhanced
+set xlabel "ms"
+set ylabel "share of messages visible"
+set xrange [0:$lat_max]
+set xtics autofreq
+set yrange [0:1.05]
+set arrow 1 from 25, graph 0 to 25, graph 1 nohead dt 2 lc rgb "#d62728"
+set label 1 "target p99 25 ms" at 25, graph 0.05 offset 1,0 tc rgb "#d62728"
+plot "$CHARTS/.latency-cdf.tsv" using 1:2 with steps lw 2 lc rgb "#1f77b4" title "messages visible within x ms"
+GNUPLOT
+rm -f "$CHARTS/.latency-cdf.tsv"
+
+for f in throughput latency cpu; do
+    [ -s "$CHARTS/$f.svg" ] || { echo "bench/charts.sh: gnuplot wrote no $CHARTS/$f.svg" >&2; exit 1; }
+done
+echo "charts in $CHARTS" >&2
+if [ $publish = 1 ]; then
+    mkdir -p "$top/docs/bench"
+    cp "$CHARTS"/throughput.svg "$CHARTS"/latency.svg "$CHARTS"/cpu.svg "$top/docs/bench/"
+    echo "copied to $top/docs/bench/" >&2
+fi

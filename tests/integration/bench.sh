@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# make bench in small (DESIGN.md: Benchmark): one short run of bench/run.sh
+# against the release build (make bench-bins) must write every figure of
+# bench.json, judge every target, and draw its charts; the scale-out phase
+# must fail the bench when the database does not hold exactly the backlog.
+# The runs write into this suite's own directory (BENCH_OUT), never build/.
+. "$(dirname "$0")/lib.sh"
+
+# The release build next to the sanitizer build (make test builds bench-bins).
+RELEASE=${BENCH_BUILD:-$(cd "$BUILD/.." && pwd)}
+OUT=$WORK/bench
+SMALL=(BENCH_REVIEWS=10000 BENCH_APPS=1000 BENCH_ROUNDS=1 BENCH_IDLE_LATENCY_S=1 BENCH_DEFAULT_FETCH_S=1 BENCH_TIMEOUT_S=60)
+
+# One short bench for the tests below to read.
+env BUILD="$RELEASE" BENCH_OUT="$OUT" "${SMALL[@]}" "$TOP/bench/run.sh" >"$WORK/bench.out" 2>"$WORK/bench.err"
+BENCH_RC=$?
+
+bench_ran() {
+    [ "$BENCH_RC" -eq 0 ] || { tail -30 "$WORK/bench.err" >&2; fail "bench/run.sh exited with $BENCH_RC"; }
+}
+
+test_bench_json_has_every_figure_and_a_judged_target_for_each_goal() {
+    bench_ran
+    local key value name
+    for key in bare_pg_rows_per_s bare_pg_replay_rows_per_s reviews_rows_per_s reviews_ratio_to_bare_pg \
+        replay_rows_per_s replay_ratio_to_bare_pg bare_pg_two_conn_rows_per_s two_member_rows_per_s \
+        two_member_ratio_to_bare_pg two_member_ratio_to_one_member all_pipelines_reviews_rows_per_s \
+        network_metrics_p50_ms network_metrics_p99_ms cpu_us_per_message cpu_us_per_message_replay \
+        cpu_us_per_message_two_members cpu_ratio_to_postgres cpu_ratio_to_postgres_replay apps peak_rss_mb; do
+        value=$(jq -r ".$key | numbers" "$OUT/bench.json")
+        [ -n "$value" ] || fail "bench.json has no number under $key"
+    done
+    for key in bare_pg_two_conn_rows_per_s_rounds two_member_rows_per_s_rounds reviews_rows_per_s_rounds; do
+        assert_eq 1 "$(jq ".$key | length" "$OUT/bench.json")" "$key: one value per round"
+    done
+    assert_eq 8 "$(jq '.targets | length' "$OUT/bench.json")" "the number of targets"
+    for name in reviews_ratio_to_bare_pg replay_ratio_to_bare_pg cpu_ratio_to_postgres cpu_ratio_to_postgres_replay \
+        two_member_ratio_to_bare_pg network_metrics_p99_ms peak_rss_mb apps; do
+        # Each: the figure itself, its limit, and met as the comparison says.
+        jq -e --arg n "$name" '.targets[$n] as $t | ($t.value == .[$n]) and ($t.limit | type == "number")
+            and ($t.met == (if $t.op == ">=" then $t.value >= $t.limit else $t.value <= $t.limit end))' \
+            "$OUT/bench.json" >/dev/null || fail "target $name is not judged right: $(jq -c --arg n "$name" '.targets[$n]' "$OUT/bench.json")"
+    done
+    assert_eq "0.85 1 25 64" "$(jq -r '[.targets.two_member_ratio_to_bare_pg.limit, (.targets.reviews_ratio_to_bare_pg.limit / 0.95),
+        .targets.network_metrics_p99_ms.limit, .targets.peak_rss_mb.limit] | map(tostring) | join(" ")' "$OUT/bench.json")" "target limits"
+    # The printed table judges the same targets.
+    grep -Eq '^two members / bare PostgreSQL two connections +[0-9.]+ .* (PASS|MISS)$' "$WORK/bench.out" ||
+        fail "the table prints no verdict for the two-member target"
+}
+
+# The plotted series of an SVG: the titles of gnuplot's plot groups that
+# draw data besides their key sample (a two-point line and, with points, one
+# point): more than 3 path coordinates and points in all.
+series() { # SVG
+    python3 - "$1" <<'PY'
+import re, sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+for g in ET.parse(sys.argv[1]).iter(ns + "g"):
+    if not (g.get("id") or "").startswith("gnuplot_plot_"):
+        continue
+    title = g.find(ns + "title")
+    marks = sum(len(re.findall(r"[ML]", e.get("d") or "")) for e in g.iter(ns + "path"))
+    marks += sum(1 for e in g.iter(ns + "use"))
+    if title is not None and marks > 3:
+        print(title.text)
+PY
+}
+
+test_bench_charts_are_well_formed_svg_holding_every_series() {
+    bench_ran
+    local f s
+    for f in throughput latency cpu; do
+        [ -s "$OUT/bench-charts/$f.svg" ] || fail "no chart $OUT/bench-charts/$f.svg"
+        xmllint --noout "$OUT/bench-charts/$f.svg" || fail "$f.svg is not well-formed XML"
+    done
+    s=$(series "$OUT/bench-charts/throughput.svg")
+    for f in "bare PostgreSQL, fresh" "storage-consumer, fresh" "bare PostgreSQL, replay" "storage-consumer, replay" \
+        "bare PostgreSQL, two connections" "storage-consumer, two members"; do
+        assert_contains "$s" "$f" "throughput.svg series"
+    done
+    s=$(series "$OUT/bench-charts/cpu.svg")
+    for f in "storage-consumer, fresh" "PostgreSQL, fresh" "storage-consumer, replay" "PostgreSQL, replay" \
+        "storage-consumer, two members" "PostgreSQL, two members"; do
+        assert_contains "$s" "$f" "cpu.svg series"
+    done
+    assert_contains "$(series "$OUT/bench-charts/latency.svg")" "messages visible within x ms" "latency.svg series"
+    # Drawn from the run's own data: one line per round, a latency per sample.
+    assert_eq 2 "$(wc -l <"$OUT/bench-data/rounds.tsv")" "rounds.tsv: a header and one round"
+    assert_eq "$(jq .network_metrics_samples "$OUT/bench.json")" "$(wc -l <"$OUT/bench-data/latency-ingest.tsv")" \
+        "latency samples charted"
+}
+
+# A member whose rows do not all stay in the database: a wrapper around the
+# release binary deletes one stored review when a scale-out member stops.
+test_bench_fails_when_the_two_members_leave_a_row_missing() {
+    bench_ran
+    local fake=$WORK/lossy out=$WORK/lossy-out rc=0
+    mkdir -p "$fake/bench"
+    ln -s "$RELEASE/kafka-mock-broker" "$fake/kafka-mock-broker"
+    ln -s "$RELEASE/bench/bare_pg" "$RELEASE/bench/latency" "$fake/bench/"
+    cat >"$fake/storage-consumer" <<EOF
+#!/usr/bin/env bash
+"$RELEASE/storage-consumer" "\$@" &
+child=\$!
+trap 'kill -TERM \$child' TERM
+wait \$child; rc=\$?
+[ \$rc -le 128 ] || { wait \$child; rc=\$?; }
+case "\${STORAGE_GROUP_PREFIX:-}" in bench-two-*)
+    psql "\$STORAGE_DATABASE_URL" -qAtc "DELETE FROM reviews WHERE review_id = (SELECT min(review_id) FROM reviews)" ;;
+esac
+exit \$rc
+EOF
+    chmod +x "$fake/storage-consumer"
+    env BUILD="$fake" BENCH_OUT="$out" "${SMALL[@]}" "$TOP/bench/run.sh" >"$out.out" 2>"$out.err" || rc=$?
+    assert_eq 1 "$rc" "bench/run.sh exit status with a row missing"
+    grep -q "after two members the reviews table holds 999[89] rows" "$out.err" ||
+        fail "no missing-row failure: $(tail -5 "$out.err")"
+    [ ! -e "$out/bench.json" ] || fail "a failed bench wrote bench.json"
+}
+
+test_bare_pg_two_connections_need_the_partition_count() {
+    local rc=0 err
+    err=$("$RELEASE/bench/bare_pg" "dbname=none" /dev/null --connections 2 2>&1) || rc=$?
+    assert_eq 2 "$rc" "exit status"
+    assert_contains "$err" "--connections 2 needs --partitions" "error message"
+    rc=0
+    err=$("$RELEASE/bench/bare_pg" "dbname=none" /dev/null --connections x --partitions 6 2>&1) || rc=$?
+    assert_eq 2 "$rc" "exit status"
+    assert_contains "$err" "--connections must be a whole number" "error message"
+}
+
+run_tests
