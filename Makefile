@@ -164,7 +164,11 @@ $(BUILD)/bench/latency: bench/latency.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LDLIBS)
 
-bench-bins: all $(BUILD)/bench/bare_pg $(BUILD)/bench/latency
+$(BUILD)/bench/decode_speed: bench/decode_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ bench/decode_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS)
+
+bench-bins: all $(BUILD)/bench/bare_pg $(BUILD)/bench/latency $(BUILD)/bench/decode_speed
 
 bench: deps
 	$(MAKE) bench-bins

@@ -47,6 +47,7 @@ case $BUILD in /*) ;; *) BUILD=$top/$BUILD ;; esac
 BIN=$BUILD/storage-consumer
 BARE=$BUILD/bench/bare_pg
 LATENCY=$BUILD/bench/latency
+DECODE=$BUILD/bench/decode_speed
 PG=$top/tests/support/pg.sh
 BROKER=$top/tests/support/broker.sh
 ROUNDS=${BENCH_ROUNDS:-5}
@@ -67,7 +68,7 @@ DATA=$OUT/bench-data
 TICK=$(getconf CLK_TCK)
 NCPU=$(nproc)
 
-for f in "$BIN" "$BARE" "$LATENCY" "$BUILD/kafka-mock-broker"; do
+for f in "$BIN" "$BARE" "$LATENCY" "$DECODE" "$BUILD/kafka-mock-broker"; do
     [ -x "$f" ] || { echo "bench: $f is missing: run make bench" >&2; exit 1; }
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_ROUNDS must be a whole number of at least 1, not '$ROUNDS'" >&2; exit 2; }
@@ -184,6 +185,16 @@ awk -v mode=apps -v apps="$APPS" -f "$top/bench/gen-reviews.awk" >"$WORK/apps.ts
 awk -v mode=reviews -v n="$REVIEWS" -v apps="$APPS" -f "$top/bench/gen-reviews.awk" >"$WORK/reviews.tsv"
 [ "$(wc -l <"$WORK/reviews.tsv")" -eq "$REVIEWS" ] || die "the generator did not write $REVIEWS messages"
 AVG_BYTES=$(awk -F'\t' '{ s += length($2) } END { printf "%.0f", s / NR }' "$WORK/reviews.tsv")
+
+# ---- 0. the decoder alone ----------------------------------------------------
+# Every message through the decoder (simdjson, jansson for the unusual) and
+# through jansson alone, 3 alternating passes: what the parser change buys,
+# measured side by side (docs/DESIGN.md: Two parsers, one outcome).
+say "0. decoding alone: the $REVIEWS messages through both readers, 3 alternating passes"
+DECODE_LINE=$("$DECODE" "$WORK/reviews.tsv" 3) || die "bench/decode_speed failed: $DECODE_LINE"
+DECODE_FAST=$(sed -n 's/.*fast_us=\([0-9.]*\).*/\1/p' <<<"$DECODE_LINE")
+DECODE_REF=$(sed -n 's/.*reference_us=\([0-9.]*\).*/\1/p' <<<"$DECODE_LINE")
+echo "decoding: $DECODE_FAST us per message, jansson alone $DECODE_REF" >&2
 LAT_PACKAGE=$(head -1 "$WORK/apps.tsv" | cut -f1)
 
 # A fresh database: the App API's applications table (standing in for its
@@ -729,6 +740,9 @@ printf '   service time inside batches (sum of duration_ms / window; the rest is
 printf '   batch ms = p50/p99 per batch: service = its log'"'"'s duration_ms (decode .. Kafka commit), bare = BEGIN .. COMMIT;\n'
 printf '   others = CPU used by everything outside the benchmark during the window, share of the machine\n\n'
 
+printf '0. decoding alone, us per message (median of 3 passes): %s; jansson alone %s (%s x)\n\n' \
+    "$DECODE_FAST" "$DECODE_REF" "$(calc %.1f "$DECODE_REF / $DECODE_FAST")"
+
 printf '%-42s %7s %7s %7s %8s\n' "network-metrics publish -> visible" "p50 ms" "p99 ms" "max ms" "samples"
 printf '%-42s %7s %7s %7s %8s\n' "3. during the all-pipelines ingest" "$LP50" "$LP99" "$LMAX" "$LN"
 printf '%-42s %7s %7s %7s %8s\n' "   idle, after lag 0" "$IP50" "$IP99" "$IMAX" "$IN"
@@ -806,6 +820,8 @@ cat >"$JSON" <<JSON
   "cpu_ratio_to_postgres": $CPU_RATIO,
   "cpu_ratio_to_postgres_replay": $CPU_RATIO_REPLAY,
   "apps": $APPS,
+  "decode_us_per_message": $DECODE_FAST,
+  "decode_us_per_message_jansson_alone": $DECODE_REF,
   "peak_rss_mb": $PEAK_RSS,
   "bare_pg_batch_ms_p50": $(med bare batch_ms_p50),
   "reviews_batch_ms_p50": $(med fresh batch_ms_p50),

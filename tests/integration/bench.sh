@@ -26,7 +26,8 @@ test_bench_json_has_every_figure_and_a_judged_target_for_each_goal() {
         replay_rows_per_s replay_ratio_to_bare_pg bare_pg_two_conn_rows_per_s two_member_rows_per_s \
         two_member_ratio_to_bare_pg two_member_ratio_to_one_member all_pipelines_reviews_rows_per_s \
         network_metrics_p50_ms network_metrics_p99_ms cpu_us_per_message cpu_us_per_message_replay \
-        cpu_us_per_message_two_members cpu_ratio_to_postgres cpu_ratio_to_postgres_replay apps peak_rss_mb; do
+        cpu_us_per_message_two_members cpu_ratio_to_postgres cpu_ratio_to_postgres_replay apps peak_rss_mb \
+        decode_us_per_message decode_us_per_message_jansson_alone; do
         value=$(jq -r ".$key | numbers" "$OUT/bench.json")
         [ -n "$value" ] || fail "bench.json has no number under $key"
     done
@@ -97,7 +98,7 @@ test_bench_fails_when_the_two_members_leave_a_row_missing() {
     local fake=$WORK/lossy out=$WORK/lossy-out rc=0
     mkdir -p "$fake/bench"
     ln -s "$RELEASE/kafka-mock-broker" "$fake/kafka-mock-broker"
-    ln -s "$RELEASE/bench/bare_pg" "$RELEASE/bench/latency" "$fake/bench/"
+    ln -s "$RELEASE/bench/bare_pg" "$RELEASE/bench/latency" "$RELEASE/bench/decode_speed" "$fake/bench/"
     cat >"$fake/storage-consumer" <<EOF
 #!/usr/bin/env bash
 "$RELEASE/storage-consumer" "\$@" &

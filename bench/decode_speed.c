@@ -1,0 +1,135 @@
+/* bench/decode_speed — the decoder alone, both ways, side by side: every
+ * message of a bench data file (KEY<TAB>JSON per line, as bench/gen-reviews.awk
+ * writes) through decode_record (the fast reader, falling back to jansson)
+ * and through decode_record_reference (jansson alone), alternating passes so
+ * both see the same machine (docs/DESIGN.md: Two parsers, one outcome).
+ *
+ *   decode_speed FILE [PASSES]
+ *
+ * Prints one line: "fast_us=F reference_us=R passes=P messages=N" (µs per
+ * message, the median of the passes). Exits 1 if a message is rejected or
+ * the two ways disagree on it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/decode.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef int (*decode_fn)(const pipeline_def_t *, const void *, size_t, event_t *, rejection_t *);
+
+/* One pass over every message; µs per message, or -1 on a rejection. */
+static double pass(decode_fn fn, const pipeline_def_t *def, char **msg, size_t *len, size_t n, event_t *ev)
+{
+    rejection_t rej;
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++) {
+        if (fn(def, msg[i], len[i], ev, &rej) != 0) {
+            fprintf(stderr, "decode_speed: message %zu rejected: %s: %s\n", i + 1, rej.error_type, rej.detail);
+            return -1;
+        }
+    }
+    return (now_s() - t0) / (double)n * 1e6;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: decode_speed FILE [PASSES]\n");
+        return 2;
+    }
+    int passes = argc == 3 ? atoi(argv[2]) : 5;
+    if (passes < 1 || passes > 100) {
+        fprintf(stderr, "decode_speed: PASSES must be 1..100\n");
+        return 2;
+    }
+    FILE *f = fopen(argv[1], "r");
+    if (!f) {
+        perror(argv[1]);
+        return 1;
+    }
+    size_t n = 0, cap = 0;
+    char **msg = NULL;
+    size_t *len = NULL;
+    char *line = NULL;
+    size_t line_cap = 0;
+    ssize_t got;
+    while ((got = getline(&line, &line_cap, f)) > 0) {
+        char *tab = memchr(line, '\t', (size_t)got);
+        if (!tab) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            msg = realloc(msg, cap * sizeof *msg);
+            len = realloc(len, cap * sizeof *len);
+            if (!msg || !len) abort();
+        }
+        size_t l = (size_t)got - (size_t)(tab + 1 - line);
+        if (l && tab[l] == '\n') l--;
+        msg[n] = malloc(l ? l : 1);
+        if (!msg[n]) abort();
+        memcpy(msg[n], tab + 1, l);
+        len[n++] = l;
+    }
+    free(line);
+    fclose(f);
+    if (n == 0) {
+        fprintf(stderr, "decode_speed: no messages in %s\n", argv[1]);
+        return 1;
+    }
+
+    const pipeline_def_t *def = pipeline_get(PIPELINE_REVIEWS);
+    event_t ev = {0}, ref = {0};
+    rejection_t rej;
+    int rc = 0;
+    /* The same outcome both ways, before any timing. */
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (decode_record(def, msg[i], len[i], &ev, &rej) != 0 ||
+            decode_record_reference(def, msg[i], len[i], &ref, &rej) != 0) {
+            fprintf(stderr, "decode_speed: message %zu rejected: %s: %s\n", i + 1, rej.error_type, rej.detail);
+            rc = 1;
+            break;
+        }
+        for (size_t c = 0; c < def->field_count; c++) {
+            const char *a = event_column(&ev, c), *b = event_column(&ref, c);
+            if ((a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0)) {
+                fprintf(stderr, "decode_speed: message %zu: %s differs between the two readers\n", i + 1,
+                        def->fields[c].name);
+                rc = 1;
+            }
+        }
+    }
+    double *fast = calloc((size_t)passes, sizeof *fast), *slow = calloc((size_t)passes, sizeof *slow);
+    if (!fast || !slow) abort();
+    for (int p = 0; p < passes && rc == 0; p++) {
+        fast[p] = pass(decode_record, def, msg, len, n, &ev);
+        slow[p] = pass(decode_record_reference, def, msg, len, n, &ref);
+        if (fast[p] < 0 || slow[p] < 0) rc = 1;
+    }
+    if (rc == 0) {
+        qsort(fast, (size_t)passes, sizeof *fast, cmp_double);
+        qsort(slow, (size_t)passes, sizeof *slow, cmp_double);
+        printf("fast_us=%.3f reference_us=%.3f passes=%d messages=%zu\n", fast[passes / 2],
+               slow[passes / 2], passes, n);
+    }
+    free(fast);
+    free(slow);
+    event_free(&ev);
+    event_free(&ref);
+    for (size_t i = 0; i < n; i++) free(msg[i]);
+    free(msg);
+    free(len);
+    return rc;
+}
