@@ -138,6 +138,7 @@ const uint8_t *pad(reader &r, const void *data, size_t len)
 extern "C" bool json_fast_read(const void *data, size_t len, const jv_key_t *names, size_t n,
                                jv_t *out)
 {
+    if (len > JSON_FAST_MAX_BYTES) return false;
     reader &r = tls;
     element root;
     if (r.parser.parse(pad(r, data, len), len, false).get(root)) return false;

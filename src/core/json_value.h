@@ -55,13 +55,16 @@ typedef struct jv {
  * named names[k] of the top-level object (JV_ABSENT when there is none).
  * Returns true when the document is ordinary: it parses, its root is an
  * object, no object anywhere has a key twice, a key that holds U+0000 or
- * more than JSON_FAST_MAX_KEYS keys, and no integer lies beyond int64.
+ * more than JSON_FAST_MAX_KEYS keys, no integer lies beyond int64, and it
+ * is at most JSON_FAST_MAX_BYTES long (simdjson keeps, per thread, buffers
+ * sized for the largest document it has read).
  * Returns false otherwise: the caller reads the document with the
  * reference reader.
  *
  * The strings and children in out[] stay valid until the next call on the
  * same thread. Allocation failure aborts. */
 #define JSON_FAST_MAX_KEYS 64
+#define JSON_FAST_MAX_BYTES 65536
 bool json_fast_read(const void *data, size_t len, const jv_key_t *names, size_t n, jv_t *out);
 
 #ifdef __cplusplus

@@ -1679,6 +1679,9 @@ static void fast_reader_reads_ordinary_records_and_declines_unusual_ones(void **
     assert_false(fast_reader_reads(REV, msg(REV, "extra", "1e400", NULL)));
     assert_false(fast_reader_reads(REV, msg(REV, "content", "\"\\ud800\"", NULL)));
     assert_false(fast_reader_reads(REV, strdup("[1, 2]")));
+    char *long_content = repeat_str("x", JSON_FAST_MAX_BYTES);
+    assert_false(fast_reader_reads(REV, msg(REV, "content", long_content, NULL)));
+    free(long_content);
     assert_false(fast_reader_reads(REV, strdup("{\"package_name\": \"a\"} x")));
 
     sbuf_t wide = {0};
