@@ -174,17 +174,30 @@ test_redrive_shows_progress_only_on_a_terminal() {
     begin_test redrive_progress
     register_apps com.example.progress
     local out tty
-    plant_reviews_of_progress 1 400
+    plant_reviews_of_progress 1 1200
     out=$(dl_ok redrive)
-    assert_contains "$out" "redrive pipeline=reviews examined=400 stored=400"
+    assert_contains "$out" "redrive pipeline=reviews examined=1200 stored=1200"
     assert_eq "" "$(cat "$WORK/$TEST_NAME.err")" "stderr of a piped redrive"
     case "$out" in *"dead letters ("* | *$'\r'*) fail "progress on a pipe: $out" ;; esac
 
-    plant_reviews_of_progress 401 800
+    plant_reviews_of_progress 1201 2400
     tty=$(timeout 120 script -qec "$(printf '%q ' env STORAGE_DATABASE_URL="$DB" "$BIN" dead-letters redrive)" /dev/null)
-    assert_contains "$tty" "redrive pipeline=reviews examined=400 stored=400" "the redrive ran"
+    assert_contains "$tty" "redrive pipeline=reviews examined=1200 stored=1200" "the redrive ran"
     assert_contains "$tty" $'\r''redrive reviews: ' "a progress line rewritten in place"
-    assert_contains "$tty" "redrive reviews: 400/400 dead letters (100%)" "done/total at the end"
+    assert_contains "$tty" "redrive reviews: 1200/1200 dead letters (100%)" "done/total at the end"
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events WHERE resolved_at IS NULL")" "unresolved left"
+}
+
+# Ids 1..1200 in batches of 500: the pages must follow the ids' numeric
+# order (a page sorted as text, 1, 10, 100, 1000, ..., ended at an id that
+# skipped a hundred dead letters, and a dry run read some twice).
+test_redrive_pages_through_the_dead_letters_in_id_order() {
+    begin_test redrive_pages
+    register_apps com.example.progress
+    plant_reviews_of_progress 1 1200
+    assert_eq "1 1200" "$(sql "SELECT min(id), max(id) FROM dead_letter_events" | tr '|' ' ')" "planted ids"
+    assert_contains "$(dl_ok redrive --dry-run)" "redrive pipeline=reviews examined=1200 stored=1200" "dry run"
+    assert_contains "$(dl_ok redrive)" "redrive pipeline=reviews examined=1200 stored=1200"
     assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events WHERE resolved_at IS NULL")" "unresolved left"
 }
 
