@@ -111,8 +111,9 @@ static void put_pipeline(FILE *f, metrics_t *m, int i, int64_t now)
     fputs("</span></h2>\n<p>Topic <code>", f);
     put_text(f, m->settings->topic[i]);
     int64_t owned = atomic_load_explicit(&pm->partitions_owned, memory_order_relaxed);
-    fprintf(f, "</code>, partitions owned: <span id=\"owned-%s\">%lld</span></p>\n", name,
-            (long long)(owned < 0 ? 0 : owned));
+    fputs("</code>, partitions owned: <span id=\"owned-", f);
+    put_text(f, name);
+    fprintf(f, "\">%lld</span></p>\n", (long long)(owned < 0 ? 0 : owned));
 
     /* Committed lag: what a restart would read again. */
     fputs("<table><tr><th>partition</th><th>committed lag</th></tr>\n", f);
@@ -121,7 +122,9 @@ static void put_pipeline(FILE *f, metrics_t *m, int i, int64_t now)
         int64_t lag = atomic_load_explicit(&pm->committed_lag[p], memory_order_relaxed);
         if (lag < 0) continue;
         any = true;
-        fprintf(f, "<tr id=\"lag-%s-%d\"><td>%d</td><td>%lld</td></tr>\n", name, p, p, (long long)lag);
+        fputs("<tr id=\"lag-", f);
+        put_text(f, name);
+        fprintf(f, "-%d\"><td>%d</td><td>%lld</td></tr>\n", p, p, (long long)lag);
     }
     if (!any) fputs("<tr><td colspan=\"2\">no partition owned</td></tr>\n", f);
     fputs("</table>\n", f);
@@ -139,11 +142,17 @@ static void put_pipeline(FILE *f, metrics_t *m, int i, int64_t now)
             int64_t n = atomic_load_explicit(&pm->unresolved_dead_letters[t], memory_order_relaxed);
             if (n <= 0) continue;
             total += n;
-            fprintf(f, "<tr id=\"dl-%s-%s\"><td>", name, metrics_error_type_name(t));
+            fputs("<tr id=\"dl-", f);
+            put_text(f, name);
+            fputc('-', f);
+            put_text(f, metrics_error_type_name(t));
+            fputs("\"><td>", f);
             put_text(f, metrics_error_type_name(t));
             fprintf(f, "</td><td>%lld</td></tr>\n", (long long)n);
         }
-        fprintf(f, "<tr><td>total</td><td id=\"dl-%s-total\">%lld</td></tr></table>\n", name, total);
+        fputs("<tr><td>total</td><td id=\"dl-", f);
+        put_text(f, name);
+        fprintf(f, "-total\">%lld</td></tr></table>\n", total);
         fputs("<p class=\"note\">As of ", f);
         put_time(f, read_at);
         fputs(". List them: <code>storage-consumer dead-letters list --pipeline ", f);
