@@ -12,6 +12,10 @@
 # download, 96 MB installed, about 12 s. On a machine that runs systemd the
 # package also enables a Prometheus server on port 9090; a container or CI
 # runner without it gets the tools only.
+#
+# chromium (headless) loads the status page in the status suite; with
+# --no-install-recommends it comes without fonts, hence fonts-liberation
+# for a readable screenshot.
 set -eu
 
 # The deploy suite checks deploy/ with systemd-analyze, promtool, a YAML
@@ -20,7 +24,8 @@ set -eu
 # gnuplot (gnuplot-nox: no X11); the bench suite checks them with xmllint.
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libsimdjson-dev libmicrohttpd-dev libcmocka-dev
 postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev
-systemd prometheus python3-yaml docker-compose groff-base man-db strace jq gnuplot-nox libxml2-utils"
+systemd prometheus python3-yaml docker-compose groff-base man-db strace jq gnuplot-nox libxml2-utils
+chromium fonts-liberation"
 
 case "${1:-}" in
 "") ;;

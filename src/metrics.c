@@ -16,7 +16,7 @@ static const double duration_bounds_s[METRICS_DURATION_BUCKETS] = {
 
 /* Indexes of dead_letters_by_type: the stable error_type codes, then
  * "other". */
-static const char *error_type_name(size_t i)
+const char *metrics_error_type_name(size_t i)
 {
     return i < DECODE_ERROR_TYPE_COUNT ? decode_error_types[i] : "other";
 }
@@ -56,7 +56,58 @@ void metrics_record_batch(pipeline_metrics_t *pm, const batch_t *b, const batch_
     while (k < METRICS_DURATION_BUCKETS && duration_ms / 1000.0 > duration_bounds_s[k]) k++;
     atomic_fetch_add_explicit(&pm->duration_bucket[k], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->duration_sum_us, (uint_fast64_t)(duration_ms * 1000.0), memory_order_relaxed);
-    atomic_store_explicit(&pm->last_success_unix_ms, metrics_now_unix_ms(), memory_order_relaxed);
+    int64_t now = metrics_now_unix_ms();
+    atomic_store_explicit(&pm->last_success_unix_ms, now, memory_order_relaxed);
+    /* The throughput ring (DESIGN.md: Status page): only this thread
+     * writes; a slot of an older second is reset before it is re-dated, so
+     * a reader that sees the new date sees no old count. */
+    int64_t sec = now / 1000;
+    size_t slot = (size_t)(sec % METRICS_THROUGHPUT_SECONDS);
+    if (atomic_load_explicit(&pm->throughput_second[slot], memory_order_relaxed) != sec) {
+        atomic_store_explicit(&pm->throughput_count[slot], 0, memory_order_relaxed);
+        atomic_store_explicit(&pm->throughput_second[slot], sec, memory_order_release);
+    }
+    atomic_fetch_add_explicit(&pm->throughput_count[slot], b->count, memory_order_relaxed);
+}
+
+void metrics_throughput(const pipeline_metrics_t *pm, int64_t now_unix_ms, uint64_t *out, int seconds)
+{
+    int64_t now_sec = now_unix_ms / 1000;
+    for (int k = 0; k < seconds; k++) {
+        int64_t sec = now_sec - seconds + k;
+        size_t slot = (size_t)(((sec % METRICS_THROUGHPUT_SECONDS) + METRICS_THROUGHPUT_SECONDS) %
+                               METRICS_THROUGHPUT_SECONDS);
+        out[k] = 0;
+        if (sec >= 0 && atomic_load_explicit(&pm->throughput_second[slot], memory_order_acquire) == sec)
+            out[k] = atomic_load_explicit(&pm->throughput_count[slot], memory_order_relaxed);
+    }
+}
+
+void metrics_last_error(pipeline_metrics_t *pm, const char *text)
+{
+    if (!pm) return;
+    pthread_mutex_lock(&pm->last_error_lock);
+    /* The first line only: a PostgreSQL DETAIL line may quote a value. */
+    snprintf(pm->last_error, sizeof pm->last_error, "%.*s", (int)strcspn(text, "\n"), text);
+    pm->last_error_unix_ms = metrics_now_unix_ms();
+    pthread_mutex_unlock(&pm->last_error_lock);
+}
+
+int64_t metrics_last_error_get(pipeline_metrics_t *pm, char *buf, size_t len)
+{
+    pthread_mutex_lock(&pm->last_error_lock);
+    snprintf(buf, len, "%s", pm->last_error);
+    int64_t at = pm->last_error_unix_ms;
+    pthread_mutex_unlock(&pm->last_error_lock);
+    return at;
+}
+
+void metrics_unresolved_dead_letters(pipeline_metrics_t *pm, const int64_t counts[METRICS_ERROR_TYPES])
+{
+    if (!pm) return;
+    for (size_t t = 0; t < METRICS_ERROR_TYPES; t++)
+        atomic_store_explicit(&pm->unresolved_dead_letters[t], counts[t], memory_order_relaxed);
+    atomic_store_explicit(&pm->unresolved_unix_ms, metrics_now_unix_ms(), memory_order_release);
 }
 
 typedef struct {
@@ -214,7 +265,7 @@ char *metrics_render(metrics_t *m)
         if (!m->settings->pipeline_enabled[i]) continue;
         for (size_t t = 0; t < METRICS_ERROR_TYPES; t++)
             out(&o, "storage_consumer_dead_letters_total{pipeline=\"%s\",error_type=\"%s\"} %llu\n",
-                pipeline_get((pipeline_id_t)i)->name, error_type_name(t),
+                pipeline_get((pipeline_id_t)i)->name, metrics_error_type_name(t),
                 LOAD(m->pipelines[i].dead_letters_by_type[t]));
     }
 
@@ -280,6 +331,8 @@ metrics_t *metrics_new(const settings_t *s)
             atomic_init(&pm->committed_lag[p], -1);
         }
         atomic_init(&pm->partitions_owned, -1);
+        for (size_t t = 0; t < METRICS_ERROR_TYPES; t++) atomic_init(&pm->unresolved_dead_letters[t], -1);
+        pthread_mutex_init(&pm->last_error_lock, NULL);
         atomic_init(&pm->brokers_up, -1);
     }
     return m;
@@ -352,6 +405,11 @@ bool metrics_probe(metrics_t *m, probe_t probe, int64_t now, char **body)
     return all;
 }
 
-void metrics_free(metrics_t *m) { free(m); }
+void metrics_free(metrics_t *m)
+{
+    if (!m) return;
+    for (int i = 0; i < PIPELINE_COUNT; i++) pthread_mutex_destroy(&m->pipelines[i].last_error_lock);
+    free(m);
+}
 
 pipeline_metrics_t *metrics_pipeline(metrics_t *m, pipeline_id_t id) { return m ? &m->pipelines[id] : NULL; }

@@ -6,6 +6,7 @@
 #ifndef STORAGE_METRICS_H
 #define STORAGE_METRICS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -31,6 +32,11 @@ typedef enum {
     PIPELINE_STATE_FAILED
 } pipeline_state_t;
 
+/* Seconds of per-second throughput kept for the status page (DESIGN.md:
+ * Status page): in memory only, the oldest second overwritten. */
+#define METRICS_THROUGHPUT_SECONDS 300
+#define METRICS_LAST_ERROR_LEN 512
+
 /* What the pipeline's last contact with PostgreSQL said. */
 typedef enum { DB_STATE_UNKNOWN = 0, DB_STATE_OK, DB_STATE_FAILING } db_state_t;
 
@@ -55,6 +61,22 @@ typedef struct {
     atomic_int_fast64_t brokers_up;        /* brokers connected; -1: not known yet */
     atomic_int db_state;                   /* db_state_t */
     atomic_int_fast64_t db_state_unix_ms;  /* when db_state last changed */
+    /* The status page's inputs (DESIGN.md: Status page). */
+    atomic_bool backing_off;     /* waiting to retry after a transient database error */
+    atomic_bool holding_commits; /* offset commits refused while the group rebalances */
+    /* Records of committed batches per second: slot s % N holds second s
+     * (unix time) when throughput_second[slot] says so. */
+    atomic_int_fast64_t throughput_second[METRICS_THROUGHPUT_SECONDS];
+    atomic_uint_fast64_t throughput_count[METRICS_THROUGHPUT_SECONDS];
+    /* Unresolved dead letters of the pipeline's topic by error type, as the
+     * pipeline last read them from the database (-1: not read yet). */
+    atomic_int_fast64_t unresolved_dead_letters[METRICS_ERROR_TYPES];
+    atomic_int_fast64_t unresolved_unix_ms; /* when they were read; 0: never */
+    /* The last error the pipeline met, its first line only: text is no
+     * atomic, so a lock of its own, held only to copy it. */
+    pthread_mutex_t last_error_lock;
+    char last_error[METRICS_LAST_ERROR_LEN];
+    int64_t last_error_unix_ms; /* 0: none */
 } pipeline_metrics_t;
 
 /* Visible so that the HTTP side (metrics_http.c) can live apart from the
@@ -104,5 +126,23 @@ bool metrics_probe(metrics_t *m, probe_t probe, int64_t now_unix_ms, char **body
 void metrics_db_state(pipeline_metrics_t *pm, bool ok);
 
 int64_t metrics_now_unix_ms(void);
+
+/* Remember `text` (its first line) as the pipeline's last error, dated now
+ * (called by the pipeline's thread). */
+void metrics_last_error(pipeline_metrics_t *pm, const char *text);
+
+/* Copy the last error into buf[len] and return its time (0: none yet). */
+int64_t metrics_last_error_get(pipeline_metrics_t *pm, char *buf, size_t len);
+
+/* Store the unresolved dead letters of the pipeline's topic by error type
+ * (indexes as decode_error_types, the last "other"), read just now. */
+void metrics_unresolved_dead_letters(pipeline_metrics_t *pm, const int64_t counts[METRICS_ERROR_TYPES]);
+
+/* Records of committed batches in each of the `seconds` seconds before
+ * the second of now_unix_ms (oldest first) into out[seconds]. */
+void metrics_throughput(const pipeline_metrics_t *pm, int64_t now_unix_ms, uint64_t *out, int seconds);
+
+/* The name of error type slot i (decode_error_types, then "other"). */
+const char *metrics_error_type_name(size_t i);
 
 #endif

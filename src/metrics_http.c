@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "metrics.h"
+#include "status_page.h"
 
 static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                              const char *version, const char *upload_data, size_t *upload_size,
@@ -30,8 +31,14 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *conn, const char 
         MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
         MHD_add_response_header(resp, "Cache-Control", "no-store");
         status = ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
+    } else if (strcmp(url, "/") == 0) {
+        /* DESIGN.md: Status page: from the same recorded state. */
+        char *text = status_page_render(m, metrics_now_unix_ms());
+        resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        MHD_add_response_header(resp, "Content-Type", "text/html; charset=utf-8");
+        MHD_add_response_header(resp, "Cache-Control", "no-store");
     } else if (strcmp(url, "/metrics") != 0) {
-        static const char msg[] = "not found: the paths are /metrics, /healthz and /readyz\n";
+        static const char msg[] = "not found: the paths are /, /metrics, /healthz and /readyz\n";
         resp = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
         status = MHD_HTTP_NOT_FOUND;
     } else {

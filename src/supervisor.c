@@ -157,6 +157,11 @@ static int ping_adapter(void *ctx, char *err, size_t errlen, error_class_t *cls)
 {
     return store_ping(ctx, err, errlen, cls);
 }
+static int unresolved_adapter(void *ctx, const char *topic, int64_t *counts, size_t n, char *err, size_t errlen,
+                              error_class_t *cls)
+{
+    return store_unresolved_dead_letters(ctx, topic, counts, n, err, errlen, cls);
+}
 static int start_adapter(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
     return store_write_start(ctx, b, NULL, err, errlen, cls);
@@ -290,7 +295,8 @@ int supervisor_run(const settings_t *s, const char *version)
             .def = pipeline_get((pipeline_id_t)i),
             .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter, flush_adapter},
             .store = {p->store, resolve_adapter, write_adapter, disconnect_adapter, start_adapter,
-                      finish_adapter, positions_adapter, record_starts_adapter, ping_adapter},
+                      finish_adapter, positions_adapter, record_starts_adapter, ping_adapter,
+                      unresolved_adapter},
             .stop = &stop,
             .metrics = pm,
             .heartbeat = heartbeat,

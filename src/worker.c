@@ -26,8 +26,24 @@ static int fail(worker_t *w, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(w->failure, sizeof w->failure, fmt, ap);
     va_end(ap);
+    metrics_last_error(w->metrics, w->failure);
     LOG_ERROR(w->def->name, "pipeline failed: %s", w->failure);
     return -1;
+}
+
+/* The status page's last error (DESIGN.md: Status page): what, then why. */
+static void note_error(worker_t *w, const char *what, const char *err)
+{
+    if (!w->metrics) return;
+    char text[METRICS_LAST_ERROR_LEN];
+    /* A long error is cut: the log line has it whole. */
+    if (snprintf(text, sizeof text, "%s: %s", what, err) >= (int)sizeof text) text[sizeof text - 2] = '~';
+    metrics_last_error(w->metrics, text);
+}
+
+static void set_backing_off(worker_t *w, bool on)
+{
+    if (w->metrics) atomic_store_explicit(&w->metrics->backing_off, on, memory_order_relaxed);
 }
 
 /* Sleep `ms`, in slices, returning early (true) when a stop is requested:
@@ -125,13 +141,17 @@ static int assignment_step(worker_t *w, const char *what, const char *topic, int
         if (cls != ERROR_CLASS_TRANSIENT || attempt > s->db_retry_max_attempts) return -1;
         long delay = retry_backoff_ms(attempt, s->db_retry_base_ms);
         char state[6];
+        note_error(w, "transient database error, retrying", err);
         LOG_WARN_F(w->def->name,
                    LOG_FIELDS(LF_STR("topic", topic), LF_INT("attempt", attempt),
                               LF_INT("max_attempts", s->db_retry_max_attempts), LF_INT("delay_ms", delay),
                               LF_STR("sqlstate", retry_sqlstate_of(err, state)), LF_STR("error", err)),
                    "transient database error %s, retrying", what);
         if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
-        if (sleep_interruptible(w, delay)) {
+        set_backing_off(w, true);
+        bool stopped = sleep_interruptible(w, delay);
+        set_backing_off(w, false);
+        if (stopped) {
             char why[512];
             snprintf(why, sizeof why, "%s", err);
             snprintf(err, errlen, "stop requested while retrying: %s", why);
@@ -180,6 +200,7 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
             /* Never dead-letter here: that would throw away healthy data
              * because PostgreSQL was restarting. */
             char state[6];
+            note_error(w, "transient database error, retrying the batch", err);
             LOG_WARN_F(w->def->name,
                        LOG_FIELDS(LF_INT("attempt", attempt), LF_INT("max_attempts", s->db_retry_max_attempts),
                                   LF_INT("delay_ms", delay), LF_STR("sqlstate", retry_sqlstate_of(err, state)),
@@ -187,7 +208,10 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
                        "transient database error, retrying the same batch");
             w->store.disconnect(w->store.ctx);
             if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
-            if (sleep_interruptible(w, delay)) {
+            set_backing_off(w, true);
+            bool stopped = sleep_interruptible(w, delay);
+            set_backing_off(w, false);
+            if (stopped) {
                 LOG_WARN(w->def->name, "stop requested during the back-off: batch of %zu left uncommitted, it will be redelivered",
                          sl->n);
                 return 1;
@@ -251,12 +275,32 @@ static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, ba
     return 0;
 }
 
+/* Read the unresolved dead letters of the pipeline's topic again when
+ * due, for the status page (DESIGN.md: Status page): the HTTP thread
+ * reads the snapshot and never opens a connection. A failure keeps the
+ * last snapshot; the probes learn of an outage from the ping and the
+ * batches. */
+static void refresh_dead_letters(worker_t *w, int64_t *next_refresh)
+{
+    if (!w->metrics || !w->store.unresolved || clock_now_ms() < *next_refresh) return;
+    int64_t counts[METRICS_ERROR_TYPES];
+    char err[1024];
+    error_class_t cls = ERROR_CLASS_FATAL;
+    if (w->store.unresolved(w->store.ctx, w->settings->topic[w->def->id], counts, METRICS_ERROR_TYPES, err,
+                            sizeof err, &cls) == 0)
+        metrics_unresolved_dead_letters(w->metrics, counts);
+    else
+        LOG_DEBUG(w->def->name, "unresolved dead letters not read: %s", err);
+    *next_refresh = clock_now_ms() + WORKER_DEAD_LETTERS_REFRESH_MS;
+}
+
 /* An idle pipeline's turn: check PostgreSQL when it has not been heard from
  * for WORKER_DB_PING_MS, and refresh the lag gauges (DESIGN.md: Probes and
  * metrics). Never fails the pipeline: a batch that meets the outage does
  * that, after its retries. */
-static void idle_checks(worker_t *w, int64_t *next_ping)
+static void idle_checks(worker_t *w, int64_t *next_ping, int64_t *next_refresh)
 {
+    refresh_dead_letters(w, next_refresh);
     if (w->metrics && w->consumer.lag)
         w->consumer.lag(w->consumer.ctx, w->metrics->lag, w->metrics->committed_lag, METRICS_MAX_PARTITIONS);
     if (!w->store.ping || clock_now_ms() < *next_ping) return;
@@ -265,6 +309,7 @@ static void idle_checks(worker_t *w, int64_t *next_ping)
     int rc = w->store.ping(w->store.ctx, err, sizeof err, &cls);
     bool was_failing = w->metrics && atomic_load_explicit(&w->metrics->db_state, memory_order_relaxed) == DB_STATE_FAILING;
     if (rc != 0 && !was_failing) LOG_WARN(w->def->name, "PostgreSQL does not answer (the pipeline is not ready): %s", err);
+    if (rc != 0) note_error(w, "PostgreSQL does not answer", err);
     if (rc == 0 && was_failing) LOG_INFO(w->def->name, "PostgreSQL answers again");
     metrics_db_state(w->metrics, rc == 0);
     *next_ping = clock_now_ms() + WORKER_DB_PING_MS;
@@ -289,6 +334,7 @@ static int commit_outcome(worker_t *w, commit_state_t *cs, int committed, const 
                      (long long)(clock_now_ms() - cs->refused_since));
         cs->failures = 0;
         cs->refused_since = 0;
+        if (w->metrics) atomic_store_explicit(&w->metrics->holding_commits, false, memory_order_relaxed);
         return 0;
     }
     if (committed > 0) {
@@ -299,6 +345,8 @@ static int commit_outcome(worker_t *w, commit_state_t *cs, int committed, const 
          * commits held meanwhile are never sent). */
         if (cs->refused_since == 0) {
             cs->refused_since = clock_now_ms();
+            if (w->metrics) atomic_store_explicit(&w->metrics->holding_commits, true, memory_order_relaxed);
+            note_error(w, "offset commit refused while the group rebalances", err);
             if (w->metrics)
                 atomic_fetch_add_explicit(&w->metrics->commit_failures, 1, memory_order_relaxed);
             LOG_WARN(w->def->name, "offset commit refused while the group rebalances (the rows are stored; commits are held until this member's next assignment, which covers them): %s",
@@ -314,6 +362,8 @@ static int commit_outcome(worker_t *w, commit_state_t *cs, int committed, const 
     /* A failure is not a refusal: a rebalance after it is timed from its own
      * first refusal. */
     cs->refused_since = 0;
+    if (w->metrics) atomic_store_explicit(&w->metrics->holding_commits, false, memory_order_relaxed);
+    note_error(w, "offset commit failed", err);
     /* An idle pipeline tries again after a pause, not at every poll. */
     cs->next_flush = clock_now_ms() + IDLE_FLUSH_PAUSE_MS;
     if (idle) {
@@ -361,6 +411,7 @@ int worker_run(worker_t *w)
     slot_t *cur = NULL, *next = NULL;
     commit_state_t cs = {0, 0, 0};
     int64_t next_ping = clock_now_ms() + WORKER_DB_PING_MS;
+    int64_t next_refresh = 0; /* the dead letters are read at the first chance */
     bool committed_at_stop = false;
     int rc = 0;
     char err[1024];
@@ -391,7 +442,7 @@ int worker_run(worker_t *w)
                     int committed = w->consumer.flush(w->consumer.ctx, s->commit_timeout_ms, err, sizeof err);
                     commit_outcome(w, &cs, committed, err, true);
                 }
-                if (!atomic_load(w->stop)) idle_checks(w, &next_ping);
+                if (!atomic_load(w->stop)) idle_checks(w, &next_ping, &next_refresh);
                 continue;
             }
             cur->start_us = clock_now_us();
@@ -453,6 +504,7 @@ int worker_run(worker_t *w)
         w->consumer.release(w->consumer.ctx, cur->records);
         cur->records = NULL;
         if (rc != 0) break; /* the batch is logged: it is stored */
+        if (!stopping) refresh_dead_letters(w, &next_refresh);
         if (stopping) break;
         cur = next;
         next = NULL;

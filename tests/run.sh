@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: the unit test binaries in BUILD/unit, then every
 # tests/integration/*.sh suite. Each prints TAP lines ("ok N - name",
-# "not ok N - name"); this script counts them and ends with one summary
-# line "N passed, N failed". Exit status: 0 only if nothing failed and
-# something ran.
+# "not ok N - name"); this script shows each as its test ends, counts them
+# and ends with one summary line "N passed, N failed". Exit status: 0 only
+# if nothing failed and something ran.
 #
 #   tests/run.sh BUILD [SUITE-FILTER]
 #
@@ -39,12 +39,20 @@ run_suite() {
     local out="$log_dir/$name.log"
     echo "# suite $name"
     rm -f "$log_dir/$name".tsan.*
-    TSAN_OPTIONS="$tsan_options:log_path=$log_dir/$name.tsan" "$@" >"$out" 2>&1
+    # The full output goes to the log; each test's TAP line is shown as it
+    # arrives (tail follows the log until the suite has exited), so a long
+    # suite shows where it is. The suite writes to the file, not to a pipe: a
+    # daemon it leaves behind cannot hold the run open.
+    : >"$out" # tail must not show the last run's lines
+    TSAN_OPTIONS="$tsan_options:log_path=$log_dir/$name.tsan" "$@" >"$out" 2>&1 &
+    local pid=$!
+    tail -n +1 -s 0.2 --pid="$pid" -f "$out" 2>/dev/null |
+        grep --line-buffered -E '^(not )?ok [0-9]+' | sed -u 's/^/  /'
+    wait "$pid"
     local rc=$?
     local p f r
     p=$(grep -cE '^ok [0-9]+' "$out")
     f=$(grep -cE '^not ok [0-9]+' "$out")
-    grep -E '^(not )?ok [0-9]+' "$out" | sed 's/^/  /'
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         # A crash or a sanitizer report outside any test still fails the run.
         echo "  not ok - suite $name exited with status $rc"
@@ -71,7 +79,8 @@ for t in "$STORAGE_TEST_BUILD"/unit/test_*; do
     run_suite "$name" "$t"
 done
 
-for s in "$top"/tests/integration/*.sh; do
+# STORAGE_TEST_SUITES: another directory of suites (the runner's own test).
+for s in "${STORAGE_TEST_SUITES:-$top/tests/integration}"/*.sh; do
     name=$(basename "$s" .sh)
     [ "$name" = lib ] && continue
     [[ " ${SKIP_SUITES:-} " == *" $name "* ]] && continue

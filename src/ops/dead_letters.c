@@ -30,6 +30,7 @@
 #include "ops/args.h"
 #include "ops/connect.h"
 #include "ops/print.h"
+#include "ops/progress.h"
 #include "ops/redrive.h"
 #include "pg/dead_letters.h"
 #include "pg/db.h"
@@ -489,7 +490,31 @@ static void usage_redrive(FILE *out)
 typedef struct {
     const char *pipeline;
     size_t failing, truncated;
+    progress_t *progress; /* NULL: not on a terminal */
 } redrive_lines_t;
+
+static void show_progress(void *ctx, size_t examined)
+{
+    redrive_lines_t *p = ctx;
+    progress_update(p->progress, (long long)examined);
+}
+
+/* The progress line of one pipeline's redrive (DESIGN.md: Progress of long
+ * work): its total is counted only when the line is shown. NULL when not on
+ * a terminal or when the count failed (the redrive then reports it). */
+static progress_t *redrive_progress(const settings_t *s, db_conn_t *conn, const pipeline_def_t *def,
+                                    const char *type)
+{
+    if (!progress_wanted()) return NULL;
+    dead_letter_list_t l;
+    char err[1024], label[128];
+    if (dead_letters_list(conn, s->topic[def->id], type, 0, true, &l, err, sizeof err)) return NULL;
+    long long total = 0;
+    for (size_t r = 0; r < l.count_n; r++) total += l.counts[r].unresolved;
+    dead_letters_list_free(&l);
+    snprintf(label, sizeof label, "redrive %s", def->name);
+    return progress_new(label, total, "dead letters");
+}
 
 static void print_not_redrivable(void *ctx, int64_t id, long long payload_size, long long stored_bytes)
 {
@@ -522,12 +547,13 @@ static void print_more(const char *what, const char *pipeline, size_t printed)
 static int redrive_one(const settings_t *s, db_conn_t *conn, const pipeline_def_t *def, const char *type,
                        const char *by, bool dry_run, redrive_counts_t *total)
 {
-    redrive_lines_t lines = {.pipeline = def->name};
-    redrive_report_t report = {print_not_redrivable, print_still_failing, &lines};
+    redrive_lines_t lines = {.pipeline = def->name, .progress = redrive_progress(s, conn, def, type)};
+    redrive_report_t report = {print_not_redrivable, print_still_failing, &lines, show_progress};
     redrive_counts_t c = {0};
     char err[2048];
 
     int rc = redrive_pipeline(s, conn, def, type, by, dry_run, &report, &c, err, sizeof err);
+    progress_end(lines.progress);
     print_more("still_failing", def->name, lines.failing);
     print_more("not_redrivable", def->name, lines.truncated);
     printf("redrive pipeline=%s examined=%zu stored=%zu still_failing=%zu not_redrivable=%zu "

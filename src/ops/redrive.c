@@ -99,6 +99,7 @@ int redrive_pipeline(const settings_t *s, db_conn_t *conn, const pipeline_def_t 
         /* The records borrow the bytes of `letters`: free it only after. */
         rc = n > 0 ? redrive_batch(&rd, &letters, err, errlen) : 0;
         dead_letters_fetch_free(&letters);
+        if (rc == 0 && n > 0 && report->progress) report->progress(report->ctx, counts->examined);
         if (rc != 0 || n == 0) break;
     }
     batch_free(&rd.batch);

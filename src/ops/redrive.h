@@ -42,6 +42,8 @@ typedef struct {
     void (*not_redrivable)(void *ctx, int64_t id, long long payload_size, long long stored_bytes);
     void (*still_failing)(void *ctx, int64_t id, const char *error_type, const char *detail);
     void *ctx;
+    /* Optional: after each batch, how many were examined so far. */
+    void (*progress)(void *ctx, size_t examined);
 } redrive_report_t;
 
 /* Redrive the unresolved dead letters of `def`'s topic (of error_type

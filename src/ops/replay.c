@@ -56,6 +56,7 @@
 #include "log.h"
 #include "ops/args.h"
 #include "ops/connect.h"
+#include "ops/progress.h"
 #include "pg/db.h"
 #include "pg/offsets.h"
 
@@ -96,11 +97,20 @@ static int scan_partition(cluster_client_t *reader, const char *topic, int p, in
     int rc = -1;
     snprintf(err, errlen, "%s [%d]: could not read the messages from offset %" PRId64 " within %d ms",
              topic, p, from, REPLAY_SCAN_TIMEOUT_MS);
+    /* On a terminal, the read's progress (DESIGN.md: Progress of long
+     * work); not for the one message that checks the last timestamp. */
+    progress_t *progress = NULL;
+    if (hi - from > 1) {
+        char label[300];
+        snprintf(label, sizeof label, "replay: reading %s [%d]", topic, p);
+        progress = progress_new(label, hi - from, "messages");
+    }
     while (clock_now_ms() < deadline) {
         int64_t offset, ts;
         int got = cluster_read_next(reader, REPLAY_POLL_MS, &offset, &ts, why, sizeof why);
         if (got < 0) LOG_DEBUG("replay", "reader: %s", why);
         if (got <= 0) continue;
+        progress_update(progress, offset + 1 - from);
         if (ts >= time_ms) {
             *out = offset;
             rc = 0;
@@ -112,6 +122,7 @@ static int scan_partition(cluster_client_t *reader, const char *topic, int p, in
             break;
         }
     }
+    progress_end(progress);
     cluster_read_stop(reader);
     return rc;
 }

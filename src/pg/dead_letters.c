@@ -306,14 +306,17 @@ int dead_letters_fetch(db_conn_t *conn, const char *topic, const char *type, int
     snprintf(limit_text, sizeof limit_text, "%d", limit);
     const char *params[4] = {topic, type, after_text, limit_text};
     memset(out, 0, sizeof *out);
-    /* Binary results: bytea as its exact bytes; the other columns are text. */
+    /* Binary results: bytea as its exact bytes; the other columns are text.
+     * ORDER BY names the table's id: a bare `id` would be the output column
+     * id::text, sorted as text (1, 10, 100, 1000, 11, ...), and the pages,
+     * which continue after the last id, would skip and repeat dead letters. */
     PGresult *res = db_select(conn,
                               "SELECT id::text, partition::text, kafka_offset::text,"
                               " COALESCE(round(extract(epoch FROM kafka_timestamp) * 1000)::bigint, -1)::text,"
                               " message_key, payload, payload_size::text, octet_length(payload)::text"
                               " FROM dead_letter_events"
                               " WHERE topic = $1 AND resolved_at IS NULL AND ($2::text IS NULL OR error_type = $2)"
-                              " AND id > $3::bigint ORDER BY id LIMIT $4::int",
+                              " AND id > $3::bigint ORDER BY dead_letter_events.id LIMIT $4::int",
                               4, params, 1, err, errlen);
     if (!res) return -1;
     out->result = res;

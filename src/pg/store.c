@@ -201,6 +201,34 @@ int store_ping(store_t *st, char *err, size_t errlen, error_class_t *cls)
     return rc;
 }
 
+int store_unresolved_dead_letters(store_t *st, const char *topic, int64_t *counts, size_t n, char *err,
+                                  size_t errlen, error_class_t *cls)
+{
+    for (size_t i = 0; i < n; i++) counts[i] = 0;
+    arm_deadline(st);
+    int rc = store_connect(st, err, errlen, cls);
+    if (rc == 0) {
+        const char *params[1] = {topic};
+        PGresult *res = db_query(st->conn,
+                                 "SELECT error_type, count(*) FROM dead_letter_events "
+                                 "WHERE topic = $1 AND resolved_at IS NULL GROUP BY error_type",
+                                 1, params, NULL, NULL, st->deadline, err, errlen, cls);
+        if (res) {
+            for (int row = 0; row < PQntuples(res); row++) {
+                int i = decode_error_type_index(PQgetvalue(res, row, 0));
+                size_t slot = i >= 0 && (size_t)i < n - 1 ? (size_t)i : n - 1;
+                counts[slot] += strtoll(PQgetvalue(res, row, 1), NULL, 10);
+            }
+            PQclear(res);
+        } else {
+            rc = -1;
+        }
+    }
+    if (rc) store_disconnect(st);
+    st->deadline = 0;
+    return rc;
+}
+
 int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
     const char **names = malloc((b->count ? b->count : 1) * 2 * sizeof *names);

@@ -97,6 +97,15 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
  * and the connection dropped. */
 int store_ping(store_t *st, char *err, size_t errlen, error_class_t *cls);
 
+/* The unresolved dead letters of `topic` by error type into counts[n]:
+ * counts[i] for decode_error_types[i], counts[n - 1] for any other type
+ * (n is DECODE_ERROR_TYPE_COUNT + 1). On the store's connection, within
+ * one database attempt: the status page's snapshot (DESIGN.md: Status
+ * page). Returns 0, or -1 with `err` and *cls set and the connection
+ * dropped. */
+int store_unresolved_dead_letters(store_t *st, const char *topic, int64_t *counts, size_t n, char *err,
+                                  size_t errlen, error_class_t *cls);
+
 /* Drop the connection (after a transient error); the next call reconnects. */
 void store_disconnect(store_t *st);
 

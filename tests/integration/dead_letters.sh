@@ -167,6 +167,49 @@ test_redrive_stores_a_message_once_its_app_is_registered() {
     assert_eq 1 "$(broker_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 1)" "committed offset after the redrive"
 }
 
+# DESIGN.md: Progress of long work. Piped (as every other test runs it),
+# not a byte of progress; on a terminal (script(1) gives it a pty), the
+# line with done/total, rewritten with \r.
+test_redrive_shows_progress_only_on_a_terminal() {
+    begin_test redrive_progress
+    register_apps com.example.progress
+    local out tty
+    plant_reviews_of_progress 1 1200
+    out=$(dl_ok redrive)
+    assert_contains "$out" "redrive pipeline=reviews examined=1200 stored=1200"
+    assert_eq "" "$(cat "$WORK/$TEST_NAME.err")" "stderr of a piped redrive"
+    case "$out" in *"dead letters ("* | *$'\r'*) fail "progress on a pipe: $out" ;; esac
+
+    plant_reviews_of_progress 1201 2400
+    tty=$(timeout 120 script -qec "$(printf '%q ' env STORAGE_DATABASE_URL="$DB" "$BIN" dead-letters redrive)" /dev/null)
+    assert_contains "$tty" "redrive pipeline=reviews examined=1200 stored=1200" "the redrive ran"
+    assert_contains "$tty" $'\r''redrive reviews: ' "a progress line rewritten in place"
+    assert_contains "$tty" "redrive reviews: 1200/1200 dead letters (100%)" "done/total at the end"
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events WHERE resolved_at IS NULL")" "unresolved left"
+}
+
+# Ids 1..1200 in batches of 500: the pages must follow the ids' numeric
+# order (a page sorted as text, 1, 10, 100, 1000, ..., ended at an id that
+# skipped a hundred dead letters, and a dry run read some twice).
+test_redrive_pages_through_the_dead_letters_in_id_order() {
+    begin_test redrive_pages
+    register_apps com.example.progress
+    plant_reviews_of_progress 1 1200
+    assert_eq "1 1200" "$(sql "SELECT min(id), max(id) FROM dead_letter_events" | tr '|' ' ')" "planted ids"
+    assert_contains "$(dl_ok redrive --dry-run)" "redrive pipeline=reviews examined=1200 stored=1200" "dry run"
+    assert_contains "$(dl_ok redrive)" "redrive pipeline=reviews examined=1200 stored=1200"
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events WHERE resolved_at IS NULL")" "unresolved left"
+}
+
+# Dead letters of reviews FIRST..LAST (offsets on partition 0) whose app is
+# com.example.progress.
+plant_reviews_of_progress() { # first last
+    sql "INSERT INTO dead_letter_events (topic, partition, kafka_offset, payload, payload_size, error_type, error_detail)
+         SELECT 'reviews', 0, o, p, octet_length(p), 'unregistered_app', 'not registered'
+         FROM (SELECT o, convert_to(format('{\"package_name\":\"com.example.progress\",\"review_id\":\"p%s\",\"score\":4,\"thumbs_up_count\":1,\"reviewed_at\":\"2026-11-01T00:00:00Z\",\"last_synced_at\":\"2026-11-01T00:00:00Z\"}', o), 'UTF8') p
+               FROM generate_series($1, $2) o) planted"
+}
+
 test_redrive_twice_changes_nothing() {
     begin_test twice
     register_apps com.example.a

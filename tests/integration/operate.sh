@@ -624,6 +624,29 @@ test_replay_to_a_timestamp_starts_there() {
     assert_reviews_at "0 0 0" "0 0 0" "after a replay to the past"
 }
 
+# DESIGN.md: Progress of long work. Reading a partition to resolve a time
+# (the test broker never resolves one) shows done/total on a terminal, and
+# nothing when the output is piped.
+test_replay_shows_reading_progress_only_on_a_terminal() {
+    begin_test replay_progress
+    register_apps com.example.prog
+    local p i tty cmd vars
+    for p in 0 1 2; do
+        for i in $(seq 1 40); do review com.example.prog "r-$p-$i" 1 "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p $p
+    done
+    ingest_all first
+    op piped replay reviews --to 2000-01-01T00:00:00Z
+    assert_rc 0 piped
+    case "$(err piped)$(out piped)" in *"messages ("* | *$'\r'*) fail "progress on a pipe: $(err piped)" ;; esac
+
+    mapfile -t vars < <(svc_env tty)
+    cmd=$(printf '%q ' env "${vars[@]}" timeout 120 "$BIN" replay reviews --to 2000-01-01T00:00:00Z)
+    tty=$(script -qec "$cmd" /dev/null)
+    assert_contains "$tty" "replay: reading $TOPIC_REVIEWS [0]: 1/40 messages (2%)" "done/total on a terminal"
+    assert_contains "$tty" $'\r'"replay: reading $TOPIC_REVIEWS [2]: " "rewritten in place"
+    assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "the replay ran"
+}
+
 # Both records of the group's progress move to the targets, the database's
 # backwards too: it is where the service starts. The replay prints each
 # record's position before, from the database's own rows.

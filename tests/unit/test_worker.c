@@ -375,6 +375,81 @@ static void commits_refused_during_a_rebalance_do_not_count_toward_the_limit(voi
     assert_int_equal(fx->fake.commits, 12);
 }
 
+/* The status page's inputs (DESIGN.md: Status page), as the heartbeat sees
+ * them at each turn of the loop and each slice of a back-off. */
+typedef struct {
+    pipeline_metrics_t *pm;
+    int backing_off_seen, holding_seen;
+} observer_t;
+
+static void observe(void *ctx)
+{
+    observer_t *o = ctx;
+    o->backing_off_seen += atomic_load(&o->pm->backing_off);
+    o->holding_seen += atomic_load(&o->pm->holding_commits);
+}
+
+static int fake_unresolved(void *ctx, const char *topic, int64_t *counts, size_t n, char *err, size_t errlen,
+                           error_class_t *cls)
+{
+    (void)ctx, (void)topic, (void)err, (void)errlen, (void)cls;
+    for (size_t i = 0; i < n; i++) counts[i] = (int64_t)i;
+    return 0;
+}
+
+/* Runs the worker with metrics and an observer; returns the metrics (free
+ * them) and fills *o. */
+static metrics_t *run_observed(fixture_t *fx, observer_t *o, int expected_rc)
+{
+    metrics_t *m = metrics_new(&fx->settings);
+    o->pm = metrics_pipeline(m, PIPELINE_REVIEWS);
+    fx->worker.metrics = o->pm;
+    fx->worker.heartbeat = observe;
+    fx->worker.heartbeat_ctx = o;
+    assert_int_equal(worker_run(&fx->worker), expected_rc);
+    return m;
+}
+
+static void a_transient_error_shows_as_backing_off_and_is_the_last_error(void **state)
+{
+    fixture_t *fx = *state;
+    observer_t o = {0};
+    char error[METRICS_LAST_ERROR_LEN];
+    fx->fake.write_fail_times = 1;
+    fx->fake.write_fail_class = ERROR_CLASS_TRANSIENT;
+    metrics_t *m = run_observed(fx, &o, 0);
+    assert_true(o.backing_off_seen > 0);
+    assert_false(atomic_load(&o.pm->backing_off)); /* over once the batch is stored */
+    assert_true(metrics_last_error_get(o.pm, error, sizeof error) > 0);
+    assert_string_equal(error, "transient database error, retrying the batch: injected write failure");
+    metrics_free(m);
+}
+
+static void commits_refused_by_a_rebalance_show_as_holding_until_one_succeeds(void **state)
+{
+    fixture_t *fx = *state;
+    observer_t o = {0};
+    fx->fake.batches = 3;
+    fx->fake.commit_rebalancing_times = 1;
+    metrics_t *m = run_observed(fx, &o, 0);
+    assert_true(o.holding_seen > 0);
+    assert_false(atomic_load(&o.pm->holding_commits));
+    assert_int_equal(o.backing_off_seen, 0);
+    metrics_free(m);
+}
+
+static void a_pipeline_reads_the_unresolved_dead_letters_for_the_status_page(void **state)
+{
+    fixture_t *fx = *state;
+    observer_t o = {0};
+    fx->worker.store.unresolved = fake_unresolved;
+    metrics_t *m = run_observed(fx, &o, 0);
+    assert_true(atomic_load(&o.pm->unresolved_unix_ms) > 0);
+    for (int i = 0; i < METRICS_ERROR_TYPES; i++)
+        assert_int_equal(atomic_load(&o.pm->unresolved_dead_letters[i]), i);
+    metrics_free(m);
+}
+
 static void at_a_stop_a_commit_refused_by_a_rebalance_is_retried(void **state)
 {
     fixture_t *fx = *state;
@@ -709,6 +784,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_stop_in_a_back_off_releases_its_batches_before_committing_what_is_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(a_rebalance_that_never_ends_fails_the_pipeline, setup, teardown),
         cmocka_unit_test_setup_teardown(at_a_stop_a_commit_refused_by_a_rebalance_is_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_transient_error_shows_as_backing_off_and_is_the_last_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(commits_refused_by_a_rebalance_show_as_holding_until_one_succeeds, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_pipeline_reads_the_unresolved_dead_letters_for_the_status_page, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(pipelined_batch_commits_its_offsets_only_after_its_write_finished, setup, teardown),
         cmocka_unit_test_setup_teardown(transient_error_at_finish_retries_the_same_batch_before_the_next, setup, teardown),
         cmocka_unit_test_setup_teardown(stop_request_takes_no_new_batch_while_the_last_one_is_written, setup, teardown),

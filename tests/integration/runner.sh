@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# tests/run.sh itself (DESIGN.md: Progress of long work): each test's TAP
+# line is shown as the test ends, not when its suite ends, the full output
+# stays in BUILD/test-logs, and the last line keeps its format.
+. "$(dirname "$0")/lib.sh"
+
+test_run_sh_shows_each_test_as_it_ends_and_ends_with_the_counts() {
+    local suites=$WORK/suites build=$WORK/build start line first=-1 second=-1 last
+    mkdir -p "$suites" "$build"
+    cat >"$suites/slow.sh" <<'SUITE'
+echo "ok 1 - test_quick"
+echo "some diagnostic output"
+sleep 4
+echo "not ok 2 - test_slow"
+echo "1..2"
+SUITE
+    start=$(now_ms)
+    while IFS= read -r line; do
+        echo "$(($(now_ms) - start)) $line" >>"$WORK/seen"
+        [ "$line" = "  ok 1 - test_quick" ] && first=$(($(now_ms) - start))
+        [ "$line" = "  not ok 2 - test_slow" ] && second=$(($(now_ms) - start))
+    done < <(STORAGE_TEST_SUITES=$suites "$TOP/tests/run.sh" "$build" slow || true)
+    [ "$first" -ge 0 ] || fail "no 'ok 1' line: $(cat "$WORK/seen")"
+    [ "$second" -ge 0 ] || fail "no 'not ok 2' line: $(cat "$WORK/seen")"
+    # The suite sleeps 4 s between its two tests: shown as they end, their
+    # lines are seconds apart; shown at the suite's end, together.
+    [ $((second - first)) -ge 2500 ] ||
+        fail "the first test's line came only $((second - first)) ms before the second's: $(cat "$WORK/seen")"
+    last=$(tail -n 1 "$WORK/seen" | cut -d' ' -f2-)
+    assert_eq "1 passed, 1 failed" "$last" "the last line"
+    assert_contains "$(cat "$WORK/seen")" "  not ok 2 - test_slow"
+    assert_eq 1 "$(grep -cE '^[0-9]+   ok 1 - test_quick$' "$WORK/seen")" "each line shown once"
+    assert_contains "$(cat "$build/test-logs/slow.log")" "some diagnostic output" "the full log is kept"
+}
+
+run_tests
