@@ -194,7 +194,8 @@ say "0. decoding alone: the $REVIEWS messages through both readers, 3 alternatin
 DECODE_LINE=$("$DECODE" "$WORK/reviews.tsv" 3) || die "bench/decode_speed failed: $DECODE_LINE"
 DECODE_FAST=$(sed -n 's/.*fast_us=\([0-9.]*\).*/\1/p' <<<"$DECODE_LINE")
 DECODE_REF=$(sed -n 's/.*reference_us=\([0-9.]*\).*/\1/p' <<<"$DECODE_LINE")
-echo "decoding: $DECODE_FAST us per message, jansson alone $DECODE_REF" >&2
+DECODE_DECLINED=$(sed -n 's/.*declined=\([0-9]*\).*/\1/p' <<<"$DECODE_LINE")
+echo "decoding: $DECODE_FAST us per message, jansson alone $DECODE_REF; $DECODE_DECLINED of $REVIEWS left to jansson" >&2
 LAT_PACKAGE=$(head -1 "$WORK/apps.tsv" | cut -f1)
 
 # A fresh database: the App API's applications table (standing in for its
@@ -740,8 +741,8 @@ printf '   service time inside batches (sum of duration_ms / window; the rest is
 printf '   batch ms = p50/p99 per batch: service = its log'"'"'s duration_ms (decode .. Kafka commit), bare = BEGIN .. COMMIT;\n'
 printf '   others = CPU used by everything outside the benchmark during the window, share of the machine\n\n'
 
-printf '0. decoding alone, us per message (median of 3 passes): %s; jansson alone %s (%s x)\n\n' \
-    "$DECODE_FAST" "$DECODE_REF" "$(calc %.1f "$DECODE_REF / $DECODE_FAST")"
+printf '0. decoding alone, us per message (median of 3 passes): %s; jansson alone %s (%s x); %s of the messages left to jansson\n\n' \
+    "$DECODE_FAST" "$DECODE_REF" "$(calc %.1f "$DECODE_REF / $DECODE_FAST")" "$DECODE_DECLINED"
 
 printf '%-42s %7s %7s %7s %8s\n' "network-metrics publish -> visible" "p50 ms" "p99 ms" "max ms" "samples"
 printf '%-42s %7s %7s %7s %8s\n' "3. during the all-pipelines ingest" "$LP50" "$LP99" "$LMAX" "$LN"
@@ -822,6 +823,7 @@ cat >"$JSON" <<JSON
   "apps": $APPS,
   "decode_us_per_message": $DECODE_FAST,
   "decode_us_per_message_jansson_alone": $DECODE_REF,
+  "decode_messages_left_to_jansson": $DECODE_DECLINED,
   "peak_rss_mb": $PEAK_RSS,
   "bare_pg_batch_ms_p50": $(med bare batch_ms_p50),
   "reviews_batch_ms_p50": $(med fresh batch_ms_p50),
