@@ -79,8 +79,8 @@ for t in "$STORAGE_TEST_BUILD"/unit/test_*; do
     run_suite "$name" "$t"
 done
 
-# STORAGE_TEST_SUITES: another directory of suites (the runner's own test).
-for s in "${STORAGE_TEST_SUITES:-$top/tests/integration}"/*.sh; do
+# TEST_SUITES_DIR: another directory of suites (the runner's own test).
+for s in "${TEST_SUITES_DIR:-$top/tests/integration}"/*.sh; do
     name=$(basename "$s" .sh)
     [ "$name" = lib ] && continue
     [[ " ${SKIP_SUITES:-} " == *" $name "* ]] && continue

@@ -19,7 +19,7 @@ SUITE
         echo "$(($(now_ms) - start)) $line" >>"$WORK/seen"
         [ "$line" = "  ok 1 - test_quick" ] && first=$(($(now_ms) - start))
         [ "$line" = "  not ok 2 - test_slow" ] && second=$(($(now_ms) - start))
-    done < <(STORAGE_TEST_SUITES=$suites "$TOP/tests/run.sh" "$build" slow || true)
+    done < <(TEST_SUITES_DIR=$suites "$TOP/tests/run.sh" "$build" slow || true)
     [ "$first" -ge 0 ] || fail "no 'ok 1' line: $(cat "$WORK/seen")"
     [ "$second" -ge 0 ] || fail "no 'not ok 2' line: $(cat "$WORK/seen")"
     # The suite sleeps 4 s between its two tests: shown as they end, their
