@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
+
 /* Entries live in an array (a name keeps its entry until a rebuild sheds
  * it); the hash table holds only their indices, with linear probing in a
  * power-of-two table kept at most half full. Entries are never deleted one by
@@ -27,16 +29,7 @@ struct app_cache {
     uint64_t batch;  /* the batch being resolved; 0: none yet */
 };
 
-/* FNV-1a, 64 bits. */
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 14695981039346656037ULL;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
+static uint64_t name_hash(const char *s) { return hash_fnv1a(s, HASH_FNV_OFFSET); }
 
 /* The slot holding `name`, or the empty slot where it belongs. */
 static uint32_t *find(const app_cache_t *c, const char *name, uint64_t h)

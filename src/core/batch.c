@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
+
 void batch_init(batch_t *b, const pipeline_def_t *def)
 {
     memset(b, 0, sizeof *b);
@@ -67,17 +69,6 @@ static void index_free(key_index_t *t)
     free(t->hash);
 }
 
-static uint64_t fnv1a(const char *s, uint64_t h)
-{
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
-#define FNV_OFFSET 14695981039346656037ULL
-
 /* The slot of the entry whose key equals entry i's (same(b, i, j)), or the
  * empty slot where i belongs. t->hash[i] must be set. */
 static uint32_t *index_find(key_index_t *t, const batch_t *b, size_t i,
@@ -103,7 +94,7 @@ size_t batch_package_names(const batch_t *b, const char **names)
     index_init(&seen, b->count);
     for (size_t i = 0; i < b->count; i++) {
         if (b->entries[i].state != ENTRY_EVENT) continue;
-        seen.hash[i] = fnv1a(event_package_name(&b->entries[i].event), FNV_OFFSET);
+        seen.hash[i] = hash_fnv1a(event_package_name(&b->entries[i].event), HASH_FNV_OFFSET);
         uint32_t *s = index_find(&seen, b, i, same_package);
         if (*s == 0) {
             *s = (uint32_t)(i + 1);
@@ -167,8 +158,8 @@ size_t batch_deduplicate(batch_t *b)
     for (size_t i = 0; i < b->count; i++) {
         entry_t *e = &b->entries[i];
         if (e->state != ENTRY_EVENT) continue;
-        uint64_t h = fnv1a(event_column(&e->event, b->key_column), FNV_OFFSET);
-        if (b->def->key_includes_app) h = (h ^ (uint64_t)e->application_id) * 1099511628211ULL;
+        uint64_t h = hash_fnv1a(event_column(&e->event, b->key_column), HASH_FNV_OFFSET);
+        if (b->def->key_includes_app) h = (h ^ (uint64_t)e->application_id) * HASH_FNV_PRIME;
         winners.hash[i] = h;
         uint32_t *s = index_find(&winners, b, i, same_key);
         if (*s == 0) {
