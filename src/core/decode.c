@@ -647,15 +647,30 @@ static int decode_with(const pipeline_def_t *def, const void *value, size_t len,
 {
     jv_key_t names[EVENT_MAX_COLUMNS + 1];
     jv_t vals[EVENT_MAX_COLUMNS + 1];
-    size_t n = def->field_count + 1;
 
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
+    size_t n = decode_member_names(def, names);
+    if (fast && json_fast_read(value, len, names, n, vals)) return decode_values(def, vals, ev, rej);
+    return decode_reference(def, value, len, names, n, ev, rej);
+}
+
+size_t decode_member_names(const pipeline_def_t *def, jv_key_t names[EVENT_MAX_COLUMNS + 1])
+{
     names[0] = (jv_key_t){"package_name", strlen("package_name")};
     for (size_t i = 0; i < def->field_count; i++)
         names[i + 1] = (jv_key_t){def->fields[i].name, strlen(def->fields[i].name)};
-    if (fast && json_fast_read(value, len, names, n, vals)) return decode_values(def, vals, ev, rej);
-    return decode_reference(def, value, len, names, n, ev, rej);
+    return def->field_count + 1;
+}
+
+bool event_equal(const pipeline_def_t *def, const event_t *a, const event_t *b)
+{
+    if (strcmp(event_package_name(a), event_package_name(b)) != 0 || a->version != b->version) return false;
+    for (size_t i = 0; i < def->field_count; i++) {
+        const char *x = event_column(a, i), *y = event_column(b, i);
+        if ((x == NULL) != (y == NULL) || (x && strcmp(x, y) != 0)) return false;
+    }
+    return true;
 }
 
 int decode_record(const pipeline_def_t *def, const void *value, size_t len, event_t *ev,

@@ -1654,11 +1654,9 @@ static void every_error_type_is_known_and_nothing_else(void **state)
 static bool fast_reader_reads(pipeline_id_t p, char *json)
 {
     const pipeline_def_t *def = pipeline_get(p);
-    jv_key_t names[EVENT_MAX_COLUMNS + 1] = {{"package_name", 12}};
+    jv_key_t names[EVENT_MAX_COLUMNS + 1];
     jv_t vals[EVENT_MAX_COLUMNS + 1];
-    for (size_t i = 0; i < def->field_count; i++)
-        names[i + 1] = (jv_key_t){def->fields[i].name, strlen(def->fields[i].name)};
-    bool read = json_fast_read(json, strlen(json), names, def->field_count + 1, vals);
+    bool read = json_fast_read(json, strlen(json), names, decode_member_names(def, names), vals);
     free(json);
     return read;
 }
