@@ -41,11 +41,6 @@ static void note_error(worker_t *w, const char *what, const char *err)
     metrics_last_error(w->metrics, text);
 }
 
-static void set_backing_off(worker_t *w, bool on)
-{
-    if (w->metrics) atomic_store_explicit(&w->metrics->backing_off, on, memory_order_relaxed);
-}
-
 /* Sleep `ms`, in slices, returning early (true) when a stop is requested:
  * a stop request interrupts the back-off. */
 static bool sleep_interruptible(worker_t *w, long ms)
@@ -58,6 +53,17 @@ static bool sleep_interruptible(worker_t *w, long ms)
         if (w->heartbeat) w->heartbeat(w->heartbeat_ctx);
     }
     return atomic_load(w->stop);
+}
+
+/* The back-off after a transient database error: sleep_interruptible,
+ * shown as "backing off" on the status page meanwhile (DESIGN.md: Status
+ * page). */
+static bool back_off(worker_t *w, long ms)
+{
+    if (w->metrics) atomic_store_explicit(&w->metrics->backing_off, true, memory_order_relaxed);
+    bool stopped = sleep_interruptible(w, ms);
+    if (w->metrics) atomic_store_explicit(&w->metrics->backing_off, false, memory_order_relaxed);
+    return stopped;
 }
 
 static void log_rejects(const worker_t *w, const batch_t *b)
@@ -148,10 +154,7 @@ static int assignment_step(worker_t *w, const char *what, const char *topic, int
                               LF_STR("sqlstate", retry_sqlstate_of(err, state)), LF_STR("error", err)),
                    "transient database error %s, retrying", what);
         if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
-        set_backing_off(w, true);
-        bool stopped = sleep_interruptible(w, delay);
-        set_backing_off(w, false);
-        if (stopped) {
+        if (back_off(w, delay)) {
             char why[512];
             snprintf(why, sizeof why, "%s", err);
             snprintf(err, errlen, "stop requested while retrying: %s", why);
@@ -208,10 +211,7 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
                        "transient database error, retrying the same batch");
             w->store.disconnect(w->store.ctx);
             if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
-            set_backing_off(w, true);
-            bool stopped = sleep_interruptible(w, delay);
-            set_backing_off(w, false);
-            if (stopped) {
+            if (back_off(w, delay)) {
                 LOG_WARN(w->def->name, "stop requested during the back-off: batch of %zu left uncommitted, it will be redelivered",
                          sl->n);
                 return 1;
