@@ -2,6 +2,7 @@
  * duplicated. main parses the command line and the settings and decides the
  * exit code; the work is done by the modules it calls. */
 #include <jansson.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -170,6 +171,14 @@ int main(int argc, char **argv)
     settings_t settings;
     char err[1024];
     int rc;
+
+    /* Buffers of 128 KiB and more get pages of their own, returned to the
+     * system when freed. librdkafka decompresses each fetched message set
+     * (about 1 MiB) on a broker thread and the worker frees it: with glibc's
+     * default the threshold rises to that size after the first free, the
+     * sets land in the threads' heaps, and the heaps keep their freed pages
+     * (DESIGN.md: Settings and budgets). Fixing the threshold keeps it. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 
     for (; i < argc; i++) {
         if (strcmp(argv[i], "--env-file") == 0) {

@@ -76,13 +76,16 @@ rd_kafka_conf_t *kafka_conf_new(const settings_t *s, pipeline_id_t id, char *err
      * the partitions that stay where they are. */
     SET("partition.assignment.strategy", "cooperative-sticky", "(built in)");
     SET("client.id", group, "(built in)");
-    /* Bounded local queue: memory stays flat with any backlog. 8 MiB of
-     * records (about 16,000 reviews) keeps a replay fed; fetches of 256 KiB
-     * per partition (librdkafka grows them for a larger record) keep the
-     * decompressed fetch responses small. With 16 MiB and librdkafka's 1 MiB
-     * the service's peak RSS under the benchmark's backlog was 72-86 MiB;
-     * with these, 41-57 MiB (DESIGN.md: Settings and budgets). */
-    SET("queued.max.messages.kbytes", "8192", "(built in)");
+    /* Bounded local queue: memory stays flat with any backlog. librdkafka
+     * (2.0) fetches again only after the queue fell below this bound and a
+     * broker thread next wakes, at most 1 s later: the queue must hold about
+     * a second of what PostgreSQL takes, or that second caps the rate. With 8
+     * MiB a replay ran at 21,500 records/s, the queue empty most of each
+     * second; with 16 MiB, 39,000, as fast as bare PostgreSQL. Fetches of
+     * 256 KiB per partition (librdkafka grows them for a larger record) keep
+     * what arrives after the bound is crossed small (DESIGN.md: Settings and
+     * budgets). */
+    SET("queued.max.messages.kbytes", "16384", "(built in)");
     SET("max.partition.fetch.bytes", "262144", "(built in)");
     for (size_t i = 0; i < s->kafka_property_count; i++) {
         char var[256];
