@@ -580,20 +580,29 @@ static int send_commit(consumer_t *c, const rd_kafka_topic_partition_list_t *off
 int consumer_commit(consumer_t *c, const record_t *records, size_t count, int timeout_ms, char *err,
                     size_t errlen)
 {
+    int64_t top = -1; /* the highest offset of the current run */
     for (size_t i = 0; i < count; i++) {
         const record_t *r = &records[i];
+        if (r->offset > top) top = r->offset;
+        /* A batch holds runs of one partition's records (a fetched message
+         * set each): the partition's lists are searched once per run, not
+         * once per record. */
+        const record_t *after = i + 1 < count ? &records[i + 1] : NULL;
+        if (after && after->partition == r->partition && strcmp(after->topic, r->topic) == 0) continue;
+        int64_t next = top + 1;
+        top = -1;
         /* Never commit for a partition this member no longer owns: the new
          * owner's commits must not be overwritten by ours. */
         if (!rd_kafka_topic_partition_list_find(c->owned, r->topic, r->partition)) continue;
         /* The rows, and the position with them, are committed already. */
-        set_stored(c, r->topic, r->partition, r->offset + 1);
+        set_stored(c, r->topic, r->partition, next);
         rd_kafka_topic_partition_t *p =
             rd_kafka_topic_partition_list_find(c->pending, r->topic, r->partition);
         if (!p) {
             p = rd_kafka_topic_partition_list_add(c->pending, r->topic, r->partition);
-            p->offset = r->offset + 1;
-        } else if (r->offset + 1 > p->offset) {
-            p->offset = r->offset + 1;
+            p->offset = next;
+        } else if (next > p->offset) {
+            p->offset = next;
         }
     }
     if (c->pending->cnt == 0) return 0;
