@@ -171,6 +171,8 @@ static int finish_adapter(void *ctx, batch_t *b, batch_counts_t *c, char *err, s
 {
     return store_write_finish(ctx, b, c, err, errlen, cls);
 }
+static bool prepare_adapter(void *ctx, batch_t *b) { return store_prepare(ctx, b); }
+static bool prepared_adapter(void *ctx, const batch_t *b) { return store_prepared(ctx, b); }
 
 static int positions_adapter(void *ctx, const char *topic, int n, int64_t *next, char *err, size_t errlen,
                              error_class_t *cls)
@@ -294,9 +296,18 @@ int supervisor_run(const settings_t *s, const char *version)
             .settings = s,
             .def = pipeline_get((pipeline_id_t)i),
             .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter, flush_adapter},
-            .store = {p->store, resolve_adapter, write_adapter, disconnect_adapter, start_adapter,
-                      finish_adapter, positions_adapter, record_starts_adapter, ping_adapter,
-                      unresolved_adapter},
+            .store = {.ctx = p->store,
+                      .resolve = resolve_adapter,
+                      .write = write_adapter,
+                      .disconnect = disconnect_adapter,
+                      .start = start_adapter,
+                      .finish = finish_adapter,
+                      .positions = positions_adapter,
+                      .record_starts = record_starts_adapter,
+                      .ping = ping_adapter,
+                      .unresolved = unresolved_adapter,
+                      .prepare = prepare_adapter,
+                      .prepared = prepared_adapter},
             .stop = &stop,
             .metrics = pm,
             .heartbeat = heartbeat,

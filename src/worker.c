@@ -221,7 +221,7 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
         memset(counts, 0, sizeof *counts);
         int rc = w->store.resolve(w->store.ctx, &sl->batch, err, errlen, &cls);
         if (rc == 0) {
-            counts->superseded = batch_deduplicate(&sl->batch);
+            batch_deduplicate(&sl->batch);
             rc = w->store.write(w->store.ctx, &sl->batch, counts, err, errlen, &cls);
         }
         if (rc == 0) {
@@ -242,16 +242,18 @@ static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, ba
 
     if (!w->store.start) return store_batch(w, sl, 0, err, sizeof err, cls, counts);
     memset(counts, 0, sizeof *counts);
-    int rc = w->store.resolve(w->store.ctx, &sl->batch, err, sizeof err, &cls);
-    if (rc == 0) {
-        counts->superseded = batch_deduplicate(&sl->batch);
-        rc = w->store.start(w->store.ctx, &sl->batch, err, sizeof err, &cls);
+    int rc = 0;
+    if (!w->store.prepared || !w->store.prepared(w->store.ctx, &sl->batch)) {
+        rc = w->store.resolve(w->store.ctx, &sl->batch, err, sizeof err, &cls);
+        if (rc == 0) batch_deduplicate(&sl->batch);
     }
+    if (rc == 0) rc = w->store.start(w->store.ctx, &sl->batch, err, sizeof err, &cls);
     if (rc != 0) return store_batch(w, sl, 1, err, sizeof err, cls, counts);
 
-    /* Overlap: decoding is the service's own cost; done while PostgreSQL
-     * works, it no longer adds to the batch time. Not after a stop request:
-     * only the in-flight batch is finished. */
+    /* Overlap: decoding, and resolving from the application cache, are the
+     * service's own cost; done while PostgreSQL works, they no longer add to
+     * the batch time. Not after a stop request: only the in-flight batch is
+     * finished. */
     if (!atomic_load(w->stop)) {
         char perr[1024];
         int m = w->consumer.poll(w->consumer.ctx, (size_t)s->max_poll_records[w->def->id], 0,
@@ -260,6 +262,7 @@ static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, ba
             spare->start_us = clock_now_us();
             spare->n = (size_t)m;
             batch_decode(&spare->batch, spare->records, spare->n);
+            if (w->store.prepare) w->store.prepare(w->store.ctx, &spare->batch);
             *next = spare;
         } else if (m < 0) {
             /* Finish this batch first: its rows are worth committing. */

@@ -63,6 +63,12 @@ typedef struct {
      * counts[n] (see store_unresolved_dead_letters); one attempt. */
     int (*unresolved)(void *ctx, const char *topic, int64_t *counts, size_t n, char *err, size_t errlen,
                       error_class_t *cls);
+    /* Optional, both or neither, with start: resolve and de-duplicate the
+     * next batch while PostgreSQL writes the current one, without the
+     * database (see store_prepare), and whether that still holds when the
+     * batch's turn comes (store_prepared); if not, resolve runs. */
+    bool (*prepare)(void *ctx, batch_t *b);
+    bool (*prepared)(void *ctx, const batch_t *b);
 } worker_store_t;
 
 /* An idle pipeline checks PostgreSQL this often (DESIGN.md: Probes and

@@ -32,6 +32,7 @@ void batch_decode(batch_t *b, record_t *records, size_t count)
     }
     b->records = records;
     b->count = count;
+    b->generation++;
     for (size_t i = 0; i < count; i++) {
         entry_t *e = &b->entries[i];
         e->application_id = -1;

@@ -50,6 +50,9 @@ typedef struct {
     entry_t *entries;  /* owned; one per record, kept across batches */
     size_t capacity;
     size_t key_column; /* the column of def->key_field */
+    /* How many times the batch was decoded: what was derived from one
+     * decode (a COPY text written ahead) is not taken for the next. */
+    uint64_t generation;
 } batch_t;
 
 /* The offsets a batch covers in one partition. */

@@ -68,6 +68,15 @@ struct store {
     int64_t deadline;
     /* Reused per batch: the indexes of the entries to upsert. */
     size_t *pending;
+    /* The batch store_prepare resolved from the cache alone, with the COPY
+     * text of its events (`rows` of them) written ahead. Its first attempt
+     * sends that text; a resolve of any batch, or an attempt, ends it. */
+    struct {
+        const batch_t *batch; /* NULL: none */
+        uint64_t generation; /* the batch's, when prepared */
+        size_t rows;
+        buf_t copy;
+    } prepared;
 };
 
 store_t *store_new(const settings_t *s, const pipeline_def_t *def)
@@ -119,6 +128,7 @@ void store_free(store_t *st)
     free(st->progress_group);
     free(st->epochs);
     free(st->copy.data);
+    free(st->prepared.copy.data);
     free(st->pending);
     free(st);
 }
@@ -236,6 +246,9 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
     int rc = -1;
 
     if (!names) abort();
+    /* A resolve (of this batch or the one in flight, whose retry may have
+     * learnt new ids) ends any batch prepared ahead: it is resolved again. */
+    st->prepared.batch = NULL;
     const char **stale = names + (b->count ? b->count : 1);
     size_t n = batch_package_names(b, names);
     arm_deadline(st);
@@ -289,29 +302,70 @@ static void copy_escape(buf_t *b, const char *s)
     b->data[b->len] = '\0';
 }
 
+/* The COPY text of entry `e`'s row, appended to `out`. */
+static void copy_row(buf_t *out, const batch_t *b, const entry_t *e)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%lld", (long long)e->application_id);
+    buf_str(out, num);
+    for (size_t c = 0; c < b->def->field_count; c++) {
+        const char *v = event_column(&e->event, c);
+        buf_add(out, "\t", 1);
+        if (v) copy_escape(out, v);
+        else buf_add(out, "\\N", 2);
+    }
+    buf_add(out, "\n", 1);
+}
+
 /* COPY the entries pending[0..n) into the stage. Returns 0 or -1 with
  * err/cls. */
 static int copy_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n, char *err,
                       size_t errlen, error_class_t *cls)
 {
-    char num[24];
-
     st->copy.len = 0;
-    for (size_t k = 0; k < n; k++) {
-        const entry_t *e = &b->entries[pending[k]];
-        snprintf(num, sizeof num, "%lld", (long long)e->application_id);
-        buf_str(&st->copy, num);
-        for (size_t c = 0; c < b->def->field_count; c++) {
-            const char *v = event_column(&e->event, c);
-            buf_add(&st->copy, "\t", 1);
-            if (v) copy_escape(&st->copy, v);
-            else buf_add(&st->copy, "\\N", 2);
-        }
-        buf_add(&st->copy, "\n", 1);
-    }
-
+    for (size_t k = 0; k < n; k++) copy_row(&st->copy, b, &b->entries[pending[k]]);
     return db_copy_in(st->conn, st->copy_sql, st->copy.data, st->copy.len, st->deadline, err, errlen,
                       cls);
+}
+
+bool store_prepared(const store_t *st, const batch_t *b)
+{
+    return st->prepared.batch == b && st->prepared.generation == b->generation;
+}
+
+bool store_prepare(store_t *st, batch_t *b)
+{
+    st->prepared.batch = NULL;
+    const char **names = malloc((b->count ? b->count : 1) * 2 * sizeof *names);
+    if (!names) abort();
+    size_t n = batch_package_names(b, names);
+    size_t k = app_cache_begin(st->apps, names, n, clock_now_ms(), names + (b->count ? b->count : 1));
+    free(names);
+    if (k > 0) return false; /* the registry is asked in turn, by store_resolve */
+    batch_bind(b, app_cache_lookup, st->apps);
+    batch_deduplicate(b);
+    st->prepared.batch = b;
+    st->prepared.generation = b->generation;
+    st->prepared.rows = 0;
+    st->prepared.copy.len = 0;
+    for (size_t i = 0; i < b->count; i++) {
+        if (b->entries[i].state != ENTRY_EVENT) continue;
+        copy_row(&st->prepared.copy, b, &b->entries[i]);
+        st->prepared.rows++;
+    }
+    return true;
+}
+
+/* COPY the events of a first attempt: the text store_prepare wrote if it
+ * is this batch's (the buffers trade places), else written now. */
+static int copy_events(store_t *st, batch_t *b, size_t n, char *err, size_t errlen, error_class_t *cls)
+{
+    if (!store_prepared(st, b) || st->prepared.rows != n) return copy_chunk(st, b, st->pending, n, err, errlen, cls);
+    buf_t text = st->prepared.copy;
+    st->prepared.copy = st->copy;
+    st->copy = text;
+    st->prepared.batch = NULL;
+    return db_copy_in(st->conn, st->copy_sql, st->copy.data, st->copy.len, st->deadline, err, errlen, cls);
 }
 
 /* Count the upsert's RETURNING (xmax = 0) rows: inserted or updated; the
@@ -441,7 +495,10 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
     }
     if (rc == 0)
         rc = dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls);
-    if (rc == 0 && n) rc = copy_chunk(st, b, st->pending, n, err, errlen, cls);
+    if (rc == 0 && n) rc = copy_events(st, b, n, err, errlen, cls);
+    /* Only a first attempt uses the text: a later one may have rejected
+     * records meanwhile. */
+    if (st->prepared.batch == b) st->prepared.batch = NULL;
     if (rc == 0 && hook->fn) {
         rc = hook->fn(hook->ctx, st->conn, st->deadline, b, err, errlen, cls);
         if (rc != 0 && *cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;

@@ -46,6 +46,21 @@ int store_record_starts(store_t *st, const char *topic, int n, const int64_t *ne
  * needed. Returns 0, or -1 with `err` and *cls set. */
 int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls);
 
+/* What store_resolve and the de-duplication do, and the COPY text of the
+ * events written ahead, while the store's connection may be busy with
+ * another batch (the one in flight): possible only when every package name
+ * of the batch is fresh in the application cache, which never asks the
+ * database. Returns true when the batch is resolved and de-duplicated (its
+ * first store_write_start then sends the text written here), false when the
+ * registry must be asked. */
+bool store_prepare(store_t *st, batch_t *b);
+
+/* Whether `b` (as decoded now) is still prepared: a store_resolve of any
+ * batch since (the in-flight one's retry may have learnt that a cached id
+ * is gone) or an attempt to write it ends that. When false, resolve and
+ * de-duplicate it as any batch. */
+bool store_prepared(const store_t *st, const batch_t *b);
+
 /* Run inside a batch's transaction, on the store's connection, by the
  * attempt's deadline (`deadline_ms`, which the store's own statements keep
  * too), after the dead letters and the COPY of the events and before the

@@ -25,6 +25,11 @@ typedef struct {
     int commit_fail_times; /* -1: always */
     int commit_rebalancing_times; /* commits answered "group rebalancing" (-1: always) */
     int finish_fail_times;         /* pipelined writes failing at finish (transient) */
+    int start_fail_on;             /* the pipelined start that fails (transient; 0: none) */
+    int starts;
+    bool prepare_fails;            /* prepare leaves the batch to resolve */
+    const batch_t *prepared;       /* as the store: the batch prepared ahead, until any resolve */
+    uint64_t prepared_generation;
     int finishes;
     int64_t committed_first_offsets[8]; /* first offset of each committed batch */
     int ncommitted;
@@ -138,8 +143,10 @@ static int64_t known_app(void *ctx, const char *name)
 
 static int fake_resolve(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
+    fake_t *f = ctx;
     (void)err, (void)errlen, (void)cls;
-    note(ctx, "resolve");
+    note(f, "resolve");
+    f->prepared = NULL;
     batch_bind(b, known_app, NULL);
     return 0;
 }
@@ -163,9 +170,35 @@ static int fake_write(void *ctx, batch_t *b, batch_counts_t *counts, char *err, 
 
 static int fake_start(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
-    (void)b, (void)err, (void)errlen, (void)cls;
-    note(ctx, "start");
+    fake_t *f = ctx;
+    note(f, "start");
+    /* Every batch is written resolved: bound to its application. */
+    for (size_t i = 0; i < b->count; i++)
+        if (b->entries[i].state == ENTRY_EVENT && b->entries[i].application_id != 7)
+            fail_msg("batch started unresolved");
+    if (++f->starts == f->start_fail_on) {
+        snprintf(err, errlen, "injected: connection lost");
+        *cls = ERROR_CLASS_TRANSIENT;
+        return -1;
+    }
     return 0;
+}
+
+static bool fake_prepare(void *ctx, batch_t *b)
+{
+    fake_t *f = ctx;
+    note(f, "prepare");
+    if (f->prepare_fails) return false;
+    batch_bind(b, known_app, NULL);
+    f->prepared = b;
+    f->prepared_generation = b->generation;
+    return true;
+}
+
+static bool fake_prepared(void *ctx, const batch_t *b)
+{
+    const fake_t *f = ctx;
+    return f->prepared == b && f->prepared_generation == b->generation;
 }
 
 static int fake_finish(void *ctx, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
@@ -586,6 +619,59 @@ static void transient_error_at_finish_retries_the_same_batch_before_the_next(voi
     assert_int_equal(fx->fake.committed_first_offsets[1], 20);
 }
 
+/* Pipelined, and the next batch resolved ahead as the store does. */
+static void prepared_ahead(fixture_t *fx)
+{
+    pipelined(fx);
+    fx->worker.store.prepare = fake_prepare;
+    fx->worker.store.prepared = fake_prepared;
+}
+
+static void a_batch_resolved_from_the_cache_while_another_is_written_is_not_resolved_again(void **state)
+{
+    fixture_t *fx = *state;
+    prepared_ahead(fx);
+    fx->fake.batches = 3;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake), "poll resolve start poll prepare finish commit "
+                                          "start poll prepare finish commit start poll finish commit");
+    assert_int_equal(fx->fake.ncommitted, 3);
+}
+
+static void a_batch_the_cache_cannot_resolve_ahead_is_resolved_in_its_turn(void **state)
+{
+    fixture_t *fx = *state;
+    prepared_ahead(fx);
+    fx->fake.prepare_fails = true;
+    fx->fake.batches = 2;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake),
+                        "poll resolve start poll prepare finish commit resolve start poll finish commit");
+}
+
+static void a_prepared_batch_whose_write_fails_is_decoded_and_resolved_again(void **state)
+{
+    fixture_t *fx = *state;
+    prepared_ahead(fx);
+    fx->fake.batches = 2;
+    fx->fake.start_fail_on = 2; /* the prepared batch's */
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake), "poll resolve start poll prepare finish commit "
+                                          "start disconnect resolve write commit poll");
+    assert_int_equal(fx->fake.committed_first_offsets[1], 20);
+}
+
+static void a_prepared_batch_is_resolved_again_after_the_one_before_it_was_retried(void **state)
+{
+    fixture_t *fx = *state;
+    prepared_ahead(fx);
+    fx->fake.batches = 2;
+    fx->fake.finish_fail_times = 1; /* the first batch's: its retry may learn new ids */
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake), "poll resolve start poll prepare finish disconnect resolve write commit "
+                                          "resolve start poll finish commit");
+}
+
 static void stop_request_takes_no_new_batch_while_the_last_one_is_written(void **state)
 {
     fixture_t *fx = *state;
@@ -791,6 +877,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(pipelined_batch_commits_its_offsets_only_after_its_write_finished, setup, teardown),
         cmocka_unit_test_setup_teardown(transient_error_at_finish_retries_the_same_batch_before_the_next, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_batch_resolved_from_the_cache_while_another_is_written_is_not_resolved_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_batch_the_cache_cannot_resolve_ahead_is_resolved_in_its_turn, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_prepared_batch_whose_write_fails_is_decoded_and_resolved_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_prepared_batch_is_resolved_again_after_the_one_before_it_was_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(stop_request_takes_no_new_batch_while_the_last_one_is_written, setup, teardown),
         cmocka_unit_test_setup_teardown(unregistered_app_is_dead_lettered_not_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(unregistered_multibyte_name_gives_a_valid_utf8_detail, setup, teardown),
