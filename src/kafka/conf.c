@@ -81,7 +81,7 @@ rd_kafka_conf_t *kafka_conf_new(const settings_t *s, pipeline_id_t id, char *err
      * broker thread next wakes, at most 1 s later: the queue must hold about
      * a second of what PostgreSQL takes, or that second caps the rate. With 8
      * MiB a replay ran at 21,500 records/s, the queue empty most of each
-     * second; with 16 MiB, 39,000, as fast as bare PostgreSQL. Fetches of
+     * second; with 16 MiB, 35,000-39,000 on the same machine. Fetches of
      * 256 KiB per partition (librdkafka grows them for a larger record) keep
      * what arrives after the bound is crossed small (DESIGN.md: Settings and
      * budgets). */
