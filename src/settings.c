@@ -195,6 +195,7 @@ const settings_doc_t settings_catalog[] = {
     {"STORAGE_APPLICATION_CACHE_TTL_SECONDS", "300", "package name -> application id cache; 0: none"},
     {"STORAGE_SHUTDOWN_TIMEOUT_SECONDS", "30", "time to finish the batch in flight and leave the group"},
     {"STORAGE_COMMIT_FAILURE_LIMIT", "5", "offset commits failing in a row before exit 1"},
+    {"STORAGE_FETCH_STALL_SECONDS", "60", "a partition with records its leader holds and none fetched this long fails its pipeline; 0: never"},
     {"STORAGE_HEARTBEAT_DIR", "/tmp/storage-consumer", "one heartbeat file per pipeline"},
     {"STORAGE_HEALTH_MAX_AGE_SECONDS", "90", "`health` reports a staler heartbeat as unhealthy"},
     {"STORAGE_LOG_LEVEL", "info", "debug, info, warn or error"},
@@ -411,6 +412,7 @@ static int load(loader_t *l, settings_t *s)
         get_int(l, "STORAGE_SHUTDOWN_TIMEOUT_SECONDS", 30, 1, 3600,
                 &s->shutdown_timeout_seconds) ||
         get_int(l, "STORAGE_COMMIT_FAILURE_LIMIT", 5, 1, 1000, &s->commit_failure_limit) ||
+        get_int(l, "STORAGE_FETCH_STALL_SECONDS", 60, 0, 86400, &s->fetch_stall_seconds) ||
         get_int(l, "STORAGE_HEALTH_MAX_AGE_SECONDS", 90, 1, 86400, &s->health_max_age_seconds))
         return -1;
 

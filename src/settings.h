@@ -51,6 +51,7 @@ typedef struct {
     int commit_failure_limit;
     char *heartbeat_dir;
     int health_max_age_seconds;
+    int fetch_stall_seconds; /* 0: never judged */
     log_level_t log_level;
     log_format_t log_format;
     char *metrics_addr; /* NULL: no metrics endpoint */

@@ -23,6 +23,12 @@
 #define CONSUMER_MISSING_TOPIC_GRACE_MS 30000
 #define CONSUMER_MISSING_TOPIC_RECHECK_MS 2000
 #define CONSUMER_METADATA_TIMEOUT_MS 5000
+/* The stalled-fetch check (check_stalled_fetch) asks the leaders at most
+ * every sixth of STORAGE_FETCH_STALL_SECONDS, within these bounds, and
+ * waits this long for their answer: an unanswered question proves nothing. */
+#define CONSUMER_STALL_CHECK_MIN_MS 500
+#define CONSUMER_STALL_CHECK_MAX_MS 5000
+#define CONSUMER_STALL_QUERY_TIMEOUT_MS 1000
 
 struct consumer {
     const settings_t *settings;
@@ -64,6 +70,13 @@ struct consumer {
      * authorized): librdkafka sends no JoinGroup while the subscription
      * matches no topic, which consumer_close relies on. */
     bool topic_unusable;
+    /* Per partition number: since when its leader has held records past
+     * this member's position while polls found the queue empty (0: not
+     * suspected; check_stalled_fetch). Any record of the partition and any
+     * rebalance clear it. */
+    int64_t *stall_since;
+    int stall_n;
+    int64_t stall_check_ms;
     consumer_positions_t positions;
     /* The database's positions could not be read for an assignment: the
      * pipeline fails at the next poll, and nothing is delivered. */
@@ -247,6 +260,21 @@ out:
     free(starts);
 }
 
+/* Forget every suspicion of a stalled fetch, and make room for the
+ * partitions owned now. */
+static void stall_reset(consumer_t *c)
+{
+    int n = 0;
+    for (int i = 0; i < c->owned->cnt; i++)
+        if (c->owned->elems[i].partition + 1 > n) n = c->owned->elems[i].partition + 1;
+    if (n > c->stall_n) {
+        c->stall_since = realloc(c->stall_since, (size_t)n * sizeof *c->stall_since);
+        if (!c->stall_since) abort();
+        c->stall_n = n;
+    }
+    for (int p = 0; p < c->stall_n; p++) c->stall_since[p] = 0;
+}
+
 /* Track the assignment: the rebalance callback runs on the worker thread
  * inside consumer_poll (also the poll that takes the next batch while one
  * is written: that batch's offsets are not pending yet, so only stored rows
@@ -306,6 +334,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                               LF_STR("reason", rd_kafka_err2str(err))),
                    "partitions revoked");
     }
+    stall_reset(c);
     kafka_rebalance_apply(rk, &r, parts, c->def->name);
     if (c->owned_count) atomic_store_explicit(c->owned_count, c->owned->cnt, memory_order_relaxed);
 }
@@ -316,6 +345,7 @@ static void free_consumer(consumer_t *c)
     rd_kafka_topic_partition_list_destroy(c->owned);
     rd_kafka_topic_partition_list_destroy(c->pending);
     rd_kafka_topic_partition_list_destroy(c->stored);
+    free(c->stall_since);
     for (int k = 0; k < 2; k++) {
         free(c->slot[k].messages);
         free(c->slot[k].records);
@@ -432,6 +462,66 @@ static int check_missing_topic(consumer_t *c, char *err, size_t errlen)
     return -1;
 }
 
+/* A partition librdkafka no longer fetches (DESIGN.md: Errors): its leader
+ * holds records past this member's position, the consumer's queue is empty
+ * (the poll that calls this found nothing in its whole timeout), and no
+ * record of it came for STORAGE_FETCH_STALL_SECONDS. librdkafka 2.0.2 can
+ * leave a partition on a broker that is no longer its leader after a burst
+ * of leader changes: every Fetch is refused there and the application is
+ * told nothing. Only a new consumer fetches it again: the pipeline fails,
+ * and the orchestrator's restart reads on from the database's position.
+ * Returns 0, or -1 with the reason in `err`. A leader that does not answer
+ * proves nothing (an outage, which librdkafka rides out): every suspicion
+ * starts again. */
+static int check_stalled_fetch(consumer_t *c, char *err, size_t errlen)
+{
+    int stall_ms = c->settings->fetch_stall_seconds * 1000;
+    int64_t now = clock_now_ms();
+    if (stall_ms == 0 || c->owned->cnt == 0 || now < c->stall_check_ms) return 0;
+    int every = stall_ms / 6;
+    if (every < CONSUMER_STALL_CHECK_MIN_MS) every = CONSUMER_STALL_CHECK_MIN_MS;
+    if (every > CONSUMER_STALL_CHECK_MAX_MS) every = CONSUMER_STALL_CHECK_MAX_MS;
+    c->stall_check_ms = now + every;
+
+    rd_kafka_topic_partition_list_t *ends = rd_kafka_topic_partition_list_copy(c->owned);
+    rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_copy(c->owned);
+    for (int i = 0; i < ends->cnt; i++) ends->elems[i].offset = RD_KAFKA_OFFSET_END;
+    rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(c->rk, ends, CONSUMER_STALL_QUERY_TIMEOUT_MS);
+    if (!e) e = rd_kafka_position(c->rk, at);
+    int rc = 0;
+    now = clock_now_ms();
+    for (int i = 0; i < at->cnt && rc == 0; i++) {
+        const rd_kafka_topic_partition_t *a = &at->elems[i], *end = &ends->elems[i];
+        int p = a->partition;
+        if (p < 0 || p >= c->stall_n) continue;
+        int64_t pos = a->offset;
+        if (pos < 0) {
+            /* Nothing delivered since the assignment: it starts where the
+             * assignment did. */
+            const rd_kafka_topic_partition_t *s = rd_kafka_topic_partition_list_find(c->stored, a->topic, p);
+            pos = s ? s->offset : -1;
+        }
+        if (e || end->err || end->offset < 0 || pos < 0 || end->offset <= pos) {
+            c->stall_since[p] = 0;
+            continue;
+        }
+        if (!c->stall_since[p]) {
+            c->stall_since[p] = now;
+            LOG_DEBUG(c->def->name, "%s [%d]: the leader holds %lld record(s) past position %lld and none is queued: watching for a stalled fetch",
+                      a->topic, p, (long long)(end->offset - pos), (long long)pos);
+        } else if (now - c->stall_since[p] >= stall_ms) {
+            snprintf(err, errlen, "%s [%d]: no record fetched for %lld s while its leader holds %lld record(s) past this member's position %lld and nothing else is queued: librdkafka's fetcher for the partition is stuck (librdkafka 2.0.2 can leave a partition on a broker that is no longer its leader after leader changes); the pipeline fails so that a restart reads on from the database's position (STORAGE_FETCH_STALL_SECONDS=%d)",
+                     a->topic, p, (long long)((now - c->stall_since[p]) / 1000), (long long)(end->offset - pos),
+                     (long long)pos, c->settings->fetch_stall_seconds);
+            rc = -1;
+        }
+    }
+    if (e) LOG_DEBUG(c->def->name, "stalled-fetch check: the partitions' ends or positions are unknown now: %s", rd_kafka_err2str(e));
+    rd_kafka_topic_partition_list_destroy(ends);
+    rd_kafka_topic_partition_list_destroy(at);
+    return rc;
+}
+
 /* Returns 1 if the message was kept in slot k, 0 if it was an event we
  * consumed, -1 on a fatal error. */
 static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t errlen)
@@ -495,6 +585,7 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
     r->key_len = m->key_len;
     r->value = m->payload;
     r->value_len = m->len;
+    if (r->partition >= 0 && r->partition < c->stall_n) c->stall_since[r->partition] = 0;
     c->slot[k].messages[c->slot[k].count++] = m;
     return 1;
 }
@@ -536,7 +627,11 @@ int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records,
             return -1;
         }
     }
-    if (c->slot[k].count == 0) return 0;
+    if (c->slot[k].count == 0) {
+        /* Idle for the whole timeout: the queue is empty. */
+        if (timeout_ms > 0 && check_stalled_fetch(c, err, errlen)) return -1;
+        return 0;
+    }
     c->slot[k].busy = true;
     *records = c->slot[k].records;
     return (int)c->slot[k].count;

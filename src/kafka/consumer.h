@@ -58,7 +58,10 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, const consumer_p
  * never consume. Not authorized to read the topic, or to use the group: at
  * once. The topic does not exist: after CONSUMER_MISSING_TOPIC_GRACE_MS of
  * asking the cluster again, since a topic may be created moments after the
- * service starts. Other consumer errors are transient: logged, not fatal. */
+ * service starts. A partition librdkafka has stopped fetching: after
+ * STORAGE_FETCH_STALL_SECONDS of polls finding nothing while its leader
+ * holds records past this member's position (DESIGN.md: Errors). Other
+ * consumer errors are transient: logged, not fatal. */
 int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records, char *err,
                   size_t errlen);
 

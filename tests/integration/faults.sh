@@ -447,6 +447,56 @@ test_a_pipeline_not_authorized_for_its_group_fails_and_stops_all() {
     no_sanitizer_report "$(svc_log groupacl1)"
 }
 
+# DESIGN.md: Errors: a partition librdkafka no longer fetches is a failed pipeline. After a
+# burst of leader changes librdkafka 2.0.2 can leave a partition on a broker
+# that is no longer its leader: every Fetch is refused with
+# NOT_LEADER_FOR_PARTITION and the application hears nothing, for good.
+# Here every Fetch is refused that way (the leader still answers ListOffsets,
+# as in that failure): the records wait on the leader, the queue stays
+# empty, and after STORAGE_FETCH_STALL_SECONDS the pipeline fails naming
+# the partition; the restart reads on from the database's position. The
+# partitions with nothing waiting are not named.
+test_a_partition_librdkafka_stopped_fetching_fails_the_pipeline_and_the_restart_reads_it() {
+    begin_fault_test stall
+    trap 'end_test broker_ctl clear-request-errors Fetch' EXIT
+    svc_start stall1 STORAGE_PIPELINES=reviews STORAGE_FETCH_STALL_SECONDS=5
+    wait_for_log stall1 '\[reviews\] partitions assigned' 1
+    gen_reviews 0 5 s | produce "$TOPIC_REVIEWS" -p 0
+    wait_for_sql "SELECT count(*) FROM reviews" 5 30
+    # Refusals for minutes (each broker's fetcher backs off 0.5 s after
+    # one), 150 to a command line.
+    local i
+    for i in 1 2 3 4; do
+        # shellcheck disable=SC2046
+        broker_ctl request-errors Fetch $(printf 'NOT_LEADER_FOR_PARTITION %.0s' $(seq 1 150)) >/dev/null ||
+            fail "could not inject Fetch errors"
+    done
+    sleep 1
+    gen_reviews 5 7 s | produce "$TOPIC_REVIEWS" -p 0
+    local t0 elapsed
+    t0=$(now_ms)
+    rc=$(svc_wait stall1 40)
+    elapsed=$(($(now_ms) - t0))
+    assert_eq 1 "$rc" "exit status"
+    [ "$elapsed" -ge 5000 ] || fail "failed after $elapsed ms, before STORAGE_FETCH_STALL_SECONDS=5"
+    assert_eq 5 "$(sql "SELECT count(*) FROM reviews")" "rows stored before the fetcher stalled"
+    local log
+    log=$(cat "$(svc_log stall1)")
+    assert_contains "$log" "error [reviews] pipeline failed: Kafka consumer error: $TOPIC_REVIEWS [0]: no record fetched for 5 s while its leader holds 7 record(s) past this member's position 5" "the ERROR names the partition"
+    assert_eq 0 "$(log_count stall1 "$TOPIC_REVIEWS \[[12]\]: no record fetched")" "partitions with nothing waiting named"
+    assert_contains "$log" "stopped exit=1"
+    no_sanitizer_report "$(svc_log stall1)"
+
+    broker_ctl clear-request-errors Fetch >/dev/null
+    svc_start stall2 STORAGE_PIPELINES=reviews STORAGE_FETCH_STALL_SECONDS=5
+    wait_for_sql "SELECT count(*) FROM reviews" 12 60
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq 12 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
+    rc=$(svc_stop stall2)
+    assert_eq 0 "$rc" "exit status after SIGTERM"
+    assert_eq 0 "$(log_count stall2 'no record fetched')" "a stall reported after the restart"
+}
+
 # DESIGN.md: Architecture: a reviews burst must not delay a network-metrics message: each is
 # stored within 1 s while 100,000 reviews are being ingested.
 test_network_metrics_stored_within_1s_during_a_100k_reviews_ingest() {

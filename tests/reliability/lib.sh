@@ -364,6 +364,11 @@ svc_env() { # name
     echo "STORAGE_DB_STATEMENT_TIMEOUT_MS=2500"
     echo "STORAGE_COMMIT_TIMEOUT_MS=4000"
     echo "STORAGE_HEARTBEAT_DIR=$SW/heartbeat-$1"
+    # A partition librdkafka stopped fetching fails its pipeline well
+    # within STALL_S (DESIGN.md: Errors), so that a scenario sees the exit,
+    # not a stall; every scenario thereby also shows that no fault here
+    # passes for a stalled fetch.
+    echo "STORAGE_FETCH_STALL_SECONDS=15"
 }
 
 svc_started() { # name [VAR=value...]

@@ -81,6 +81,7 @@ static void expect_defaults(const settings_t *s)
     assert_int_equal(s->commit_failure_limit, 5);
     assert_string_equal(s->heartbeat_dir, "/tmp/storage-consumer");
     assert_int_equal(s->health_max_age_seconds, 90);
+    assert_int_equal(s->fetch_stall_seconds, 60);
     assert_int_equal(s->log_level, LOG_LEVEL_INFO);
     assert_int_equal(s->log_format, LOG_FORMAT_TEXT);
     assert_null(s->metrics_addr);
@@ -286,6 +287,8 @@ static void out_of_range_values_are_rejected(void **state)
         {"STORAGE_SHUTDOWN_TIMEOUT_SECONDS", "0"},
         {"STORAGE_COMMIT_FAILURE_LIMIT", "0"},
         {"STORAGE_HEALTH_MAX_AGE_SECONDS", "0"},
+        {"STORAGE_FETCH_STALL_SECONDS", "-1"},
+        {"STORAGE_FETCH_STALL_SECONDS", "86401"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char entry[256];
@@ -301,7 +304,8 @@ static void values_inside_their_ranges_are_accepted(void **state)
     load_ok(&s, ENV("STORAGE_POLL_TIMEOUT_MS=250", "STORAGE_DB_RETRY_MAX_ATTEMPTS=0",
                     "STORAGE_APPLICATION_CACHE_TTL_SECONDS=0", "STORAGE_SHUTDOWN_TIMEOUT_SECONDS=11",
                     "STORAGE_COMMIT_FAILURE_LIMIT=1", "STORAGE_HEALTH_MAX_AGE_SECONDS=30",
-                    "STORAGE_DB_STATEMENT_TIMEOUT_MS=5000", "STORAGE_COMMIT_TIMEOUT_MS=2000"));
+                    "STORAGE_DB_STATEMENT_TIMEOUT_MS=5000", "STORAGE_COMMIT_TIMEOUT_MS=2000",
+                    "STORAGE_FETCH_STALL_SECONDS=0"));
     assert_int_equal(s.poll_timeout_ms, 250);
     assert_int_equal(s.db_retry_max_attempts, 0);
     assert_int_equal(s.application_cache_ttl_seconds, 0);
@@ -310,6 +314,7 @@ static void values_inside_their_ranges_are_accepted(void **state)
     assert_int_equal(s.health_max_age_seconds, 30);
     assert_int_equal(s.db_statement_timeout_ms, 5000);
     assert_int_equal(s.commit_timeout_ms, 2000);
+    assert_int_equal(s.fetch_stall_seconds, 0);
     settings_free(&s);
 }
 
