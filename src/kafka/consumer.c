@@ -472,7 +472,11 @@ static int check_missing_topic(consumer_t *c, char *err, size_t errlen)
  * and the orchestrator's restart reads on from the database's position.
  * Returns 0, or -1 with the reason in `err`. A leader that does not answer
  * proves nothing (an outage, which librdkafka rides out): every suspicion
- * starts again. */
+ * starts again. So does a position below the partition's first offset:
+ * retention deleted records, librdkafka reset the offset (to the first
+ * record, which then comes, or with STORAGE_AUTO_OFFSET_RESET=latest to the
+ * end, past records it will never deliver), and the position moves only
+ * with the next record. */
 static int check_stalled_fetch(consumer_t *c, char *err, size_t errlen)
 {
     int stall_ms = c->settings->fetch_stall_seconds * 1000;
@@ -483,25 +487,41 @@ static int check_stalled_fetch(consumer_t *c, char *err, size_t errlen)
     if (every > CONSUMER_STALL_CHECK_MAX_MS) every = CONSUMER_STALL_CHECK_MAX_MS;
     c->stall_check_ms = now + every;
 
-    rd_kafka_topic_partition_list_t *ends = rd_kafka_topic_partition_list_copy(c->owned);
+    /* Three lists in the order of `owned`: what was delivered, where each
+     * partition ends and, when one ends past its position, where each
+     * starts. */
     rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_copy(c->owned);
+    rd_kafka_topic_partition_list_t *ends = rd_kafka_topic_partition_list_copy(c->owned);
+    rd_kafka_topic_partition_list_t *starts = NULL;
     for (int i = 0; i < ends->cnt; i++) ends->elems[i].offset = RD_KAFKA_OFFSET_END;
     rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(c->rk, ends, CONSUMER_STALL_QUERY_TIMEOUT_MS);
     if (!e) e = rd_kafka_position(c->rk, at);
+    bool behind = false;
+    for (int i = 0; i < at->cnt && !e; i++) {
+        rd_kafka_topic_partition_t *a = &at->elems[i];
+        if (a->offset < 0) {
+            /* Nothing delivered since the assignment: it starts where the
+             * assignment did (unknown if the broker did not say then). */
+            const rd_kafka_topic_partition_t *s = rd_kafka_topic_partition_list_find(c->stored, a->topic,
+                                                                                     a->partition);
+            a->offset = s ? s->offset : -1;
+        }
+        if (a->offset >= 0 && !ends->elems[i].err && ends->elems[i].offset > a->offset) behind = true;
+    }
+    if (behind) {
+        starts = rd_kafka_topic_partition_list_copy(c->owned);
+        for (int i = 0; i < starts->cnt; i++) starts->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
+        e = rd_kafka_offsets_for_times(c->rk, starts, CONSUMER_STALL_QUERY_TIMEOUT_MS);
+    }
     int rc = 0;
     now = clock_now_ms();
     for (int i = 0; i < at->cnt && rc == 0; i++) {
         const rd_kafka_topic_partition_t *a = &at->elems[i], *end = &ends->elems[i];
+        const rd_kafka_topic_partition_t *first = starts ? &starts->elems[i] : NULL;
         int p = a->partition;
         if (p < 0 || p >= c->stall_n) continue;
         int64_t pos = a->offset;
-        if (pos < 0) {
-            /* Nothing delivered since the assignment: it starts where the
-             * assignment did. */
-            const rd_kafka_topic_partition_t *s = rd_kafka_topic_partition_list_find(c->stored, a->topic, p);
-            pos = s ? s->offset : -1;
-        }
-        if (e || end->err || end->offset < 0 || pos < 0 || end->offset <= pos) {
+        if (e || !first || first->err || end->err || pos < 0 || end->offset <= pos || first->offset > pos) {
             c->stall_since[p] = 0;
             continue;
         }
@@ -516,9 +536,10 @@ static int check_stalled_fetch(consumer_t *c, char *err, size_t errlen)
             rc = -1;
         }
     }
-    if (e) LOG_DEBUG(c->def->name, "stalled-fetch check: the partitions' ends or positions are unknown now: %s", rd_kafka_err2str(e));
-    rd_kafka_topic_partition_list_destroy(ends);
+    if (e) LOG_DEBUG(c->def->name, "stalled-fetch check: the partitions' offsets or positions are unknown now: %s", rd_kafka_err2str(e));
     rd_kafka_topic_partition_list_destroy(at);
+    rd_kafka_topic_partition_list_destroy(ends);
+    if (starts) rd_kafka_topic_partition_list_destroy(starts);
     return rc;
 }
 
@@ -628,8 +649,10 @@ int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records,
         }
     }
     if (c->slot[k].count == 0) {
-        /* Idle for the whole timeout: the queue is empty. */
-        if (timeout_ms > 0 && check_stalled_fetch(c, err, errlen)) return -1;
+        /* Idle for the whole timeout: the queue is empty. Only the loop's
+         * own poll judges (not a short poll between commit attempts, whose
+         * time the stop budget counts without this check). */
+        if (timeout_ms >= c->settings->poll_timeout_ms && check_stalled_fetch(c, err, errlen)) return -1;
         return 0;
     }
     c->slot[k].busy = true;
