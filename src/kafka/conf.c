@@ -34,7 +34,8 @@ static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char 
     if (strstr(buf, "offset reset") && strstr(buf, "Offset out of range")) {
         LOG_ERROR("rdkafka", "MESSAGES LOST BEFORE THEY WERE STORED: the broker no longer holds the "
                              "offset this group had reached (retention deleted them); consumption "
-                             "resumes at the log start: %s", buf);
+                             "resumes where STORAGE_AUTO_OFFSET_RESET says (earliest: the first offset "
+                             "the broker holds; latest: the end): %s", buf);
         return;
     }
     /* syslog levels: 0..3 error, 4 warning, 5..6 info, 7 debug. */

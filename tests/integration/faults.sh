@@ -498,6 +498,48 @@ test_a_partition_librdkafka_stopped_fetching_fails_the_pipeline_and_the_restart_
     assert_eq 0 "$(log_count stall2 'no record fetched')" "a stall reported after the restart"
 }
 
+# The other way a partition's end stays past the position with nothing
+# coming, which is no stall: retention deleted records before they were
+# fetched and librdkafka, with STORAGE_AUTO_OFFSET_RESET=latest, reset the
+# fetch to the end. The position stays below the partition's first offset
+# until the next record; the pipeline must not fail for that. The batch is
+# held behind a lock while 6.3 MB arrive on partition 0 (more than the test
+# broker keeps: 5 MiB), and a 64 KiB queue keeps librdkafka from fetching
+# them all first.
+test_records_retention_deleted_before_a_reset_to_latest_are_no_stalled_fetch() {
+    begin_fault_test resetlatest
+    svc_start rl1 STORAGE_PIPELINES=reviews STORAGE_AUTO_OFFSET_RESET=latest STORAGE_FETCH_STALL_SECONDS=3 \
+        STORAGE_RDKAFKA_QUEUED_MAX_MESSAGES_KBYTES=64
+    wait_for_log rl1 '\[reviews\] partitions assigned' 1
+    gen_reviews 0 3 l | produce "$TOPIC_REVIEWS" -p 0
+    wait_for_sql "SELECT count(*) FROM reviews" 3 30
+    sql "BEGIN; LOCK TABLE reviews IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(8); COMMIT" >/dev/null &
+    local locker=$!
+    sleep 0.5
+    awk -v app="$APP" 'BEGIN {
+        pad = sprintf("%7000s", ""); gsub(/ /, "x", pad)
+        for (i = 3; i < 903; i++)
+            printf "{\"package_name\":\"%s\",\"review_id\":\"l-%d\",\"user_name\":\"user %d\",\"content\":\"%s\",\"score\":1,\"thumbs_up_count\":0,\"reviewed_at\":\"2026-11-01T10:00:00Z\",\"last_synced_at\":\"2026-11-29T12:00:00Z\"}\n", app, i, i, pad
+    }' | produce "$TOPIC_REVIEWS" -p 0 -X compression.codec=none
+    local lo
+    lo=$(broker_ctl watermarks "$TOPIC_REVIEWS" 0 | awk '{print $2}')
+    [ "$lo" -gt 3 ] 2>/dev/null || fail "retention kept partition 0 whole (first offset $lo): test not set up"
+    wait "$locker"
+    wait_for_log rl1 "MESSAGES LOST BEFORE THEY WERE STORED.*$TOPIC_REVIEWS \\[0\\]: offset reset .* to END" 1 30
+    # Three times the limit, checked every 0.5 s.
+    sleep 9
+    assert_running rl1
+    assert_eq 0 "$(log_count rl1 'no record fetched')" "stalls reported"
+    # The next record moves the position on.
+    local before
+    before=$(sql "SELECT count(*) FROM reviews")
+    gen_reviews 1000 1 l | produce "$TOPIC_REVIEWS" -p 0
+    wait_for_sql "SELECT count(*) FROM reviews WHERE review_id = 'l-1000'" 1 30
+    rc=$(svc_stop rl1)
+    assert_eq 0 "$rc" "exit status after SIGTERM"
+    [ "$before" -ge 3 ] || fail "rows before the last record: $before"
+}
+
 # DESIGN.md: Architecture: a reviews burst must not delay a network-metrics message: each is
 # stored within 1 s while 100,000 reviews are being ingested.
 test_network_metrics_stored_within_1s_during_a_100k_reviews_ingest() {
