@@ -38,7 +38,7 @@ APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/store.c src/pg/dead_
             src/kafka/conf.c src/kafka/group.c src/kafka/consumer.c src/kafka/cluster.c src/kafka/member.c \
             src/supervisor.c src/metrics_http.c src/ops/dead_letters.c src/ops/redrive.c src/ops/print.c src/ops/args.c src/ops/connect.c \
             src/ops/verify.c src/ops/replay.c $(BUILD)/migrations.c
-APP_SRC  += src/ops/progress.c
+APP_SRC  += src/ops/progress.c src/crash.c
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 MAIN_SRC := src/main.c
 

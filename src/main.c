@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crash.h"
 #include "env_file.h"
 #include "exit_code.h"
 #include "kafka/conf.h"
@@ -228,6 +229,7 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     log_configure(settings.log_level, settings.log_format);
+    crash_report_install(settings.log_format);
     for (char **e = environ; *e; e++)
         if (strncmp(*e, "STORAGE_", 8) == 0 && settings_is_kubernetes_service_variable(*e))
             LOG_DEBUG("settings", "ignoring %.*s: a variable Kubernetes sets for a Service", (int)strcspn(*e, "="), *e);

@@ -154,4 +154,33 @@ test_health_reports_a_killed_process_stale_after_the_max_age() {
     case "$out" in *"stopped at"*) fail "a killed process reported as stopped: $out" ;; esac
 }
 
+# A crash leaves the stack of the thread that crashed in the log, in frames
+# addr2line resolves, and the process still dies of its signal (DESIGN.md:
+# Logs). The release build: sanitizer builds keep their own report.
+test_a_crash_logs_the_stack_and_dies_of_the_same_signal() {
+    local release=$TOP/build/storage-consumer fmt out rc
+    [ -x "$release" ] || fail "$release is missing (make all)"
+    for fmt in text json; do
+        fresh_schema "health_crash_$fmt"
+        fresh_topics "health_crash_$fmt"
+        BIN=$release svc_start "crash-$fmt" STORAGE_LOG_FORMAT=$fmt
+        out=$(wait_healthy "crash-$fmt")
+        assert_eq 0 "${out%%:*}" "health before the crash ($fmt): $out"
+        svc_signal "crash-$fmt" SEGV
+        rc=$(svc_wait "crash-$fmt" "$STOP_WAIT_S")
+        assert_eq 139 "$rc" "exit status after SIGSEGV ($fmt)"
+        out=$(cat "$(svc_log "crash-$fmt")")
+        assert_contains "$out" "crashed on SIGSEGV; the stack of the crashing thread follows" "the crash line ($fmt)"
+        if [ "$fmt" = json ]; then
+            grep -F 'crashed on SIGSEGV' <<<"$out" | jq -e '.level == "error" and .component == "main"' >/dev/null ||
+                fail "the crash line is not one JSON log object: $(grep -F 'crashed on SIGSEGV' <<<"$out")"
+        fi
+        # The frames resolved (as the reliability suite reports a crash):
+        # the handler's own first, in the binary's source.
+        out=$(crash_stack "$(svc_log "crash-$fmt")" "$release")
+        assert_contains "$out" "SIGSEGV: on_crash at " "the frames resolved ($fmt)"
+        assert_contains "$out" "crash.c:" "the frames resolved to source lines ($fmt)"
+    done
+}
+
 run_tests

@@ -643,6 +643,12 @@ redelivered_batches() { # names...
 # and the shared PostgreSQL and broker are left healthy for the next one.
 scenario_cleanup() {
     svc_cleanup
+    # A crash is a failure whatever the scenario expected of the process
+    # (a kill -9 it meant to send, a timeout), with where it happened.
+    local log stack
+    for log in "$SW"/*.log; do
+        stack=$(crash_stack "$log" "$BIN") && fail_check "$(basename "$log" .log) crashed: $stack"
+    done
     sql_root "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'rel-%'" >/dev/null 2>&1 || true
     pg_ensure_up || true
     broker_ctl broker-up -1 >/dev/null 2>&1 || true

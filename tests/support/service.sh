@@ -82,6 +82,28 @@ track() { # pid: a background process, ended by svc_cleanup
 svc() { echo "${TEST_NAME:+$TEST_NAME-}$1"; }
 svc_log() { echo "$SVC_DIR/${TEST_NAME:+$TEST_NAME-}$1.log"; }
 
+# The stack a crashed process left in its log (src/crash.c) as one line:
+# the signal, then the frames, innermost first, the service's own resolved
+# to function (file:line), a library's as the library and glibc's nearest
+# symbol. Prints nothing (status 1) if the log holds no crash.
+crash_stack() { # log binary
+    local f off where out
+    out=$(sed -nE 's/.*crashed on (SIG[A-Z]+); the stack of the crashing thread follows.*/\1:/p' "$1" | head -n 1)
+    [ -n "$out" ] || return 1
+    while read -r f; do
+        if [[ $f =~ /storage-consumer\(\+(0x[0-9a-f]+)\) ]]; then
+            off=${BASH_REMATCH[1]}
+            where=$(addr2line -f -i -p -s -e "$2" "$off" 2>/dev/null | head -n 1)
+            out="$out ${where:-$off}"
+        else
+            f=${f##*/}
+            out="$out ${f%%\[*}"
+        fi
+    done < <(sed -n '/; the stack of the crashing thread follows/,$p' "$1" | tail -n +2 |
+        grep -E '^[^ ]+\([^ ]*\)\[0x[0-9a-f]+\]$')
+    echo "$out"
+}
+
 # Called once service NAME has started, with its VAR=value arguments.
 svc_started() { :; }
 
