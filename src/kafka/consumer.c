@@ -29,6 +29,10 @@
 #define CONSUMER_STALL_CHECK_MIN_MS 500
 #define CONSUMER_STALL_CHECK_MAX_MS 5000
 #define CONSUMER_STALL_QUERY_TIMEOUT_MS 1000
+/* The fetcher is woken (wake_fetcher) when a poll finds the queue empty
+ * after records of at least this share of queued.max.messages.kbytes were
+ * taken since it was last woken. */
+#define CONSUMER_WAKE_SHARE_DIVISOR 2
 
 struct consumer {
     const settings_t *settings;
@@ -70,13 +74,20 @@ struct consumer {
      * authorized): librdkafka sends no JoinGroup while the subscription
      * matches no topic, which consumer_close relies on. */
     bool topic_unusable;
-    /* Per partition number: since when its leader has held records past
-     * this member's position while polls found the queue empty (0: not
-     * suspected; check_stalled_fetch). Any record of the partition and any
-     * rebalance clear it. */
-    int64_t *stall_since;
-    int stall_n;
+    /* Per partition number (parts_fit): `next`, this member's position,
+     * the offset after the last record taken, or where its assignment
+     * started (-1: unknown, or not owned); `stall_since`, since when its
+     * leader has held records past that position while polls found the
+     * queue empty (0: not suspected; check_stalled_fetch; any record of the
+     * partition and any rebalance clear it). */
+    struct {
+        int64_t next, stall_since;
+    } *parts;
+    int parts_n;
     int64_t stall_check_ms;
+    /* Bytes of records taken since the fetcher was last woken, and how many
+     * make a wake-up worth it (0: never; wake_fetcher). */
+    int64_t taken_bytes, wake_bytes;
     consumer_positions_t positions;
     /* The database's positions could not be read for an assignment: the
      * pipeline fails at the next poll, and nothing is delivered. */
@@ -260,19 +271,20 @@ out:
     free(starts);
 }
 
-/* Forget every suspicion of a stalled fetch, and make room for the
- * partitions owned now. */
-static void stall_reset(consumer_t *c)
+/* Make room for the partitions of a rebalance; a new entry knows nothing. */
+static void parts_fit(consumer_t *c, const rd_kafka_topic_partition_list_t *parts)
 {
-    int n = 0;
-    for (int i = 0; i < c->owned->cnt; i++)
-        if (c->owned->elems[i].partition + 1 > n) n = c->owned->elems[i].partition + 1;
-    if (n > c->stall_n) {
-        c->stall_since = realloc(c->stall_since, (size_t)n * sizeof *c->stall_since);
-        if (!c->stall_since) abort();
-        c->stall_n = n;
+    int n = c->parts_n;
+    for (int i = 0; i < parts->cnt; i++)
+        if (parts->elems[i].partition + 1 > n) n = parts->elems[i].partition + 1;
+    if (n == c->parts_n) return;
+    c->parts = realloc(c->parts, (size_t)n * sizeof *c->parts);
+    if (!c->parts) abort();
+    for (int p = c->parts_n; p < n; p++) {
+        c->parts[p].next = -1;
+        c->parts[p].stall_since = 0;
     }
-    for (int p = 0; p < c->stall_n; p++) c->stall_since[p] = 0;
+    c->parts_n = n;
 }
 
 /* Track the assignment: the rebalance callback runs on the worker thread
@@ -294,6 +306,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         LOG_DEBUG(c->def->name, "rebalance callback after the close: %d partition(s)", parts->cnt);
         return;
     }
+    parts_fit(c, parts);
     if (r.assign) {
         if (c->positions.read && !c->positions_failed) start_at_database_positions(c, rk, parts);
         for (int i = 0; i < parts->cnt; i++) {
@@ -305,6 +318,9 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
              * first offset retention left). */
             if (parts->elems[i].offset >= 0) set_stored(c, parts->elems[i].topic, parts->elems[i].partition,
                                                         parts->elems[i].offset);
+            /* The fetcher starts there (unknown: at the committed offset). */
+            if (parts->elems[i].partition >= 0)
+                c->parts[parts->elems[i].partition].next = parts->elems[i].offset >= 0 ? parts->elems[i].offset : -1;
         }
         c->ever_assigned = true;
         c->topic_missing_since_ms = 0; /* it exists: the group assigns it */
@@ -324,8 +340,10 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         /* Never commit for a partition given up: the next owner's commits
          * must not be overwritten by ours. */
         drop_pending(c, parts);
-        for (int i = 0; i < parts->cnt; i++)
+        for (int i = 0; i < parts->cnt; i++) {
             rd_kafka_topic_partition_list_del(c->stored, parts->elems[i].topic, parts->elems[i].partition);
+            if (parts->elems[i].partition >= 0) c->parts[parts->elems[i].partition].next = -1;
+        }
         if (!c->hold) c->hold_since_ms = clock_now_ms();
         c->hold = true;
         c->rejoin_follows = r.cooperative && !r.lost;
@@ -334,7 +352,8 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                               LF_STR("reason", rd_kafka_err2str(err))),
                    "partitions revoked");
     }
-    stall_reset(c);
+    /* Any rebalance clears every suspicion of a stalled fetch. */
+    for (int p = 0; p < c->parts_n; p++) c->parts[p].stall_since = 0;
     kafka_rebalance_apply(rk, &r, parts, c->def->name);
     if (c->owned_count) atomic_store_explicit(c->owned_count, c->owned->cnt, memory_order_relaxed);
 }
@@ -345,7 +364,7 @@ static void free_consumer(consumer_t *c)
     rd_kafka_topic_partition_list_destroy(c->owned);
     rd_kafka_topic_partition_list_destroy(c->pending);
     rd_kafka_topic_partition_list_destroy(c->stored);
-    free(c->stall_since);
+    free(c->parts);
     for (int k = 0; k < 2; k++) {
         free(c->slot[k].messages);
         free(c->slot[k].records);
@@ -404,6 +423,12 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, const consumer_p
     c->stored = rd_kafka_topic_partition_list_new(8);
     c->rk = kafka_handle_new(s, id, on_rebalance, on_stats, c, "the Kafka consumer", &invalid, err, errlen);
     if (!c->rk) goto error;
+
+    char kbytes[32];
+    size_t kbytes_len = sizeof kbytes;
+    if (rd_kafka_conf_get(rd_kafka_conf(c->rk), "queued.max.messages.kbytes", kbytes, &kbytes_len) ==
+        RD_KAFKA_CONF_OK)
+        c->wake_bytes = strtoll(kbytes, NULL, 10) * 1024 / CONSUMER_WAKE_SHARE_DIVISOR;
 
     topics = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(topics, s->topic[id], RD_KAFKA_PARTITION_UA);
@@ -487,25 +512,19 @@ static int check_stalled_fetch(consumer_t *c, char *err, size_t errlen)
     if (every > CONSUMER_STALL_CHECK_MAX_MS) every = CONSUMER_STALL_CHECK_MAX_MS;
     c->stall_check_ms = now + every;
 
-    /* Three lists in the order of `owned`: what was delivered, where each
-     * partition ends and, when one ends past its position, where each
+    /* Three lists in the order of `owned`: this member's position, where
+     * each partition ends and, when one ends past its position, where each
      * starts. */
     rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_copy(c->owned);
     rd_kafka_topic_partition_list_t *ends = rd_kafka_topic_partition_list_copy(c->owned);
     rd_kafka_topic_partition_list_t *starts = NULL;
     for (int i = 0; i < ends->cnt; i++) ends->elems[i].offset = RD_KAFKA_OFFSET_END;
     rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(c->rk, ends, CONSUMER_STALL_QUERY_TIMEOUT_MS);
-    if (!e) e = rd_kafka_position(c->rk, at);
     bool behind = false;
     for (int i = 0; i < at->cnt && !e; i++) {
         rd_kafka_topic_partition_t *a = &at->elems[i];
-        if (a->offset < 0) {
-            /* Nothing delivered since the assignment: it starts where the
-             * assignment did (unknown if the broker did not say then). */
-            const rd_kafka_topic_partition_t *s = rd_kafka_topic_partition_list_find(c->stored, a->topic,
-                                                                                     a->partition);
-            a->offset = s ? s->offset : -1;
-        }
+        int p = a->partition;
+        a->offset = p >= 0 && p < c->parts_n ? c->parts[p].next : -1;
         if (a->offset >= 0 && !ends->elems[i].err && ends->elems[i].offset > a->offset) behind = true;
     }
     if (behind) {
@@ -519,19 +538,19 @@ static int check_stalled_fetch(consumer_t *c, char *err, size_t errlen)
         const rd_kafka_topic_partition_t *a = &at->elems[i], *end = &ends->elems[i];
         const rd_kafka_topic_partition_t *first = starts ? &starts->elems[i] : NULL;
         int p = a->partition;
-        if (p < 0 || p >= c->stall_n) continue;
+        if (p < 0 || p >= c->parts_n) continue;
         int64_t pos = a->offset;
         if (e || !first || first->err || end->err || pos < 0 || end->offset <= pos || first->offset > pos) {
-            c->stall_since[p] = 0;
+            c->parts[p].stall_since = 0;
             continue;
         }
-        if (!c->stall_since[p]) {
-            c->stall_since[p] = now;
+        if (!c->parts[p].stall_since) {
+            c->parts[p].stall_since = now;
             LOG_DEBUG(c->def->name, "%s [%d]: the leader holds %lld record(s) past position %lld and none is queued: watching for a stalled fetch",
                       a->topic, p, (long long)(end->offset - pos), (long long)pos);
-        } else if (now - c->stall_since[p] >= stall_ms) {
+        } else if (now - c->parts[p].stall_since >= stall_ms) {
             snprintf(err, errlen, "%s [%d]: no record fetched for %lld s while its leader holds %lld record(s) past this member's position %lld and nothing else is queued: librdkafka's fetcher for the partition is stuck (librdkafka 2.0.2 can leave a partition on a broker that is no longer its leader after leader changes); the pipeline fails so that a restart reads on from the database's position (STORAGE_FETCH_STALL_SECONDS=%d)",
-                     a->topic, p, (long long)((now - c->stall_since[p]) / 1000), (long long)(end->offset - pos),
+                     a->topic, p, (long long)((now - c->parts[p].stall_since) / 1000), (long long)(end->offset - pos),
                      (long long)pos, c->settings->fetch_stall_seconds);
             rc = -1;
         }
@@ -606,9 +625,42 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
     r->key_len = m->key_len;
     r->value = m->payload;
     r->value_len = m->len;
-    if (r->partition >= 0 && r->partition < c->stall_n) c->stall_since[r->partition] = 0;
+    if (r->partition >= 0 && r->partition < c->parts_n) {
+        c->parts[r->partition].next = r->offset + 1;
+        c->parts[r->partition].stall_since = 0;
+    }
+    c->taken_bytes += (int64_t)(m->len + m->key_len);
     c->slot[k].messages[c->slot[k].count++] = m;
     return 1;
+}
+
+/* librdkafka (2.0.2, and later releases by default) stops fetching once
+ * queued.max.messages.kbytes are queued, and its broker thread looks again
+ * only when something wakes it or its 1 s idle wait ends: a consumer that
+ * empties the queue faster than that waits out the rest of the second, and
+ * a replay ran at about the bound per second whatever PostgreSQL could do
+ * (DESIGN.md: Settings and budgets). A seek is the one public call that wakes
+ * the broker thread: each owned partition whose position is known is sought
+ * to it (after its last record taken, or where its assignment started),
+ * which is where its fetcher stands when the queue is empty, so nothing is
+ * skipped; a record fetched meanwhile is discarded by librdkafka (the seek
+ * starts a new fetch version) and fetched again. */
+static void wake_fetcher(consumer_t *c)
+{
+    c->taken_bytes = 0;
+    rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_new(c->owned->cnt);
+    for (int i = 0; i < c->owned->cnt; i++) {
+        int p = c->owned->elems[i].partition;
+        if (p >= 0 && p < c->parts_n && c->parts[p].next >= 0)
+            rd_kafka_topic_partition_list_add(at, c->owned->elems[i].topic, p)->offset = c->parts[p].next;
+    }
+    if (at->cnt > 0) {
+        /* Asynchronous (timeout 0): it reports nothing. */
+        rd_kafka_error_t *e = rd_kafka_seek_partitions(c->rk, at, 0);
+        if (e) rd_kafka_error_destroy(e);
+        LOG_DEBUG(c->def->name, "queue emptied after a run: woke the fetcher of %d partition(s)", at->cnt);
+    }
+    rd_kafka_topic_partition_list_destroy(at);
 }
 
 int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records, char *err,
@@ -648,6 +700,8 @@ int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records,
             return -1;
         }
     }
+    /* Fewer records than asked for: the queue ran empty. */
+    if (c->slot[k].count < max && c->wake_bytes > 0 && c->taken_bytes >= c->wake_bytes) wake_fetcher(c);
     if (c->slot[k].count == 0) {
         /* Idle for the whole timeout: the queue is empty. Only the loop's
          * own poll judges (not a short poll between commit attempts, whose
@@ -768,18 +822,17 @@ void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, atomic_int_fast64_t *
                 continue;
             next_committed[p->partition] = hi > p->offset ? hi - p->offset : 0;
         }
-        rd_kafka_topic_partition_list_t *pos = rd_kafka_topic_partition_list_copy(c->owned);
-        if (rd_kafka_position(c->rk, pos) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            for (int i = 0; i < pos->cnt; i++) {
-                int64_t lo, hi;
-                rd_kafka_topic_partition_t *p = &pos->elems[i];
-                if (p->partition < 0 || p->partition >= max || p->offset < 0) continue;
-                if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) || hi < 0)
-                    continue;
-                next_lag[p->partition] = hi > p->offset ? hi - p->offset : 0;
-            }
+        /* This member's position (librdkafka's own, rd_kafka_position, is
+         * unknown for a moment after wake_fetcher's seek). */
+        for (int i = 0; i < c->owned->cnt; i++) {
+            int64_t lo, hi;
+            const rd_kafka_topic_partition_t *p = &c->owned->elems[i];
+            if (p->partition < 0 || p->partition >= max || p->partition >= c->parts_n) continue;
+            int64_t next = c->parts[p->partition].next;
+            if (next < 0 || rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) || hi < 0)
+                continue;
+            next_lag[p->partition] = hi > next ? hi - next : 0;
         }
-        rd_kafka_topic_partition_list_destroy(pos);
     }
     for (int p = 0; p < max; p++) {
         atomic_store_explicit(&lag[p], next_lag[p], memory_order_relaxed);

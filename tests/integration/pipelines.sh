@@ -743,6 +743,37 @@ test_a_member_joining_mid_burst_takes_partitions_without_failing_the_busy_one() 
     assert_burst_stored_once_by one two
 }
 
+# librdkafka stops fetching once queued.max.messages.kbytes are queued and
+# looks again only when woken or a second later; the consumer wakes it with
+# a seek to where it stands (DESIGN.md: Settings and budgets). A backlog of fifty
+# times a 64 KiB bound, then a burst during which a second member joins (a
+# rebalance forgets where the partitions stood): read through wake-ups,
+# every review stored once, every offset committed.
+test_a_backlog_far_past_the_prefetch_bound_is_read_through_wake_ups_and_stored_once() {
+    begin_test wake
+    local APP=com.example.wake p n
+    register_apps "$APP"
+    for p in 0 1 2; do gen_reviews $((p * 5000 + 1)) 5000 w | produce "$TOPIC_REVIEWS" -p "$p"; done
+    local small=(STORAGE_PIPELINES=reviews STORAGE_LOG_LEVEL=debug STORAGE_RDKAFKA_QUEUED_MAX_MESSAGES_KBYTES=64)
+    start_service one "${small[@]}"
+    wait_for_sql "SELECT count(*) = 15000 FROM reviews" t 60
+    for n in $(seq 0 14); do
+        gen_reviews $((15001 + n * 1000)) 1000 w | produce "$TOPIC_REVIEWS" -p $((n % 3))
+        [ "$n" = 4 ] && start_service two "${small[@]}"
+        sleep 0.3
+    done
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 120
+    assert_broker_kept_everything "$TOPIC_REVIEWS"
+    assert_eq "30000 30000" "$(sql "SELECT count(*) || ' ' || count(DISTINCT review_id) FROM reviews")" "one row per review"
+    assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "no dead letters"
+    stop_clean one
+    stop_clean two
+    assert_eq 30000 "$(($(batch_sum one reviews inserted) + $(batch_sum two reviews inserted)))" "inserted= over both processes"
+    grep -qE '\[reviews\] partitions assigned count=[1-9]' "$(svc_log two)" || fail "two was never assigned a partition"
+    n=$(grep -c 'woke the fetcher' "$(svc_log one)" || true)
+    [ "$n" -ge 5 ] || fail "one woke its fetcher $n times reading 6.9 MB through a 64 KiB bound"
+}
+
 # ---------------------------------------------------------------------------
 # 9. An oversized bad payload is truncated in dead_letter_events.
 

@@ -369,6 +369,10 @@ svc_env() { # name
     # not a stall; every scenario thereby also shows that no fault here
     # passes for a stalled fetch.
     echo "STORAGE_FETCH_STALL_SECONDS=15"
+    # A small prefetch bound: the consumer wakes librdkafka's fetcher with
+    # a seek every 256 KiB taken (DESIGN.md: Settings and budgets), so
+    # every fault here also meets those seeks.
+    echo "STORAGE_RDKAFKA_QUEUED_MAX_MESSAGES_KBYTES=512"
 }
 
 svc_started() { # name [VAR=value...]
