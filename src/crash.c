@@ -8,7 +8,17 @@
 
 #include "core/timestamp.h"
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+/* gcc says __SANITIZE_ADDRESS__ / __SANITIZE_THREAD__; clang answers
+ * __has_feature (and only newer clangs define the thread one). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CRASH_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CRASH_SANITIZED 1
+#endif
+#endif
+
+#ifndef CRASH_SANITIZED
 
 #define CRASH_FRAMES_MAX 64
 

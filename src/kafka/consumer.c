@@ -74,14 +74,17 @@ struct consumer {
      * authorized): librdkafka sends no JoinGroup while the subscription
      * matches no topic, which consumer_close relies on. */
     bool topic_unusable;
-    /* Per partition number (parts_fit): `next`, this member's position,
-     * the offset after the last record taken, or where its assignment
-     * started (-1: unknown, or not owned); `stall_since`, since when its
-     * leader has held records past that position while polls found the
-     * queue empty (0: not suspected; check_stalled_fetch; any record of the
-     * partition and any rebalance clear it). */
+    /* Per partition number (parts_fit): `next`, the offset after the last
+     * record taken, or where its assignment started (-1: unknown, or not
+     * owned); `stall_since`, since when its leader has held records past
+     * this member's position while polls found the queue empty (0: not
+     * suspected; check_stalled_fetch; any record of the partition and any
+     * rebalance clear it). */
     struct {
         int64_t next, stall_since;
+        /* A record of it was taken since the fetcher was last woken (and
+         * since its assignment): only then may wake_fetcher seek it. */
+        bool taken;
     } *parts;
     int parts_n;
     int64_t stall_check_ms;
@@ -283,6 +286,7 @@ static void parts_fit(consumer_t *c, const rd_kafka_topic_partition_list_t *part
     for (int p = c->parts_n; p < n; p++) {
         c->parts[p].next = -1;
         c->parts[p].stall_since = 0;
+        c->parts[p].taken = false;
     }
     c->parts_n = n;
 }
@@ -319,8 +323,10 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             if (parts->elems[i].offset >= 0) set_stored(c, parts->elems[i].topic, parts->elems[i].partition,
                                                         parts->elems[i].offset);
             /* The fetcher starts there (unknown: at the committed offset). */
-            if (parts->elems[i].partition >= 0)
+            if (parts->elems[i].partition >= 0) {
                 c->parts[parts->elems[i].partition].next = parts->elems[i].offset >= 0 ? parts->elems[i].offset : -1;
+                c->parts[parts->elems[i].partition].taken = false;
+            }
         }
         c->ever_assigned = true;
         c->topic_missing_since_ms = 0; /* it exists: the group assigns it */
@@ -342,7 +348,10 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         drop_pending(c, parts);
         for (int i = 0; i < parts->cnt; i++) {
             rd_kafka_topic_partition_list_del(c->stored, parts->elems[i].topic, parts->elems[i].partition);
-            if (parts->elems[i].partition >= 0) c->parts[parts->elems[i].partition].next = -1;
+            if (parts->elems[i].partition >= 0) {
+                c->parts[parts->elems[i].partition].next = -1;
+                c->parts[parts->elems[i].partition].taken = false;
+            }
         }
         if (!c->hold) c->hold_since_ms = clock_now_ms();
         c->hold = true;
@@ -487,6 +496,24 @@ static int check_missing_topic(consumer_t *c, char *err, size_t errlen)
     return -1;
 }
 
+/* This member's position in each partition of `at` (a copy of `owned`):
+ * librdkafka's (rd_kafka_position: after the last record delivered, the
+ * markers of a transactional producer included, which never reach us), or
+ * the consumer's own (`parts[].next`) when that is further or librdkafka's is
+ * unknown, as it is after wake_fetcher's seek until the next record; -1 when
+ * neither is known. */
+static void positions_of(consumer_t *c, rd_kafka_topic_partition_list_t *at)
+{
+    if (rd_kafka_position(c->rk, at))
+        for (int i = 0; i < at->cnt; i++) at->elems[i].offset = -1;
+    for (int i = 0; i < at->cnt; i++) {
+        int p = at->elems[i].partition;
+        int64_t own = p >= 0 && p < c->parts_n ? c->parts[p].next : -1;
+        if (own > at->elems[i].offset) at->elems[i].offset = own;
+        if (at->elems[i].offset < 0) at->elems[i].offset = -1;
+    }
+}
+
 /* A partition librdkafka no longer fetches (DESIGN.md: Errors): its leader
  * holds records past this member's position, the consumer's queue is empty
  * (the poll that calls this found nothing in its whole timeout), and no
@@ -520,11 +547,10 @@ static int check_stalled_fetch(consumer_t *c, char *err, size_t errlen)
     rd_kafka_topic_partition_list_t *starts = NULL;
     for (int i = 0; i < ends->cnt; i++) ends->elems[i].offset = RD_KAFKA_OFFSET_END;
     rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(c->rk, ends, CONSUMER_STALL_QUERY_TIMEOUT_MS);
+    positions_of(c, at);
     bool behind = false;
     for (int i = 0; i < at->cnt && !e; i++) {
         rd_kafka_topic_partition_t *a = &at->elems[i];
-        int p = a->partition;
-        a->offset = p >= 0 && p < c->parts_n ? c->parts[p].next : -1;
         if (a->offset >= 0 && !ends->elems[i].err && ends->elems[i].offset > a->offset) behind = true;
     }
     if (behind) {
@@ -628,6 +654,7 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
     if (r->partition >= 0 && r->partition < c->parts_n) {
         c->parts[r->partition].next = r->offset + 1;
         c->parts[r->partition].stall_since = 0;
+        c->parts[r->partition].taken = true;
     }
     c->taken_bytes += (int64_t)(m->len + m->key_len);
     c->slot[k].messages[c->slot[k].count++] = m;
@@ -640,19 +667,24 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
  * empties the queue faster than that waits out the rest of the second, and
  * a replay ran at about the bound per second whatever PostgreSQL could do
  * (DESIGN.md: Settings and budgets). A seek is the one public call that wakes
- * the broker thread: each owned partition whose position is known is sought
- * to it (after its last record taken, or where its assignment started),
- * which is where its fetcher stands when the queue is empty, so nothing is
- * skipped; a record fetched meanwhile is discarded by librdkafka (the seek
- * starts a new fetch version) and fetched again. */
+ * the broker thread (which then looks at every partition it fetches): each
+ * partition a record of which was taken since the last wake-up is sought to
+ * the offset after its last record taken, which is where its fetcher stands
+ * when the queue is empty, so nothing is skipped; a record fetched meanwhile
+ * is discarded by librdkafka (the seek starts a new fetch version) and
+ * fetched again. Only such partitions: one that delivered nothing since may
+ * have been moved by librdkafka itself (an offset reset after retention, a
+ * topic recreated), or have its fetch start still queued inside librdkafka
+ * after an assignment, which a seek's version barrier would make it drop. */
 static void wake_fetcher(consumer_t *c)
 {
     c->taken_bytes = 0;
     rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_new(c->owned->cnt);
     for (int i = 0; i < c->owned->cnt; i++) {
         int p = c->owned->elems[i].partition;
-        if (p >= 0 && p < c->parts_n && c->parts[p].next >= 0)
-            rd_kafka_topic_partition_list_add(at, c->owned->elems[i].topic, p)->offset = c->parts[p].next;
+        if (p < 0 || p >= c->parts_n || !c->parts[p].taken) continue;
+        rd_kafka_topic_partition_list_add(at, c->owned->elems[i].topic, p)->offset = c->parts[p].next;
+        c->parts[p].taken = false;
     }
     if (at->cnt > 0) {
         /* Asynchronous (timeout 0): it reports nothing. */
@@ -822,17 +854,17 @@ void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, atomic_int_fast64_t *
                 continue;
             next_committed[p->partition] = hi > p->offset ? hi - p->offset : 0;
         }
-        /* This member's position (librdkafka's own, rd_kafka_position, is
-         * unknown for a moment after wake_fetcher's seek). */
-        for (int i = 0; i < c->owned->cnt; i++) {
+        rd_kafka_topic_partition_list_t *pos = rd_kafka_topic_partition_list_copy(c->owned);
+        positions_of(c, pos);
+        for (int i = 0; i < pos->cnt; i++) {
             int64_t lo, hi;
-            const rd_kafka_topic_partition_t *p = &c->owned->elems[i];
-            if (p->partition < 0 || p->partition >= max || p->partition >= c->parts_n) continue;
-            int64_t next = c->parts[p->partition].next;
-            if (next < 0 || rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) || hi < 0)
+            const rd_kafka_topic_partition_t *p = &pos->elems[i];
+            if (p->partition < 0 || p->partition >= max || p->offset < 0 ||
+                rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) || hi < 0)
                 continue;
-            next_lag[p->partition] = hi > next ? hi - next : 0;
+            next_lag[p->partition] = hi > p->offset ? hi - p->offset : 0;
         }
+        rd_kafka_topic_partition_list_destroy(pos);
     }
     for (int p = 0; p < max; p++) {
         atomic_store_explicit(&lag[p], next_lag[p], memory_order_relaxed);
