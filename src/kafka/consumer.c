@@ -291,6 +291,15 @@ static void parts_fit(consumer_t *c, const rd_kafka_topic_partition_list_t *part
     c->parts_n = n;
 }
 
+/* A partition assigned (its fetcher starts at `next`; -1: unknown, at the
+ * committed offset) or revoked (-1): nothing of it taken yet. */
+static void part_restart(consumer_t *c, int32_t partition, int64_t next)
+{
+    if (partition < 0) return;
+    c->parts[partition].next = next >= 0 ? next : -1;
+    c->parts[partition].taken = false;
+}
+
 /* Track the assignment: the rebalance callback runs on the worker thread
  * inside consumer_poll (also the poll that takes the next batch while one
  * is written: that batch's offsets are not pending yet, so only stored rows
@@ -322,11 +331,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
              * first offset retention left). */
             if (parts->elems[i].offset >= 0) set_stored(c, parts->elems[i].topic, parts->elems[i].partition,
                                                         parts->elems[i].offset);
-            /* The fetcher starts there (unknown: at the committed offset). */
-            if (parts->elems[i].partition >= 0) {
-                c->parts[parts->elems[i].partition].next = parts->elems[i].offset >= 0 ? parts->elems[i].offset : -1;
-                c->parts[parts->elems[i].partition].taken = false;
-            }
+            part_restart(c, parts->elems[i].partition, parts->elems[i].offset);
         }
         c->ever_assigned = true;
         c->topic_missing_since_ms = 0; /* it exists: the group assigns it */
@@ -348,10 +353,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         drop_pending(c, parts);
         for (int i = 0; i < parts->cnt; i++) {
             rd_kafka_topic_partition_list_del(c->stored, parts->elems[i].topic, parts->elems[i].partition);
-            if (parts->elems[i].partition >= 0) {
-                c->parts[parts->elems[i].partition].next = -1;
-                c->parts[parts->elems[i].partition].taken = false;
-            }
+            part_restart(c, parts->elems[i].partition, -1);
         }
         if (!c->hold) c->hold_since_ms = clock_now_ms();
         c->hold = true;
