@@ -1,6 +1,7 @@
 #include "crash.h"
 
 #include <execinfo.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <time.h>
@@ -18,16 +19,24 @@
 #endif
 #endif
 
-#ifndef CRASH_SANITIZED
-
-#define CRASH_FRAMES_MAX 64
-
 static const struct {
     int sig;
     const char *name;
 } crash_signals[] = {
     {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"}, {SIGILL, "SIGILL"}, {SIGABRT, "SIGABRT"},
 };
+
+void crash_report_thread(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++) sigaddset(&set, crash_signals[i].sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+#ifndef CRASH_SANITIZED
+
+#define CRASH_FRAMES_MAX 64
 
 static log_format_t crash_format;
 

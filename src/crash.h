@@ -18,4 +18,11 @@
 /* Call once, after log_configure and before any thread starts. */
 void crash_report_install(log_format_t format);
 
+/* Call first thing on a thread created with every signal blocked, as
+ * librdkafka creates its own: a fault in a thread that blocks its signal is
+ * not delivered to the handler, the kernel kills the process at once and
+ * nothing is written. This lets the fault signals through again (in every
+ * build: a sanitizer's own report needs them as well). */
+void crash_report_thread(void);
+
 #endif

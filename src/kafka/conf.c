@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "crash.h"
 #include "kafka/internal.h"
 #include "log.h"
 
@@ -42,6 +43,29 @@ static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char 
     log_level_t lvl = level <= 3 ? LOG_LEVEL_ERROR : level == 4 ? LOG_LEVEL_WARN
                     : level <= 6 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG;
     LOG_AT(lvl, "rdkafka", "%s: %s", fac, buf);
+}
+
+/* librdkafka starts each of its threads with every signal blocked: a fault
+ * there would kill the process without the crash report (DESIGN.md: Logs).
+ * Each thread lets the fault signals through first thing. */
+static rd_kafka_resp_err_t on_thread_start(rd_kafka_t *rk, rd_kafka_thread_type_t type, const char *name,
+                                           void *opaque)
+{
+    (void)rk;
+    (void)type;
+    (void)name;
+    (void)opaque;
+    crash_report_thread();
+    return RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+static rd_kafka_resp_err_t on_new(rd_kafka_t *rk, const rd_kafka_conf_t *conf, void *opaque, char *err,
+                                  size_t errlen)
+{
+    (void)conf;
+    (void)err;
+    (void)errlen;
+    return rd_kafka_interceptor_add_on_thread_start(rk, "crash-report", on_thread_start, opaque);
 }
 
 /* The STORAGE_RDKAFKA_ variable of librdkafka property `name`. */
@@ -96,6 +120,10 @@ rd_kafka_conf_t *kafka_conf_new(const settings_t *s, pipeline_id_t id, char *err
     }
 #undef SET
     rd_kafka_conf_set_log_cb(conf, on_log);
+    if (rd_kafka_conf_interceptor_add_on_new(conf, "crash-report", on_new, NULL) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "cannot add librdkafka's thread-start interceptor");
+        goto error;
+    }
     return conf;
 error:
     rd_kafka_conf_destroy(conf);

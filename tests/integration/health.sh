@@ -183,4 +183,32 @@ test_a_crash_logs_the_stack_and_dies_of_the_same_signal() {
     done
 }
 
+# librdkafka starts its threads with every signal blocked, and a fault on a
+# thread that blocks its signal kills the process before any handler runs:
+# without crash_report_thread a crash inside librdkafka left no report at
+# all, only exit 139. A SIGSEGV sent to librdkafka's main thread alone (no
+# tool here makes that thread fault) stays pending there unless the thread
+# takes it; taken, it must be reported as the crash of that thread.
+test_a_crash_on_a_librdkafka_thread_logs_the_stack_too() {
+    local release=$TOP/build/storage-consumer out rc pid tid t
+    [ -x "$release" ] || fail "$release is missing (make all)"
+    fresh_schema health_crash_rdk
+    fresh_topics health_crash_rdk
+    BIN=$release svc_start crash-rdk
+    out=$(wait_healthy crash-rdk)
+    assert_eq 0 "${out%%:*}" "health before the crash: $out"
+    pid=$(svc_pid crash-rdk)
+    tid=""
+    for t in /proc/"$pid"/task/*; do
+        [ "$(cat "$t/comm" 2>/dev/null)" = "rdk:main" ] && { tid=${t##*/}; break; }
+    done
+    [ -n "$tid" ] || fail "no librdkafka main thread (rdk:main) in process $pid: $(cat /proc/"$pid"/task/*/comm | sort | uniq -c | xargs)"
+    python3 -c 'import ctypes, sys; sys.exit(ctypes.CDLL(None).tgkill(int(sys.argv[1]), int(sys.argv[2]), 11))' \
+        "$pid" "$tid" || fail "tgkill of thread $tid of process $pid failed"
+    rc=$(svc_wait crash-rdk 10)
+    assert_eq 139 "$rc" "exit status after SIGSEGV on librdkafka's main thread"
+    out=$(crash_stack "$(svc_log crash-rdk)" "$release")
+    assert_contains "$out" "SIGSEGV: on_crash at " "the frames resolved"
+}
+
 run_tests

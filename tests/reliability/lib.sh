@@ -649,9 +649,17 @@ scenario_cleanup() {
     svc_cleanup
     # A crash is a failure whatever the scenario expected of the process
     # (a kill -9 it meant to send, a timeout), with where it happened.
-    local log stack
+    local log stack rc
     for log in "$SW"/*.log; do
-        stack=$(crash_stack "$log" "$BIN") && fail_check "$(basename "$log" .log) crashed: $stack"
+        if stack=$(crash_stack "$log" "$BIN"); then
+            fail_check "$(basename "$log" .log) crashed: $stack"
+        else
+            # Died of a fault signal, and no report: the handler never ran.
+            rc=$(cat "${log%.log}.rc" 2>/dev/null)
+            case $rc in 132 | 134 | 135 | 136 | 139)
+                fail_check "$(basename "$log" .log) died of signal $((rc - 128)) (exit $rc) without a crash report" ;;
+            esac
+        fi
     done
     sql_root "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'rel-%'" >/dev/null 2>&1 || true
     pg_ensure_up || true
