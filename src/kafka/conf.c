@@ -120,10 +120,6 @@ rd_kafka_conf_t *kafka_conf_new(const settings_t *s, pipeline_id_t id, char *err
     }
 #undef SET
     rd_kafka_conf_set_log_cb(conf, on_log);
-    if (rd_kafka_conf_interceptor_add_on_new(conf, "crash-report", on_new, NULL) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(err, errlen, "cannot add librdkafka's thread-start interceptor");
-        goto error;
-    }
     return conf;
 error:
     rd_kafka_conf_destroy(conf);
@@ -205,10 +201,18 @@ rd_kafka_t *kafka_handle_new(const settings_t *s, pipeline_id_t id, kafka_rebala
      * partition unfetched after rapid leader changes several times as often
      * (DESIGN.md: Probes and metrics). */
     if (stats) rd_kafka_conf_set_stats_cb(conf, stats);
-    /* rd_kafka_new takes ownership of conf on success only. */
+    if (rd_kafka_conf_interceptor_add_on_new(conf, "crash-report", on_new, NULL) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(err, errlen, "cannot create %s: librdkafka refused the thread-start interceptor", what);
+        return NULL;
+    }
+    /* rd_kafka_new takes ownership of conf on success only; on failure
+     * librdkafka 2.0.2 has already freed the interceptor lists the conf
+     * shares with the handle, so destroying the conf would free them again:
+     * it is left (once per failed handle, and kafka_conf_check has made the
+     * same configuration into a trial handle first, without interceptors). */
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
     if (!rk) {
-        rd_kafka_conf_destroy(conf);
         log_redact(why, sizeof why); /* may quote a secret property's value */
         snprintf(err, errlen, "cannot create %s: %s", what, why);
         return NULL;
