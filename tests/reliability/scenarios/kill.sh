@@ -37,8 +37,9 @@ scenario_kill9() {
     # make a life ~5 s shorter than the suite's 6 s.
     local session=3000
     KILL9_ENV=(STORAGE_SESSION_TIMEOUT_MS=$session STORAGE_RDKAFKA_HEARTBEAT_INTERVAL_MS=500)
-    # Each life joins a group its predecessor may still be in (evicted a
-    # session timeout after its death), in rounds of these sessions.
+    # Each life starts once its predecessor's members are evicted (a session
+    # timeout after its death: await_eviction, lib.sh, says why), and joins
+    # in rounds of these sessions.
     local join_s
     join_s=$(group_wait_s "$session")
     RANDOM=4242
@@ -62,6 +63,7 @@ scenario_kill9() {
         i=$((i + 1))
         name=k$(printf %02d "$i")
         local batch=${sizes[RANDOM % 4]}
+        await_eviction "$session"
         case $mode in
         before_poll)
             svc_start "$name" "${KILL9_ENV[@]}" STORAGE_MAX_POLL_RECORDS_REVIEWS="$batch"
@@ -77,6 +79,7 @@ scenario_kill9() {
             svc_start "$name" "${KILL9_ENV[@]}" STORAGE_MAX_POLL_RECORDS_REVIEWS="$batch" SC_TEST_KILL_AFTER_DB_COMMIT="$n"
             # It joins, then stores batches as long as records come.
             rc=$(svc_wait_progress "$name")
+            died
             expect_eq "$name: exit code at the fault point after DB commit $n" 137 "$rc"
             expect_log "$name" 'test fault point: killing the process after the database commit' \
                 "$name: died at the fault point"
@@ -99,6 +102,7 @@ scenario_kill9() {
         esac
         if [ "$mode" != after_db_commit ]; then
             rc=$(svc_kill "$name")
+            died
             expect_eq "$name: exit code after kill -9 ($mode)" 137 "$rc"
         fi
         [ "$mode" = mid_write ] || [ "$mode" = mid_write_dead_letters ] && release_lock
@@ -109,6 +113,7 @@ scenario_kill9() {
     for n in $producers; do wait "$n" 2>/dev/null || true; done
     [ -f "$SW/producer.failed" ] && fail_check "kcat could not produce: $(xargs <"$SW/producer.failed")"
     assert_scenario_kept_everything
+    await_eviction "$session"
     svc_start final "${KILL9_ENV[@]}"
     finish final
     local lives_run=() redelivered
@@ -132,16 +137,18 @@ scenario_kill_between_commits() {
     gen_stream 13 6000 0 0 single=1 dup=0
     produce_all
     assert_scenario_kept_everything
-    # As kill9: short sessions, so the next process is not kept waiting for
-    # the dead one's eviction.
+    # As kill9: short sessions, so the next process waits less for the dead
+    # one's eviction.
     local env=(STORAGE_SESSION_TIMEOUT_MS=3000 STORAGE_RDKAFKA_HEARTBEAT_INTERVAL_MS=500 STORAGE_MAX_POLL_RECORDS_REVIEWS=250)
     svc_start k1 "${env[@]}" SC_TEST_KILL_AFTER_DB_COMMIT=3
     local rc killed r p hi
     rc=$(svc_wait_progress k1)
+    died
     expect_eq "k1: exit code at the fault point after DB commit 3" 137 "$rc"
     killed=$(sed -nE 's/.*test fault point: killing the process after the database commit offsets=([^ ]*).*/\1/p' "$SW/k1.log")
     [ -n "$killed" ] || fail_check "k1 did not die at the fault point: no killed batch to look for"
     checkpoint "k1 killed between the commits"
+    await_eviction 3000
     svc_start k2 "${env[@]}"
     finish k2
     for r in $(echo "$killed" | tr ',' ' '); do
