@@ -45,6 +45,8 @@ static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char 
     LOG_AT(lvl, "rdkafka", "%s: %s", fac, buf);
 }
 
+#define CRASH_INTERCEPTOR "crash-report"
+
 /* librdkafka starts each of its threads with every signal blocked: a fault
  * there would kill the process without the crash report (DESIGN.md: Logs).
  * Each thread lets the fault signals through first thing. */
@@ -65,7 +67,7 @@ static rd_kafka_resp_err_t on_new(rd_kafka_t *rk, const rd_kafka_conf_t *conf, v
     (void)conf;
     (void)err;
     (void)errlen;
-    return rd_kafka_interceptor_add_on_thread_start(rk, "crash-report", on_thread_start, opaque);
+    return rd_kafka_interceptor_add_on_thread_start(rk, CRASH_INTERCEPTOR, on_thread_start, opaque);
 }
 
 /* The STORAGE_RDKAFKA_ variable of librdkafka property `name`. */
@@ -201,7 +203,7 @@ rd_kafka_t *kafka_handle_new(const settings_t *s, pipeline_id_t id, kafka_rebala
      * partition unfetched after rapid leader changes several times as often
      * (DESIGN.md: Probes and metrics). */
     if (stats) rd_kafka_conf_set_stats_cb(conf, stats);
-    if (rd_kafka_conf_interceptor_add_on_new(conf, "crash-report", on_new, NULL) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (rd_kafka_conf_interceptor_add_on_new(conf, CRASH_INTERCEPTOR, on_new, NULL) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         rd_kafka_conf_destroy(conf);
         snprintf(err, errlen, "cannot create %s: librdkafka refused the thread-start interceptor", what);
         return NULL;

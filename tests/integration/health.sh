@@ -157,15 +157,23 @@ test_health_reports_a_killed_process_stale_after_the_max_age() {
 # A crash leaves the stack of the thread that crashed in the log, in frames
 # addr2line resolves, and the process still dies of its signal (DESIGN.md:
 # Logs). The release build: sanitizer builds keep their own report.
+# The release build (the crash tests' subject) started as NAME on a schema
+# and topics of its own, healthy.
+start_release_healthy() { # name suffix [VAR=value...]
+    local name=$1 suffix=$2 out
+    shift 2
+    [ -x "$TOP/build/storage-consumer" ] || fail "$TOP/build/storage-consumer is missing (make all)"
+    fresh_schema "health_crash_$suffix"
+    fresh_topics "health_crash_$suffix"
+    BIN=$TOP/build/storage-consumer svc_start "$name" "$@"
+    out=$(wait_healthy "$name")
+    assert_eq 0 "${out%%:*}" "health of $name before the crash: $out"
+}
+
 test_a_crash_logs_the_stack_and_dies_of_the_same_signal() {
     local release=$TOP/build/storage-consumer fmt out rc
-    [ -x "$release" ] || fail "$release is missing (make all)"
     for fmt in text json; do
-        fresh_schema "health_crash_$fmt"
-        fresh_topics "health_crash_$fmt"
-        BIN=$release svc_start "crash-$fmt" STORAGE_LOG_FORMAT=$fmt
-        out=$(wait_healthy "crash-$fmt")
-        assert_eq 0 "${out%%:*}" "health before the crash ($fmt): $out"
+        start_release_healthy "crash-$fmt" "$fmt" STORAGE_LOG_FORMAT=$fmt
         svc_signal "crash-$fmt" SEGV
         rc=$(svc_wait "crash-$fmt" "$STOP_WAIT_S")
         assert_eq 139 "$rc" "exit status after SIGSEGV ($fmt)"
@@ -191,12 +199,7 @@ test_a_crash_logs_the_stack_and_dies_of_the_same_signal() {
 # takes it; taken, it must be reported as the crash of that thread.
 test_a_crash_on_a_librdkafka_thread_logs_the_stack_too() {
     local release=$TOP/build/storage-consumer out rc pid tid t
-    [ -x "$release" ] || fail "$release is missing (make all)"
-    fresh_schema health_crash_rdk
-    fresh_topics health_crash_rdk
-    BIN=$release svc_start crash-rdk
-    out=$(wait_healthy crash-rdk)
-    assert_eq 0 "${out%%:*}" "health before the crash: $out"
+    start_release_healthy crash-rdk rdk
     pid=$(svc_pid crash-rdk)
     tid=""
     for t in /proc/"$pid"/task/*; do

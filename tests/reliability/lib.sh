@@ -57,26 +57,17 @@ group_wait_s() { # [session_ms]
 GROUP_WAIT_S=$(group_wait_s)
 
 # A process killed -9 stays a member of its groups until the mock's session
-# check (once a second) finds it a session timeout past its last heartbeat.
-# The next member must not join before: the mock (librdkafka 2.0.2) elects
-# the dead member leader, waits a session timeout for its SyncGroup, and
-# meanwhile times out the live member waiting beside it; that member's
-# rejoin re-creates it under its old id, and the mock names members by
-# their address, so a later new member can be given the same id. Told it
-# leads a group of no members, librdkafka's cooperative-sticky assignor
-# then dereferences NULL: SIGSEGV on librdkafka's main thread (README.md).
-# A Kafka broker gives every member a fresh UUID and its leader the whole
-# member list.
-DIED_AT=""
-died() { DIED_AT=$EPOCHREALTIME; } # a process of the scenario was killed -9 now
-await_eviction() { # [session_ms]
-    [ -n "$DIED_AT" ] || return 0
-    local left
-    left=$(awk -v s="${1:-$SESSION_TIMEOUT_MS}" -v t0="$DIED_AT" -v now="$EPOCHREALTIME" \
+# check (once a second) finds it a session timeout past its last heartbeat;
+# its successor in those groups starts only then: joining beside the dead
+# member meets a defect of the mock's coordinator that crashes librdkafka
+# (README.md). The death's time is when NAME.rc was written.
+await_eviction() { # name [session_ms]
+    local died left
+    died=$(stat -c %.3Y "$SW/$1.rc" 2>/dev/null) || return 0
+    left=$(awk -v s="${2:-$SESSION_TIMEOUT_MS}" -v t0="$died" -v now="$EPOCHREALTIME" \
         'BEGIN {l = t0 + (s + 1200) / 1000 - now; printf "%.2f", (l > 0 ? l : 0)}')
-    trace "waiting ${left} s for the killed process's members to be evicted"
+    trace "waiting ${left} s for $1's members to be evicted"
     sleep "$left"
-    DIED_AT=""
 }
 # A wait for progress (records stored, chunks produced, a batch logged)
 # gives up only after this long with nothing moving: a healthy service

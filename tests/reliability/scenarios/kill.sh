@@ -51,7 +51,7 @@ scenario_kill9() {
     for t in $(scenario_topics); do
         split -n "l/$lives" -d -a 3 "$SW/gen/$t.kv" "$SW/chunks/$t."
     done
-    local i=0 mode name rc n sizes=(50 200 500 2000) counts="" producers=""
+    local i=0 mode name prev="" rc n sizes=(50 200 500 2000) counts="" producers=""
     for mode in "${KILL9_MODES[@]}"; do
         (
             for t in $(scenario_topics); do
@@ -63,7 +63,7 @@ scenario_kill9() {
         i=$((i + 1))
         name=k$(printf %02d "$i")
         local batch=${sizes[RANDOM % 4]}
-        await_eviction "$session"
+        await_eviction "$prev" "$session"
         case $mode in
         before_poll)
             svc_start "$name" "${KILL9_ENV[@]}" STORAGE_MAX_POLL_RECORDS_REVIEWS="$batch"
@@ -79,7 +79,6 @@ scenario_kill9() {
             svc_start "$name" "${KILL9_ENV[@]}" STORAGE_MAX_POLL_RECORDS_REVIEWS="$batch" SC_TEST_KILL_AFTER_DB_COMMIT="$n"
             # It joins, then stores batches as long as records come.
             rc=$(svc_wait_progress "$name")
-            died
             expect_eq "$name: exit code at the fault point after DB commit $n" 137 "$rc"
             expect_log "$name" 'test fault point: killing the process after the database commit' \
                 "$name: died at the fault point"
@@ -102,18 +101,18 @@ scenario_kill9() {
         esac
         if [ "$mode" != after_db_commit ]; then
             rc=$(svc_kill "$name")
-            died
             expect_eq "$name: exit code after kill -9 ($mode)" 137 "$rc"
         fi
         [ "$mode" = mid_write ] || [ "$mode" = mid_write_dead_letters ] && release_lock
         trace "$name ($mode, batch $batch) died after $(batches "$name") committed batches"
         counts="$counts$mode "
         checkpoint "after kill $i ($mode)"
+        prev=$name
     done
     for n in $producers; do wait "$n" 2>/dev/null || true; done
     [ -f "$SW/producer.failed" ] && fail_check "kcat could not produce: $(xargs <"$SW/producer.failed")"
     assert_scenario_kept_everything
-    await_eviction "$session"
+    await_eviction "$prev" "$session"
     svc_start final "${KILL9_ENV[@]}"
     finish final
     local lives_run=() redelivered
@@ -143,12 +142,11 @@ scenario_kill_between_commits() {
     svc_start k1 "${env[@]}" SC_TEST_KILL_AFTER_DB_COMMIT=3
     local rc killed r p hi
     rc=$(svc_wait_progress k1)
-    died
     expect_eq "k1: exit code at the fault point after DB commit 3" 137 "$rc"
     killed=$(sed -nE 's/.*test fault point: killing the process after the database commit offsets=([^ ]*).*/\1/p' "$SW/k1.log")
     [ -n "$killed" ] || fail_check "k1 did not die at the fault point: no killed batch to look for"
     checkpoint "k1 killed between the commits"
-    await_eviction 3000
+    await_eviction k1 3000
     svc_start k2 "${env[@]}"
     finish k2
     for r in $(echo "$killed" | tr ',' ' '); do

@@ -142,12 +142,11 @@ prod_kill_mid_write() {
     local name=$PROD_CURRENT rc
     wait_blocked "sc-$name" 30 "$name" || fail_check "no app-stats batch of $name caught mid-write"
     rc=$(svc_kill "$name")
-    died
     expect_eq "$name: exit code after kill -9" 137 "$rc"
     release_lock
     prod_phase_ended "$name"
     prod_checkpoint "after kill -9 of $name"
-    await_eviction
+    await_eviction "$name"
     prod_phase_start "$name-after-kill" "$(sql "SELECT ttl_seconds FROM rel.phases WHERE name = '$name'")"
     PROD_KILLED=$name
 }
