@@ -321,8 +321,8 @@ int db_command(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, si
     return 0;
 }
 
-int db_copy_in(PGconn *conn, const char *sql, const char *data, size_t len, int64_t deadline_ms,
-               char *err, size_t errlen, error_class_t *cls)
+int db_copy_send(PGconn *conn, const char *sql, const char *data, size_t len, int64_t deadline_ms,
+                 char *err, size_t errlen, error_class_t *cls)
 {
     bool timed_out;
     if (PQsendQuery(conn, sql) != 1) {
@@ -331,7 +331,11 @@ int db_copy_in(PGconn *conn, const char *sql, const char *data, size_t len, int6
         return -1;
     }
     if (flush_by(conn, deadline_ms, err, errlen, cls)) return -1;
-    PGresult *res = db_result(conn, deadline_ms, &timed_out, err, errlen);
+    /* The statements before the COPY in `sql` (a BEGIN) answer first. */
+    PGresult *res;
+    while ((res = db_result(conn, deadline_ms, &timed_out, err, errlen)) &&
+           PQresultStatus(res) == PGRES_COMMAND_OK)
+        PQclear(res);
     if (PQresultStatus(res) != PGRES_COPY_IN) {
         if (timed_out) {
             if (cls) *cls = ERROR_CLASS_TRANSIENT;
@@ -359,8 +363,14 @@ int db_copy_in(PGconn *conn, const char *sql, const char *data, size_t len, int6
         if (cls) *cls = db_classify(conn, NULL);
         return -1;
     }
-    if (flush_by(conn, deadline_ms, err, errlen, cls)) return -1;
-    res = collect(conn, deadline_ms, err, errlen, cls);
+    return flush_by(conn, deadline_ms, err, errlen, cls);
+}
+
+int db_copy_in(PGconn *conn, const char *sql, const char *data, size_t len, int64_t deadline_ms,
+               char *err, size_t errlen, error_class_t *cls)
+{
+    if (db_copy_send(conn, sql, data, len, deadline_ms, err, errlen, cls)) return -1;
+    PGresult *res = collect(conn, deadline_ms, err, errlen, cls);
     if (!res) return -1;
     PQclear(res);
     return 0;

@@ -39,6 +39,14 @@ int db_command(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, si
 int db_copy_in(PGconn *conn, const char *sql, const char *data, size_t len, int64_t deadline_ms,
                char *err, size_t errlen, error_class_t *cls);
 
+/* db_copy_in up to the end of the data, without waiting for the results.
+ * `sql` may hold statements before the COPY (their results are read on the
+ * way: they must succeed without rows) and after it (collect their
+ * results, and the COPY's, with db_result). 0, or -1 with `err` and *cls
+ * set. */
+int db_copy_send(PGconn *conn, const char *sql, const char *data, size_t len, int64_t deadline_ms,
+                 char *err, size_t errlen, error_class_t *cls);
+
 /* Send `sql` without waiting for its results (collect them with db_result).
  * 0, or -1 with `err` and *cls set. */
 int db_send(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,

@@ -43,8 +43,6 @@ struct store {
     char *columns;    /* "application_id, crawled_at, ..." */
     char *copy_sql;   /* COPY storage_stage (...) FROM STDIN */
     char *insert_sql; /* INSERT INTO table (...) SELECT ... FROM storage_stage ON CONFLICT ... */
-    char *insert_commit_sql;   /* insert_sql; COMMIT */
-    char *insert_rollback_sql; /* insert_sql; ROLLBACK (a hook that does not commit) */
     /* The consumer group whose progress each committed batch records in
      * consumer_offsets (NULL: none, as for redrive, whose records are dead
      * letters, not a group's position). */
@@ -102,9 +100,6 @@ store_t *store_new(const settings_t *s, const pipeline_def_t *def)
                  def->conflict_sql) < 0)
         abort();
     st->columns = cols.data;
-    if (asprintf(&st->insert_commit_sql, "%s; COMMIT", st->insert_sql) < 0 ||
-        asprintf(&st->insert_rollback_sql, "%s; ROLLBACK", st->insert_sql) < 0)
-        abort();
     st->apps = app_cache_new((int64_t)s->application_cache_ttl_seconds * 1000);
     return st;
 }
@@ -123,8 +118,6 @@ void store_free(store_t *st)
     free(st->columns);
     free(st->copy_sql);
     free(st->insert_sql);
-    free(st->insert_commit_sql);
-    free(st->insert_rollback_sql);
     free(st->progress_group);
     free(st->epochs);
     free(st->copy.data);
@@ -317,13 +310,19 @@ static void copy_row(buf_t *out, const batch_t *b, const entry_t *e)
     buf_add(out, "\n", 1);
 }
 
+/* The COPY text of the entries pending[0..n), into st->copy. */
+static void copy_text(store_t *st, const batch_t *b, const size_t *pending, size_t n)
+{
+    st->copy.len = 0;
+    for (size_t k = 0; k < n; k++) copy_row(&st->copy, b, &b->entries[pending[k]]);
+}
+
 /* COPY the entries pending[0..n) into the stage. Returns 0 or -1 with
  * err/cls. */
 static int copy_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n, char *err,
                       size_t errlen, error_class_t *cls)
 {
-    st->copy.len = 0;
-    for (size_t k = 0; k < n; k++) copy_row(&st->copy, b, &b->entries[pending[k]]);
+    copy_text(st, b, pending, n);
     return db_copy_in(st->conn, st->copy_sql, st->copy.data, st->copy.len, st->deadline, err, errlen,
                       cls);
 }
@@ -356,15 +355,21 @@ bool store_prepare(store_t *st, batch_t *b)
     return true;
 }
 
-/* COPY the events of a first attempt: the text store_prepare wrote if it
- * is this batch's (the buffers trade places), else written now. */
-static int copy_events(store_t *st, batch_t *b, size_t n, char *err, size_t errlen, error_class_t *cls)
+/* COPY the events pending[0..n) into the stage: the text store_prepare
+ * wrote if it is this batch's (the buffers trade places), else written now.
+ * `fused` (NULL: none) is the query that carries the COPY with statements
+ * around it, whose results are left for the caller to collect. */
+static int copy_events(store_t *st, batch_t *b, size_t n, const char *fused, char *err, size_t errlen,
+                       error_class_t *cls)
 {
-    if (!store_prepared(st, b) || st->prepared.rows != n) return copy_chunk(st, b, st->pending, n, err, errlen, cls);
-    buf_t text = st->prepared.copy;
-    st->prepared.copy = st->copy;
-    st->copy = text;
-    st->prepared.batch = NULL;
+    if (store_prepared(st, b) && st->prepared.rows == n) {
+        buf_t text = st->prepared.copy;
+        st->prepared.copy = st->copy;
+        st->copy = text;
+    } else {
+        copy_text(st, b, st->pending, n);
+    }
+    if (fused) return db_copy_send(st->conn, fused, st->copy.data, st->copy.len, st->deadline, err, errlen, cls);
     return db_copy_in(st->conn, st->copy_sql, st->copy.data, st->copy.len, st->deadline, err, errlen, cls);
 }
 
@@ -474,9 +479,36 @@ static size_t fill_pending(store_t *st, const batch_t *b)
     return n;
 }
 
+static bool has_rejections(const batch_t *b)
+{
+    for (size_t i = 0; i < b->count; i++)
+        if (b->entries[i].state == ENTRY_REJECTED) return true;
+    return false;
+}
+
+/* The end of an attempt's transaction: the upsert of the n staged events
+ * (if any), then the batch's position — after the rows, so every
+ * transaction takes its row locks in one order: dead letters, rows,
+ * positions — then COMMIT, or ROLLBACK for a hook that does not commit. */
+static char *end_sql(store_t *st, const batch_t *b, const store_hook_t *hook, size_t n)
+{
+    char *advance = hook->commit && st->progress_group
+                        ? offsets_advance_sql(st->conn, st->progress_group, b, st->epochs, st->nepochs)
+                        : NULL;
+    char *sql;
+    if (asprintf(&sql, "%s%s%s%s%s", n ? st->insert_sql : "", n ? "; " : "", advance ? advance : "",
+                 advance ? "; " : "", hook->commit ? "COMMIT" : "ROLLBACK") < 0)
+        abort();
+    free(advance);
+    return sql;
+}
+
 /* One attempt, up to what it sends without waiting: BEGIN; the dead letters,
- * then the COPY of the events into the stage; the hook; then the upsert and
- * the end of the transaction together (wait_attempt collects them).
+ * then the COPY of the events into the stage; the hook; then the upsert, the
+ * position and the end of the transaction together (wait_attempt collects
+ * them). A batch of events alone, the usual one, is a single query whose
+ * results are all left to wait_attempt: BEGIN, the COPY, the upsert, the
+ * position, COMMIT (DESIGN.md: The batch loop).
  * `isolating` (after a data error) upserts the events first, under
  * savepoints, so the records the database refuses join the dead letters
  * written after them; only the end of the transaction is left to send.
@@ -486,16 +518,23 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
                         size_t errlen, error_class_t *cls)
 {
     size_t n = fill_pending(st, b);
+    bool fused = !isolating && n && !hook->fn && !has_rejections(b);
+    char *end = fused ? end_sql(st, b, hook, n) : NULL;
 
     memset(&st->done, 0, sizeof st->done);
-    int rc = exec_simple(st, "BEGIN", err, errlen, cls);
+    int rc = fused ? 0 : exec_simple(st, "BEGIN", err, errlen, cls);
     if (rc == 0 && isolating) {
         rc = isolate(st, b, st->pending, n, &st->done, err, errlen, cls);
         n = 0;
     }
-    if (rc == 0)
+    if (rc == 0 && !fused)
         rc = dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls);
-    if (rc == 0 && n) rc = copy_events(st, b, n, err, errlen, cls);
+    if (rc == 0 && n) {
+        char *query = NULL;
+        if (fused && asprintf(&query, "BEGIN; %s; %s", st->copy_sql, end) < 0) abort();
+        rc = copy_events(st, b, n, query, err, errlen, cls);
+        free(query);
+    }
     /* Only a first attempt uses the text: a later one may have rejected
      * records meanwhile. */
     if (st->prepared.batch == b) st->prepared.batch = NULL;
@@ -503,26 +542,11 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
         rc = hook->fn(hook->ctx, st->conn, st->deadline, b, err, errlen, cls);
         if (rc != 0 && *cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
     }
-    if (rc == 0) {
-        const char *end = n ? (hook->commit ? st->insert_commit_sql : st->insert_rollback_sql)
-                            : (hook->commit ? "COMMIT" : "ROLLBACK");
-        /* The batch's position goes with its rows, after the upsert (every
-         * transaction then takes its row locks in one order: dead letters,
-         * rows, positions), in the same round trip as the COMMIT. */
-        char *advance = hook->commit && st->progress_group
-                            ? offsets_advance_sql(st->conn, st->progress_group, b, st->epochs, st->nepochs)
-                            : NULL;
-        if (advance) {
-            char *sql;
-            if (asprintf(&sql, "%s%s%s; COMMIT", n ? st->insert_sql : "", n ? "; " : "", advance) < 0)
-                abort();
-            rc = db_send(st->conn, sql, st->deadline, err, errlen, cls);
-            free(sql);
-            free(advance);
-        } else {
-            rc = db_send(st->conn, end, st->deadline, err, errlen, cls);
-        }
+    if (rc == 0 && !fused) {
+        end = end_sql(st, b, hook, n);
+        rc = db_send(st->conn, end, st->deadline, err, errlen, cls);
     }
+    free(end);
     if (rc == 0) {
         st->in_flight.active = true;
         st->in_flight.rows = n;
