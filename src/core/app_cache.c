@@ -101,15 +101,20 @@ static void make_room(app_cache_t *c, int64_t now_ms)
     }
 }
 
-size_t app_cache_begin(app_cache_t *c, const char *const *names, size_t n, int64_t now_ms,
-                       const char **stale)
+size_t app_cache_begin(app_cache_t *c, const char *const *names, size_t n, int64_t now_ms, int64_t *ids,
+                       size_t *stale)
 {
     size_t k = 0;
     c->batch++;
     for (size_t i = 0; i < n; i++) {
         entry_t *e = entry_of(c, names[i], name_hash(names[i]));
-        if (e && now_ms < e->fresh_until_ms) e->batch = c->batch;
-        else stale[k++] = names[i];
+        if (e && now_ms < e->fresh_until_ms) {
+            e->batch = c->batch;
+            ids[i] = e->id;
+        } else {
+            ids[i] = -1;
+            stale[k++] = i;
+        }
     }
     return k;
 }
@@ -131,9 +136,8 @@ void app_cache_answer(app_cache_t *c, const char *name, int64_t id, int64_t now_
     e->batch = c->batch;
 }
 
-int64_t app_cache_lookup(void *ctx, const char *name)
+int64_t app_cache_lookup(const app_cache_t *c, const char *name)
 {
-    const app_cache_t *c = ctx;
     const entry_t *e = entry_of(c, name, name_hash(name));
     return e && e->batch == c->batch ? e->id : -1;
 }

@@ -3,9 +3,10 @@
  * Knows neither Kafka nor PostgreSQL: the store asks the registry and tells
  * the cache what it answered. One batch is resolved at a time:
  *
- *   app_cache_begin(c, names, n, now, stale)   which names must be asked
+ *   app_cache_begin(c, names, n, now, ids, stale)  the fresh names' ids,
+ *                                              and which must be asked
  *   app_cache_answer(c, name, id, now)         the registry has it (repeat)
- *   app_cache_lookup(c, name)                  the id bound into the batch
+ *   app_cache_lookup(c, name)                  an asked name's id
  *
  * The rules (each one a bug that was found):
  *   - A name resolved for a batch stays resolved until the next
@@ -38,20 +39,21 @@ app_cache_t *app_cache_new(int64_t ttl_ms);
 void app_cache_free(app_cache_t *c);
 
 /* Start resolving a batch whose distinct package names are names[0..n).
- * Fresh names are resolved for this batch at once; the others are written to
- * stale[0..k) (pointers from `names`; `stale` holds n) and k is returned:
- * ask the registry for them and report each present one with
- * app_cache_answer. Ends the previous batch's resolution. */
-size_t app_cache_begin(app_cache_t *c, const char *const *names, size_t n, int64_t now_ms,
-                       const char **stale);
+ * Fresh names are resolved for this batch at once, their ids in ids[j]; the
+ * others get ids[j] = -1 and their indexes j are written to stale[0..k)
+ * (`ids` and `stale` hold n), and k is returned: ask the registry for them,
+ * report each present one with app_cache_answer, then read their ids with
+ * app_cache_lookup. Ends the previous batch's resolution. */
+size_t app_cache_begin(app_cache_t *c, const char *const *names, size_t n, int64_t now_ms, int64_t *ids,
+                       size_t *stale);
 
 /* The registry has `name` with `id`: resolved for the current batch and
  * fresh until now_ms + ttl. The name is copied. */
 void app_cache_answer(app_cache_t *c, const char *name, int64_t id, int64_t now_ms);
 
 /* The application id resolved for `name` in the current batch, or -1 when the
- * registry said it is absent. `ctx` is the cache (batch_bind's lookup). */
-int64_t app_cache_lookup(void *ctx, const char *name);
+ * registry said it is absent. */
+int64_t app_cache_lookup(const app_cache_t *c, const char *name);
 
 /* `name`'s cached id proved wrong (the app was deleted, perhaps registered
  * again under a new id): the next batch asks the registry for it. It stays

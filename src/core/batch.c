@@ -88,7 +88,7 @@ static bool same_package(const batch_t *b, size_t i, size_t j)
     return strcmp(event_package_name(&b->entries[i].event), event_package_name(&b->entries[j].event)) == 0;
 }
 
-size_t batch_package_names(const batch_t *b, const char **names)
+size_t batch_package_names(const batch_t *b, const char **names, uint32_t *name_of)
 {
     key_index_t seen;
     size_t n = 0;
@@ -99,7 +99,10 @@ size_t batch_package_names(const batch_t *b, const char **names)
         uint32_t *s = index_find(&seen, b, i, same_package);
         if (*s == 0) {
             *s = (uint32_t)(i + 1);
+            name_of[i] = (uint32_t)n;
             names[n++] = event_package_name(&b->entries[i].event);
+        } else {
+            name_of[i] = name_of[*s - 1];
         }
     }
     index_free(&seen);
@@ -115,19 +118,18 @@ void batch_reject(batch_t *b, size_t i, const char *error_type, const char *deta
     decode_repair_utf8(e->rejection.detail);
 }
 
-void batch_bind(batch_t *b, int64_t (*lookup)(void *ctx, const char *package_name), void *ctx)
+void batch_bind(batch_t *b, const uint32_t *name_of, const int64_t *ids)
 {
     for (size_t i = 0; i < b->count; i++) {
         entry_t *e = &b->entries[i];
         if (e->state != ENTRY_EVENT) continue;
-        const char *name = event_package_name(&e->event);
-        e->application_id = lookup(ctx, name);
+        e->application_id = ids[name_of[i]];
         if (e->application_id < 0) {
             char detail[320];
             /* A dead letter, not an error: locking the partition until
              * someone registers the app would stop every other app. */
             snprintf(detail, sizeof detail,
-                     "package_name: %s is not registered in apps_registry_application", name);
+                     "package_name: %s is not registered in apps_registry_application", event_package_name(&e->event));
             batch_reject(b, i, ERROR_UNREGISTERED_APP, detail);
         }
     }

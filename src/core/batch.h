@@ -79,13 +79,14 @@ size_t batch_ranges(const batch_t *b, batch_range_t *out);
 
 /* The distinct package names of the decoded events, for one resolve query.
  * Fills `names` (pointers into the events; valid until the batch is reused)
- * and returns how many. `names` must hold b->count pointers. */
-size_t batch_package_names(const batch_t *b, const char **names);
+ * and returns how many; name_of[i] is the index in `names` of event i's
+ * name (other entries' are left alone). Both must hold b->count. */
+size_t batch_package_names(const batch_t *b, const char **names, uint32_t *name_of);
 
-/* Bind application ids: `lookup` returns the id of a package name, or -1
- * when the app is not registered; such events become rejected records
- * (unregistered_app). */
-void batch_bind(batch_t *b, int64_t (*lookup)(void *ctx, const char *package_name), void *ctx);
+/* Bind application ids: event i gets ids[name_of[i]] (name_of from
+ * batch_package_names), or, for -1 (the app is not registered), becomes a
+ * rejected record (unregistered_app). */
+void batch_bind(batch_t *b, const uint32_t *name_of, const int64_t *ids);
 
 /* Mark all but one event per natural key as superseded: the greatest
  * version wins (reviews: last_synced_at), ties and versionless pipelines keep

@@ -66,6 +66,16 @@ struct store {
     int64_t deadline;
     /* Reused per batch: the indexes of the entries to upsert. */
     size_t *pending;
+    /* Reused per batch: its distinct package names (`list`, with room for
+     * as many again: the names asked of the registry), each event's index
+     * among them (`of`), their ids and the indexes of those to be asked. */
+    struct {
+        const char **list;
+        uint32_t *of;
+        int64_t *ids;
+        size_t *stale;
+        size_t cap;
+    } names;
     /* The batch store_prepare resolved from the cache alone, with the COPY
      * text of its events (`rows` of them) written ahead. Its first attempt
      * sends that text; a resolve of any batch, or an attempt, ends it. */
@@ -123,6 +133,10 @@ void store_free(store_t *st)
     free(st->copy.data);
     free(st->prepared.copy.data);
     free(st->pending);
+    free(st->names.list);
+    free(st->names.of);
+    free(st->names.ids);
+    free(st->names.stale);
     free(st);
 }
 
@@ -232,24 +246,41 @@ int store_unresolved_dead_letters(store_t *st, const char *topic, int64_t *count
     return rc;
 }
 
+/* Find the batch's distinct package names (*n of them) and their ids in
+ * the cache, into st->names. Returns how many must be asked of the
+ * registry. */
+static size_t begin_resolve(store_t *st, const batch_t *b, size_t *n)
+{
+    size_t need = b->count ? b->count : 1;
+    if (st->names.cap < need) {
+        st->names.list = realloc(st->names.list, 2 * need * sizeof *st->names.list);
+        st->names.of = realloc(st->names.of, need * sizeof *st->names.of);
+        st->names.ids = realloc(st->names.ids, need * sizeof *st->names.ids);
+        st->names.stale = realloc(st->names.stale, need * sizeof *st->names.stale);
+        if (!st->names.list || !st->names.of || !st->names.ids || !st->names.stale) abort();
+        st->names.cap = need;
+    }
+    *n = batch_package_names(b, st->names.list, st->names.of);
+    return app_cache_begin(st->apps, st->names.list, *n, clock_now_ms(), st->names.ids, st->names.stale);
+}
+
 int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
-    const char **names = malloc((b->count ? b->count : 1) * 2 * sizeof *names);
     char *literal = NULL;
     int rc = -1;
+    size_t n;
 
-    if (!names) abort();
     /* A resolve (of this batch or the one in flight, whose retry may have
      * learnt new ids) ends any batch prepared ahead: it is resolved again. */
     st->prepared.batch = NULL;
-    const char **stale = names + (b->count ? b->count : 1);
-    size_t n = batch_package_names(b, names);
     arm_deadline(st);
-    size_t k = app_cache_begin(st->apps, names, n, clock_now_ms(), stale);
+    size_t k = begin_resolve(st, b, &n);
 
     if (k > 0) {
         if (store_connect(st, err, errlen, cls)) goto out;
-        literal = db_array_literal(stale, NULL, k);
+        const char **asked = st->names.list + n;
+        for (size_t i = 0; i < k; i++) asked[i] = st->names.list[st->names.stale[i]];
+        literal = db_array_literal(asked, NULL, k);
         const char *params[1] = {literal};
         /* No is_active filter: a soft-deleted app still gets its
          * already-produced data stored. */
@@ -265,14 +296,14 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
             app_cache_answer(st->apps, PQgetvalue(res, r, 0), strtoll(PQgetvalue(res, r, 1), NULL, 10),
                              answered);
         PQclear(res);
+        /* What the registry did not answer is absent: unregistered_app. */
+        for (size_t i = 0; i < k; i++) st->names.ids[st->names.stale[i]] = app_cache_lookup(st->apps, asked[i]);
     }
-    /* What the registry did not answer is absent: unregistered_app. */
-    batch_bind(b, app_cache_lookup, st->apps);
+    batch_bind(b, st->names.of, st->names.ids);
     rc = 0;
 out:
     if (rc) st->deadline = 0;
     free(literal);
-    free(names);
     return rc;
 }
 
@@ -335,13 +366,9 @@ bool store_prepared(const store_t *st, const batch_t *b)
 bool store_prepare(store_t *st, batch_t *b)
 {
     st->prepared.batch = NULL;
-    const char **names = malloc((b->count ? b->count : 1) * 2 * sizeof *names);
-    if (!names) abort();
-    size_t n = batch_package_names(b, names);
-    size_t k = app_cache_begin(st->apps, names, n, clock_now_ms(), names + (b->count ? b->count : 1));
-    free(names);
-    if (k > 0) return false; /* the registry is asked in turn, by store_resolve */
-    batch_bind(b, app_cache_lookup, st->apps);
+    size_t n;
+    if (begin_resolve(st, b, &n) > 0) return false; /* the registry is asked in turn, by store_resolve */
+    batch_bind(b, st->names.of, st->names.ids);
     batch_deduplicate(b);
     st->prepared.batch = b;
     st->prepared.generation = b->generation;

@@ -28,13 +28,26 @@ static char (*make_names(size_t n))[32]
 static size_t resolve_all(app_cache_t *c, char (*names)[32], size_t from, size_t to, int64_t now)
 {
     size_t n = to - from;
-    const char **batch = malloc(n * sizeof *batch), **stale = malloc(n * sizeof *stale);
+    const char **batch = malloc(n * sizeof *batch);
+    int64_t *ids = malloc(n * sizeof *ids);
+    size_t *stale = malloc(n * sizeof *stale);
     assert_non_null(batch);
+    assert_non_null(ids);
     assert_non_null(stale);
     for (size_t i = 0; i < n; i++) batch[i] = names[from + i];
-    size_t k = app_cache_begin(c, batch, n, now, stale);
-    for (size_t i = 0; i < k; i++) app_cache_answer(c, stale[i], atoll(stale[i] + 15) + 1, now);
+    size_t k = app_cache_begin(c, batch, n, now, ids, stale);
+    for (size_t i = 0; i < k; i++) app_cache_answer(c, batch[stale[i]], atoll(batch[stale[i]] + 15) + 1, now);
+    /* A fresh name's id comes with the batch's beginning. */
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (j < k && stale[j] == i) {
+            assert_int_equal(-1, ids[i]);
+            j++;
+        } else {
+            assert_int_equal(atoll(batch[i] + 15) + 1, ids[i]);
+        }
+    }
     free(batch);
+    free(ids);
     free(stale);
     return k;
 }
@@ -62,15 +75,19 @@ static void a_name_fresh_when_the_batch_began_stays_bound_after_its_ttl_passes(v
 {
     (void)state;
     app_cache_t *c = app_cache_new(1000);
-    const char *first[] = {"com.example.cached"}, *stale[2];
-    assert_int_equal(1, app_cache_begin(c, first, 1, 0, stale));
+    const char *first[] = {"com.example.cached"};
+    int64_t ids[2];
+    size_t stale[2];
+    assert_int_equal(1, app_cache_begin(c, first, 1, 0, ids, stale));
     app_cache_answer(c, "com.example.cached", 7, 0);
 
     /* 999 ms later the name is fresh; the query for the other name then
      * takes 5 s. */
     const char *batch[] = {"com.example.cached", "com.example.new"};
-    assert_int_equal(1, app_cache_begin(c, batch, 2, 999, stale));
-    assert_string_equal("com.example.new", stale[0]);
+    assert_int_equal(1, app_cache_begin(c, batch, 2, 999, ids, stale));
+    assert_int_equal(1, stale[0]); /* com.example.new */
+    assert_int_equal(7, ids[0]);   /* com.example.cached, fresh */
+    assert_int_equal(-1, ids[1]);
     app_cache_answer(c, "com.example.new", 8, 5999);
     assert_int_equal(7, app_cache_lookup(c, "com.example.cached"));
     assert_int_equal(8, app_cache_lookup(c, "com.example.new"));
@@ -81,9 +98,11 @@ static void a_ttl_of_zero_asks_for_every_name_of_every_batch_and_binds_the_answe
 {
     (void)state;
     app_cache_t *c = app_cache_new(0);
-    const char *batch[] = {"com.example.a", "com.example.b"}, *stale[2];
+    const char *batch[] = {"com.example.a", "com.example.b"};
+    int64_t ids[2];
+    size_t stale[2];
     for (int64_t now = 0; now < 3; now++) {
-        assert_int_equal(2, app_cache_begin(c, batch, 2, now, stale));
+        assert_int_equal(2, app_cache_begin(c, batch, 2, now, ids, stale));
         app_cache_answer(c, "com.example.a", 1, now);
         app_cache_answer(c, "com.example.b", 2, now);
         assert_int_equal(1, app_cache_lookup(c, "com.example.a"));
@@ -96,17 +115,19 @@ static void a_stale_name_the_registry_no_longer_has_is_unregistered_and_not_cach
 {
     (void)state;
     app_cache_t *c = app_cache_new(1000);
-    const char *batch[] = {"com.example.deleted"}, *stale[1];
-    assert_int_equal(1, app_cache_begin(c, batch, 1, 0, stale));
+    const char *batch[] = {"com.example.deleted"};
+    int64_t ids[1];
+    size_t stale[1];
+    assert_int_equal(1, app_cache_begin(c, batch, 1, 0, ids, stale));
     app_cache_answer(c, "com.example.deleted", 3, 0);
     assert_int_equal(3, app_cache_lookup(c, "com.example.deleted"));
 
     /* Past the TTL the registry is asked again and does not answer it. */
-    assert_int_equal(1, app_cache_begin(c, batch, 1, 1000, stale));
+    assert_int_equal(1, app_cache_begin(c, batch, 1, 1000, ids, stale));
     assert_int_equal(-1, app_cache_lookup(c, "com.example.deleted"));
     /* Nor is the absence remembered: the next batch asks again, and the app
      * registered meanwhile (a new id) is bound. */
-    assert_int_equal(1, app_cache_begin(c, batch, 1, 1001, stale));
+    assert_int_equal(1, app_cache_begin(c, batch, 1, 1001, ids, stale));
     app_cache_answer(c, "com.example.deleted", 9, 1001);
     assert_int_equal(9, app_cache_lookup(c, "com.example.deleted"));
     app_cache_free(c);
@@ -116,10 +137,12 @@ static void a_name_not_in_the_current_batch_is_not_bound_even_when_fresh(void **
 {
     (void)state;
     app_cache_t *c = app_cache_new(300000);
-    const char *one[] = {"com.example.one"}, *two[] = {"com.example.two"}, *stale[1];
-    assert_int_equal(1, app_cache_begin(c, one, 1, 0, stale));
+    const char *one[] = {"com.example.one"}, *two[] = {"com.example.two"};
+    int64_t ids[1];
+    size_t stale[1];
+    assert_int_equal(1, app_cache_begin(c, one, 1, 0, ids, stale));
     app_cache_answer(c, "com.example.one", 1, 0);
-    assert_int_equal(1, app_cache_begin(c, two, 1, 1, stale));
+    assert_int_equal(1, app_cache_begin(c, two, 1, 1, ids, stale));
     assert_int_equal(-1, app_cache_lookup(c, "com.example.one"));
     app_cache_free(c);
 }
@@ -142,12 +165,14 @@ static void a_forgotten_name_stays_bound_now_and_is_asked_again_next_batch(void 
 {
     (void)state;
     app_cache_t *c = app_cache_new(300000);
-    const char *batch[] = {"com.example.again"}, *stale[1];
-    assert_int_equal(1, app_cache_begin(c, batch, 1, 0, stale));
+    const char *batch[] = {"com.example.again"};
+    int64_t ids[1];
+    size_t stale[1];
+    assert_int_equal(1, app_cache_begin(c, batch, 1, 0, ids, stale));
     app_cache_answer(c, "com.example.again", 5, 0);
     app_cache_forget(c, "com.example.again");
     assert_int_equal(5, app_cache_lookup(c, "com.example.again"));
-    assert_int_equal(1, app_cache_begin(c, batch, 1, 1, stale));
+    assert_int_equal(1, app_cache_begin(c, batch, 1, 1, ids, stale));
     app_cache_answer(c, "com.example.again", 6, 1);
     assert_int_equal(6, app_cache_lookup(c, "com.example.again"));
     app_cache_free(c);

@@ -117,6 +117,7 @@ static void keys_sharing_a_long_prefix_are_told_apart_and_repeats_found(void **s
     static char text[N][256];
     static record_t r[N];
     const char *names[N];
+    uint32_t name_of[N];
     batch_t b;
     for (size_t i = 0; i < N; i++) {
         size_t k = i % DISTINCT; /* the second half repeats the first */
@@ -129,7 +130,9 @@ static void keys_sharing_a_long_prefix_are_told_apart_and_repeats_found(void **s
     batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
     batch_decode(&b, r, N);
     for (size_t i = 0; i < N; i++) b.entries[i].application_id = (int64_t)(i % DISTINCT);
-    assert_int_equal(DISTINCT, batch_package_names(&b, names));
+    assert_int_equal(DISTINCT, batch_package_names(&b, names, name_of));
+    for (size_t i = 0; i < N; i++) /* each event points at its own name, found once */
+        assert_int_equal(i % DISTINCT, name_of[i]);
     assert_int_equal(DISTINCT, batch_deduplicate(&b));
     for (size_t i = 0; i < N; i++) /* the later observation (second :01) wins */
         assert_int_equal(i < DISTINCT ? ENTRY_SUPERSEDED : ENTRY_EVENT, b.entries[i].state);

@@ -11,17 +11,13 @@
 
 #include <cmocka.h>
 
+#include "bind_apps.h"
 #include "metrics.h"
 
 static const char *review =
     "{\"package_name\":\"com.a\",\"review_id\":\"r1\",\"score\":4,\"thumbs_up_count\":1,"
     "\"reviewed_at\":\"2026-11-29T12:00:00Z\",\"last_synced_at\":\"2026-11-29T12:00:00Z\"}";
 
-static int64_t known(void *ctx, const char *name)
-{
-    (void)ctx;
-    return strcmp(name, "com.a") == 0 ? 1 : -1;
-}
 
 static void assert_line(const char *text, const char *line)
 {
@@ -43,7 +39,7 @@ static void committed_batch_counts_appear_per_pipeline_and_error_type(void **sta
     batch_t b;
     batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
     batch_decode(&b, r, 3);
-    batch_bind(&b, known, NULL);
+    bind_apps(&b, "com.a", 1);
     /* Both dead letters were inserted by this batch's transaction. */
     b.entries[1].dead_letter_new = b.entries[2].dead_letter_new = true;
     batch_counts_t c = {.inserted = 1, .dead_lettered = 2};
@@ -134,7 +130,7 @@ static void a_replayed_dead_letter_already_stored_is_not_counted(void **state)
     batch_t b;
     batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
     batch_decode(&b, r, 2);
-    batch_bind(&b, known, NULL);
+    bind_apps(&b, "com.a", 1);
     /* The database had the first already: only the second was inserted. */
     b.entries[1].dead_letter_new = true;
     batch_counts_t c = {.dead_lettered = 1};

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "settings.h"
+#include "bind_apps.h"
 #include "worker.h"
 
 #define MAX_CALLS 64
@@ -135,11 +136,6 @@ static int fake_flush(void *ctx, int timeout_ms, char *err, size_t errlen)
     return 0;
 }
 
-static int64_t known_app(void *ctx, const char *name)
-{
-    (void)ctx;
-    return strcmp(name, "com.a") == 0 ? 7 : -1;
-}
 
 static int fake_resolve(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
@@ -147,7 +143,7 @@ static int fake_resolve(void *ctx, batch_t *b, char *err, size_t errlen, error_c
     (void)err, (void)errlen, (void)cls;
     note(f, "resolve");
     f->prepared = NULL;
-    batch_bind(b, known_app, NULL);
+    bind_apps(b, "com.a", 7);
     return 0;
 }
 
@@ -189,7 +185,7 @@ static bool fake_prepare(void *ctx, batch_t *b)
     fake_t *f = ctx;
     note(f, "prepare");
     if (f->prepare_fails) return false;
-    batch_bind(b, known_app, NULL);
+    bind_apps(b, "com.a", 7);
     f->prepared = b;
     f->prepared_generation = b->generation;
     return true;
@@ -690,7 +686,7 @@ static void unregistered_app_is_dead_lettered_not_retried(void **state)
     (void)fx;
     batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
     batch_decode(&b, &r, 1);
-    batch_bind(&b, known_app, NULL);
+    bind_apps(&b, "com.a", 7);
     assert_int_equal(b.entries[0].state, ENTRY_EVENT);
     assert_int_equal(b.entries[0].application_id, 7);
 
@@ -700,7 +696,7 @@ static void unregistered_app_is_dead_lettered_not_retried(void **state)
     r.value = other;
     r.value_len = strlen(other);
     batch_decode(&b, &r, 1);
-    batch_bind(&b, known_app, NULL);
+    bind_apps(&b, "com.a", 7);
     assert_int_equal(b.entries[0].state, ENTRY_REJECTED);
     assert_string_equal(b.entries[0].rejection.error_type, "unregistered_app");
     assert_non_null(strstr(b.entries[0].rejection.detail, "com.unknown"));
@@ -722,7 +718,7 @@ static void unregistered_multibyte_name_gives_a_valid_utf8_detail(void **state)
     batch_t b;
     batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
     batch_decode(&b, &r, 1);
-    batch_bind(&b, known_app, NULL);
+    bind_apps(&b, "com.a", 7);
     assert_int_equal(b.entries[0].state, ENTRY_REJECTED);
     const unsigned char *p = (const unsigned char *)b.entries[0].rejection.detail;
     while (*p) { /* only ASCII and whole euro signs */
@@ -749,7 +745,7 @@ static void review_with_latest_last_synced_at_wins_inside_a_batch(void **state)
     batch_t b;
     batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
     batch_decode(&b, r, 4);
-    batch_bind(&b, known_app, NULL);
+    bind_apps(&b, "com.a", 7);
     assert_int_equal(batch_deduplicate(&b), 2);
     assert_int_equal(b.entries[0].state, ENTRY_SUPERSEDED);
     assert_int_equal(b.entries[1].state, ENTRY_EVENT);
@@ -769,7 +765,7 @@ static void app_stats_redelivery_inside_a_batch_keeps_the_first(void **state)
     batch_t b;
     batch_init(&b, pipeline_get(PIPELINE_APP_STATS));
     batch_decode(&b, r, 2);
-    batch_bind(&b, known_app, NULL);
+    bind_apps(&b, "com.a", 7);
     assert_int_equal(batch_deduplicate(&b), 1);
     assert_int_equal(b.entries[0].state, ENTRY_EVENT);
     assert_int_equal(b.entries[1].state, ENTRY_SUPERSEDED);
