@@ -181,6 +181,14 @@ typedef struct {
     record_t *records; /* owned by the consumer until released */
     size_t n;
     int64_t start_us; /* clock_now_us when it was polled */
+    /* Sent to PostgreSQL ahead, while the batch before it was committed to
+     * Kafka (start_early): how that first attempt's start ended. */
+    struct {
+        bool done;
+        int rc;
+        error_class_t cls;
+        char err[1024];
+    } early;
 } slot_t;
 
 /* Store a decoded batch after `attempt` failed attempts (the last failed
@@ -231,9 +239,40 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
     }
 }
 
+/* The start of a first attempt: resolve and de-duplicate the batch unless
+ * it was prepared while the one before it was written, and send it.
+ * Returns 0, or -1 with err/cls. */
+static int start_attempt(worker_t *w, slot_t *sl, char *err, size_t errlen, error_class_t *cls)
+{
+    int rc = 0;
+    if (!w->store.prepared || !w->store.prepared(w->store.ctx, &sl->batch)) {
+        rc = w->store.resolve(w->store.ctx, &sl->batch, err, errlen, cls);
+        if (rc == 0) batch_deduplicate(&sl->batch);
+    }
+    if (rc == 0) rc = w->store.start(w->store.ctx, &sl->batch, err, errlen, cls);
+    return rc;
+}
+
+/* Send the next batch to PostgreSQL as soon as the connection is free,
+ * before the batch just stored is committed to Kafka and logged, so
+ * PostgreSQL does not wait for those (DESIGN.md: The batch loop). Its
+ * outcome is kept for write_batch. */
+static void start_early(worker_t *w, slot_t *sl)
+{
+    if (w->before_db_write) {
+        char offsets[512];
+        describe_offsets(&sl->batch, offsets, sizeof offsets);
+        w->before_db_write(w->fault_ctx, offsets);
+    }
+    sl->early.cls = ERROR_CLASS_FATAL;
+    sl->early.rc = start_attempt(w, sl, sl->early.err, sizeof sl->early.err, &sl->early.cls);
+    sl->early.done = true;
+}
+
 /* The first attempt, pipelined when the store can: resolve, de-duplicate and
- * send the batch, then take and decode the next batch (into *next) while
- * PostgreSQL writes this one, then wait for it. Returns like store_batch. */
+ * send the batch (unless start_early did), then take and decode the next
+ * batch (into *next) while PostgreSQL writes this one, then wait for it.
+ * Returns like store_batch. */
 static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, batch_counts_t *counts)
 {
     const settings_t *s = w->settings;
@@ -242,12 +281,15 @@ static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, ba
 
     if (!w->store.start) return store_batch(w, sl, 0, err, sizeof err, cls, counts);
     memset(counts, 0, sizeof *counts);
-    int rc = 0;
-    if (!w->store.prepared || !w->store.prepared(w->store.ctx, &sl->batch)) {
-        rc = w->store.resolve(w->store.ctx, &sl->batch, err, sizeof err, &cls);
-        if (rc == 0) batch_deduplicate(&sl->batch);
+    int rc;
+    if (sl->early.done) {
+        rc = sl->early.rc;
+        cls = sl->early.cls;
+        snprintf(err, sizeof err, "%s", sl->early.err);
+        sl->early.done = false;
+    } else {
+        rc = start_attempt(w, sl, err, sizeof err, &cls);
     }
-    if (rc == 0) rc = w->store.start(w->store.ctx, &sl->batch, err, sizeof err, &cls);
     if (rc != 0) return store_batch(w, sl, 1, err, sizeof err, cls, counts);
 
     /* Overlap: decoding, and resolving from the application cache, are the
@@ -454,7 +496,7 @@ int worker_run(worker_t *w)
         }
         if (w->heartbeat) w->heartbeat(w->heartbeat_ctx);
 
-        if (w->before_db_write) {
+        if (w->before_db_write && !cur->early.done) {
             char offsets[512];
             describe_offsets(&cur->batch, offsets, sizeof offsets);
             w->before_db_write(w->fault_ctx, offsets);
@@ -466,6 +508,9 @@ int worker_run(worker_t *w)
             break; /* fatal, or a stop during the back-off */
         }
         next_ping = clock_now_ms() + WORKER_DB_PING_MS;
+        /* The connection is free until the next batch is sent. */
+        if (!atomic_load(w->stop)) refresh_dead_letters(w, &next_refresh);
+        if (next && !atomic_load(w->stop)) start_early(w, next);
         if (w->after_db_commit) {
             char offsets[512];
             describe_offsets(&cur->batch, offsets, sizeof offsets);
@@ -473,20 +518,22 @@ int worker_run(worker_t *w)
         }
         log_rejects(w, &cur->batch);
 
-        /* A stop finishes the batch in flight, not the one taken meanwhile:
-         * that one is released uncommitted and redelivered. */
+        /* A stop finishes the batches sent to PostgreSQL (this one, and the
+         * next if it was sent early), not one only taken meanwhile: that one
+         * is released uncommitted and redelivered. */
         bool stopping = atomic_load(w->stop);
-        if (stopping && next) {
+        if (stopping && next && !next->early.done) {
             w->consumer.release(w->consumer.ctx, next->records);
             next->records = NULL;
             next = NULL;
         }
+        bool last = stopping && !next;
 
         /* Only now, with the rows durable, may the offsets move. */
-        int committed = stopping ? commit_at_stop(w, cur->records, cur->n, err, sizeof err)
-                                 : w->consumer.commit(w->consumer.ctx, cur->records, cur->n, s->commit_timeout_ms,
-                                                      err, sizeof err);
-        committed_at_stop = stopping;
+        int committed = last ? commit_at_stop(w, cur->records, cur->n, err, sizeof err)
+                             : w->consumer.commit(w->consumer.ctx, cur->records, cur->n, s->commit_timeout_ms, err,
+                                                  sizeof err);
+        committed_at_stop = last;
         rc = commit_outcome(w, &cs, committed, err, false);
         double duration = (double)(clock_now_us() - cur->start_us) / 1e3;
         metrics_record_batch(w->metrics, &cur->batch, &counts, duration);
@@ -507,8 +554,7 @@ int worker_run(worker_t *w)
         w->consumer.release(w->consumer.ctx, cur->records);
         cur->records = NULL;
         if (rc != 0) break; /* the batch is logged: it is stored */
-        if (!stopping) refresh_dead_letters(w, &next_refresh);
-        if (stopping) break;
+        if (last) break;
         cur = next;
         next = NULL;
     }

@@ -27,6 +27,7 @@ typedef struct {
     int commit_rebalancing_times; /* commits answered "group rebalancing" (-1: always) */
     int finish_fail_times;         /* pipelined writes failing at finish (transient) */
     int start_fail_on;             /* the pipelined start that fails (transient; 0: none) */
+    int stop_on_start;             /* the pipelined start during which a stop is requested (0: none) */
     int starts;
     bool prepare_fails;            /* prepare leaves the batch to resolve */
     const batch_t *prepared;       /* as the store: the batch prepared ahead, until any resolve */
@@ -172,6 +173,7 @@ static int fake_start(void *ctx, batch_t *b, char *err, size_t errlen, error_cla
     for (size_t i = 0; i < b->count; i++)
         if (b->entries[i].state == ENTRY_EVENT && b->entries[i].application_id != 7)
             fail_msg("batch started unresolved");
+    if (f->starts + 1 == f->stop_on_start) atomic_store(f->stop, true);
     if (++f->starts == f->start_fail_on) {
         snprintf(err, errlen, "injected: connection lost");
         *cls = ERROR_CLASS_TRANSIENT;
@@ -592,10 +594,11 @@ static void pipelined_batch_commits_its_offsets_only_after_its_write_finished(vo
     pipelined(fx);
     fx->fake.batches = 2;
     assert_int_equal(worker_run(&fx->worker), 0);
-    /* The second batch is taken while the first is written, but each
-     * batch's offsets move only after its own finish. */
+    /* The second batch is taken while the first is written, and sent as
+     * soon as the first is finished, but each batch's offsets move only
+     * after its own finish. */
     assert_string_equal(trace(&fx->fake),
-                        "poll resolve start poll finish commit resolve start poll finish commit");
+                        "poll resolve start poll finish resolve start commit poll finish commit");
     assert_int_equal(fx->fake.ncommitted, 2);
     assert_int_equal(fx->fake.committed_first_offsets[0], 10);
     assert_int_equal(fx->fake.committed_first_offsets[1], 20);
@@ -609,8 +612,8 @@ static void transient_error_at_finish_retries_the_same_batch_before_the_next(voi
     fx->fake.finish_fail_times = 1;
     assert_int_equal(worker_run(&fx->worker), 0);
     assert_string_equal(trace(&fx->fake),
-                        "poll resolve start poll finish disconnect resolve write commit "
-                        "resolve start poll finish commit");
+                        "poll resolve start poll finish disconnect resolve write resolve start commit "
+                        "poll finish commit");
     assert_int_equal(fx->fake.committed_first_offsets[0], 10);
     assert_int_equal(fx->fake.committed_first_offsets[1], 20);
 }
@@ -629,8 +632,8 @@ static void a_batch_resolved_from_the_cache_while_another_is_written_is_not_reso
     prepared_ahead(fx);
     fx->fake.batches = 3;
     assert_int_equal(worker_run(&fx->worker), 0);
-    assert_string_equal(trace(&fx->fake), "poll resolve start poll prepare finish commit "
-                                          "start poll prepare finish commit start poll finish commit");
+    assert_string_equal(trace(&fx->fake), "poll resolve start poll prepare finish start commit "
+                                          "poll prepare finish start commit poll finish commit");
     assert_int_equal(fx->fake.ncommitted, 3);
 }
 
@@ -642,7 +645,7 @@ static void a_batch_the_cache_cannot_resolve_ahead_is_resolved_in_its_turn(void 
     fx->fake.batches = 2;
     assert_int_equal(worker_run(&fx->worker), 0);
     assert_string_equal(trace(&fx->fake),
-                        "poll resolve start poll prepare finish commit resolve start poll finish commit");
+                        "poll resolve start poll prepare finish resolve start commit poll finish commit");
 }
 
 static void a_prepared_batch_whose_write_fails_is_decoded_and_resolved_again(void **state)
@@ -652,8 +655,8 @@ static void a_prepared_batch_whose_write_fails_is_decoded_and_resolved_again(voi
     fx->fake.batches = 2;
     fx->fake.start_fail_on = 2; /* the prepared batch's */
     assert_int_equal(worker_run(&fx->worker), 0);
-    assert_string_equal(trace(&fx->fake), "poll resolve start poll prepare finish commit "
-                                          "start disconnect resolve write commit poll");
+    assert_string_equal(trace(&fx->fake), "poll resolve start poll prepare finish start commit "
+                                          "disconnect resolve write commit poll");
     assert_int_equal(fx->fake.committed_first_offsets[1], 20);
 }
 
@@ -664,8 +667,38 @@ static void a_prepared_batch_is_resolved_again_after_the_one_before_it_was_retri
     fx->fake.batches = 2;
     fx->fake.finish_fail_times = 1; /* the first batch's: its retry may learn new ids */
     assert_int_equal(worker_run(&fx->worker), 0);
-    assert_string_equal(trace(&fx->fake), "poll resolve start poll prepare finish disconnect resolve write commit "
-                                          "resolve start poll finish commit");
+    assert_string_equal(trace(&fx->fake), "poll resolve start poll prepare finish disconnect resolve write "
+                                          "resolve start commit poll finish commit");
+}
+
+/* PostgreSQL need not wait for the Kafka commit and the log line: the next
+ * batch is sent first, its own offsets still only after its finish. */
+static void the_next_batch_is_sent_before_the_offsets_of_the_one_before_are_committed(void **state)
+{
+    fixture_t *fx = *state;
+    prepared_ahead(fx);
+    fx->fake.batches = 2;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake), "poll resolve start poll prepare finish start commit poll finish commit");
+    assert_int_equal(fx->fake.ncommitted, 2);
+    assert_int_equal(fx->fake.committed_first_offsets[0], 10);
+    assert_int_equal(fx->fake.committed_first_offsets[1], 20);
+}
+
+/* A stop after the next batch was sent: that batch is in PostgreSQL's hands
+ * (its COMMIT went with it), so it is finished and committed too, and nothing
+ * more is taken. */
+static void a_stop_after_the_next_batch_was_sent_finishes_and_commits_it(void **state)
+{
+    fixture_t *fx = *state;
+    prepared_ahead(fx);
+    fx->fake.batches = 5;
+    fx->fake.stop_on_start = 2;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake), "poll resolve start poll prepare finish start commit finish commit");
+    assert_int_equal(fx->fake.ncommitted, 2);
+    assert_int_equal(fx->fake.committed_first_offsets[1], 20);
+    assert_int_equal(fx->fake.unreleased, 0);
 }
 
 static void stop_request_takes_no_new_batch_while_the_last_one_is_written(void **state)
@@ -877,6 +910,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_batch_the_cache_cannot_resolve_ahead_is_resolved_in_its_turn, setup, teardown),
         cmocka_unit_test_setup_teardown(a_prepared_batch_whose_write_fails_is_decoded_and_resolved_again, setup, teardown),
         cmocka_unit_test_setup_teardown(a_prepared_batch_is_resolved_again_after_the_one_before_it_was_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(the_next_batch_is_sent_before_the_offsets_of_the_one_before_are_committed,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_stop_after_the_next_batch_was_sent_finishes_and_commits_it, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(stop_request_takes_no_new_batch_while_the_last_one_is_written, setup, teardown),
         cmocka_unit_test_setup_teardown(unregistered_app_is_dead_lettered_not_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(unregistered_multibyte_name_gives_a_valid_utf8_detail, setup, teardown),
