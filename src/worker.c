@@ -132,6 +132,15 @@ static void describe_offsets(const batch_t *b, char *out, size_t len)
     free(ranges);
 }
 
+/* Call the test fault point `hook` (if set) with the batch's offsets. */
+static void fault_point(worker_t *w, void (*hook)(void *ctx, const char *offsets), const batch_t *b)
+{
+    if (!hook) return;
+    char offsets[512];
+    describe_offsets(b, offsets, sizeof offsets);
+    hook(w->fault_ctx, offsets);
+}
+
 /* One database step of an assignment (reading or recording positions),
  * with the batch's retry schedule for transient errors. */
 static int assignment_step(worker_t *w, const char *what, const char *topic, int n, int64_t *next,
@@ -259,11 +268,7 @@ static int start_attempt(worker_t *w, slot_t *sl, char *err, size_t errlen, erro
  * outcome is kept for write_batch. */
 static void start_early(worker_t *w, slot_t *sl)
 {
-    if (w->before_db_write) {
-        char offsets[512];
-        describe_offsets(&sl->batch, offsets, sizeof offsets);
-        w->before_db_write(w->fault_ctx, offsets);
-    }
+    fault_point(w, w->before_db_write, &sl->batch);
     sl->early.cls = ERROR_CLASS_FATAL;
     sl->early.rc = start_attempt(w, sl, sl->early.err, sizeof sl->early.err, &sl->early.cls);
     sl->early.done = true;
@@ -496,11 +501,7 @@ int worker_run(worker_t *w)
         }
         if (w->heartbeat) w->heartbeat(w->heartbeat_ctx);
 
-        if (w->before_db_write && !cur->early.done) {
-            char offsets[512];
-            describe_offsets(&cur->batch, offsets, sizeof offsets);
-            w->before_db_write(w->fault_ctx, offsets);
-        }
+        if (!cur->early.done) fault_point(w, w->before_db_write, &cur->batch);
         slot_t *spare = cur == &slots[0] ? &slots[1] : &slots[0];
         int stored = write_batch(w, cur, spare, &next, &counts);
         if (stored != 0) {
@@ -511,11 +512,7 @@ int worker_run(worker_t *w)
         /* The connection is free until the next batch is sent. */
         if (!atomic_load(w->stop)) refresh_dead_letters(w, &next_refresh);
         if (next && !atomic_load(w->stop)) start_early(w, next);
-        if (w->after_db_commit) {
-            char offsets[512];
-            describe_offsets(&cur->batch, offsets, sizeof offsets);
-            w->after_db_commit(w->fault_ctx, offsets);
-        }
+        fault_point(w, w->after_db_commit, &cur->batch);
         log_rejects(w, &cur->batch);
 
         /* A stop finishes the batches sent to PostgreSQL (this one, and the
