@@ -33,8 +33,8 @@ BUILD   ?= build
 CORE_SRC := src/log.c src/settings.c src/env_file.c src/core/timestamp.c src/core/decode.c \
             src/core/pipeline.c src/core/retry.c src/core/batch.c src/core/app_cache.c src/core/utf8.c \
             src/core/clock.c src/worker.c src/metrics.c
-CORE_SRC += src/status_page.c
-APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/store.c src/pg/dead_letters.c src/pg/offsets.c \
+CORE_SRC += src/status_page.c $(BUILD)/pipelines_builtin.c
+APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/catalog.c src/pg/store.c src/pg/dead_letters.c src/pg/offsets.c \
             src/kafka/conf.c src/kafka/group.c src/kafka/consumer.c src/kafka/cluster.c src/kafka/member.c \
             src/supervisor.c src/metrics_http.c src/ops/dead_letters.c src/ops/redrive.c src/ops/print.c src/ops/args.c src/ops/connect.c \
             src/ops/verify.c src/ops/replay.c $(BUILD)/migrations.c
@@ -52,6 +52,11 @@ all: $(BUILD)/storage-consumer $(BUILD)/kafka-mock-broker
 $(BUILD)/migrations.c: $(MIGRATIONS) scripts/embed-migrations.sh
 	@mkdir -p $(@D)
 	scripts/embed-migrations.sh $@ $(MIGRATIONS)
+
+# So are the built-in pipeline definitions (docs/DESIGN.md: Pipelines are declared).
+$(BUILD)/pipelines_builtin.c: pipelines/default.json scripts/embed-pipelines.sh
+	@mkdir -p $(@D)
+	scripts/embed-pipelines.sh $@ pipelines/default.json
 
 $(BUILD)/obj/json_fast.o: $(FAST_JSON) src/core/json_value.h
 	@mkdir -p $(@D)
@@ -77,9 +82,9 @@ $(SAN_BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(SAN_BUILD)/obj/json_fast
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $(APP_SRC) $(MAIN_SRC) $(SAN_BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
 
-$(SAN_BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) $(SAN_BUILD)/obj/json_fast.o $(wildcard src/*.h src/*/*.h tests/unit/*.h)
+$(SAN_BUILD)/unit/%: tests/unit/%.c $(CORE_SRC) tests/support/shipped_schema.c tests/support/shipped_schema.h $(SAN_BUILD)/obj/json_fast.o $(wildcard src/*.h src/*/*.h tests/unit/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(SAN) -Itests/unit -o $@ $< $(CORE_SRC) $(SAN_BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS) -lcmocka
+	$(CC) $(CFLAGS) $(SAN) -Itests/unit -Itests/support -o $@ $< $(CORE_SRC) tests/support/shipped_schema.c $(SAN_BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS) -lcmocka
 
 # ThreadSanitizer cannot share a binary with AddressSanitizer: a build of its
 # own. Only our code is instrumented (librdkafka, libpq and libmicrohttpd are
@@ -100,7 +105,8 @@ sanitize: $(SAN_BUILD)/storage-consumer $(addprefix $(SAN_BUILD)/unit/,$(UNIT_TE
           $(BUILD)/fuzz/fuzz_decode
 
 # Coverage-guided fuzzing of the decoders (libFuzzer, clang), under ASan+UBSan.
-FUZZ_SRC := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/utf8.c
+FUZZ_SRC := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/utf8.c $(BUILD)/pipelines_builtin.c \
+            tests/support/shipped_schema.c
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 $(BUILD)/fuzz/json_fast.o: $(FAST_JSON) src/core/json_value.h
 	@mkdir -p $(@D)
@@ -108,7 +114,7 @@ $(BUILD)/fuzz/json_fast.o: $(FAST_JSON) src/core/json_value.h
 
 $(BUILD)/fuzz/fuzz_decode: tests/fuzz/fuzz_decode.c $(FUZZ_SRC) $(BUILD)/fuzz/json_fast.o $(wildcard src/core/*.h)
 	@mkdir -p $(@D)
-	clang $(CSTD) $(WARN) -g -O1 -Isrc -fsanitize=fuzzer $(FUZZ_SAN) \
+	clang $(CSTD) $(WARN) -g -O1 -Isrc -Itests/support -fsanitize=fuzzer $(FUZZ_SAN) \
 	    -o $@ $< $(FUZZ_SRC) $(BUILD)/fuzz/json_fast.o $(CORE_LIBS)
 
 FUZZ_SECONDS ?= 60
@@ -156,11 +162,12 @@ demo: deps
 # end, replay, network-metrics latency under load, CPU and memory cost, two
 # members against two connections, and the charts (bench/run.sh,
 # bench/charts.sh). Everything is built with the release flags above.
-BENCH_CORE := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/utf8.c
+BENCH_CORE := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/utf8.c $(BUILD)/pipelines_builtin.c \
+              tests/support/shipped_schema.c
 
 $(BUILD)/bench/bare_pg: bench/bare_pg.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ bench/bare_pg.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests/support -o $@ bench/bare_pg.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/bench/latency: bench/latency.c
 	@mkdir -p $(@D)
@@ -168,7 +175,7 @@ $(BUILD)/bench/latency: bench/latency.c
 
 $(BUILD)/bench/decode_speed: bench/decode_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ bench/decode_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS)
+	$(CC) $(CFLAGS) -Itests/support -o $@ bench/decode_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS)
 
 bench-bins: all $(BUILD)/bench/bare_pg $(BUILD)/bench/latency $(BUILD)/bench/decode_speed
 

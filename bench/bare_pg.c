@@ -58,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shipped_schema.h"
 #include "core/decode.h"
 #include "core/pipeline.h"
 
@@ -418,6 +419,7 @@ int main(int argc, char **argv)
     }
     const char *conninfo = pos[0], *path = pos[1];
     const size_t batch = pos[2] ? positive_arg("BATCH_SIZE", pos[2]) : 500;
+    shipped_schema_bind(); /* the reviews table as migrations/ makes it */
     const pipeline_def_t *def = pipeline_get(PIPELINE_REVIEWS);
 
     /* The decoder's column order must be ours. */

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "ops/ops.h"
 #include "pg/db.h"
+#include "pg/catalog.h"
 #include "pg/migrate.h"
 #include "settings.h"
 #include "supervisor.h"
@@ -70,6 +71,12 @@ static void usage(FILE *out)
           "exit codes: 0 clean stop, 1 runtime failure, 2 configuration or usage error\n"
           "\n",
           out);
+    /* The per-pipeline settings of the pipelines this environment defines. */
+    char err[1024];
+    if (pipelines_load(getenv("STORAGE_PIPELINES_FILE"), err, sizeof err)) {
+        fprintf(out, "(STORAGE_PIPELINES_FILE: %s; the built-in pipelines' settings are listed)\n\n", err);
+        if (pipelines_load(NULL, err, sizeof err)) abort();
+    }
     settings_print_catalog(out);
 }
 
@@ -143,6 +150,21 @@ static int ensure_schema(const settings_t *s, bool migrate)
     return EXIT_OK;
 }
 
+/* The pipelines' checks from their tables as they are now (DESIGN.md:
+ * Pipelines are declared): a definition that disagrees with its table
+ * stops start-up naming the pipeline, the field and the column. */
+static int bind_pipelines(const settings_t *s)
+{
+    char err[2048];
+    db_conn_t *conn = schema_connect(s);
+    if (!conn) return EXIT_FAILED;
+    int rc = catalog_bind_pipelines(conn, s->pipeline_enabled, err, sizeof err);
+    db_close(conn);
+    if (rc < 0) LOG_ERROR("pipelines", "cannot read the tables' columns: %s", err);
+    if (rc > 0) LOG_ERROR("pipelines", "the definition disagrees with the database: %s", err);
+    return rc ? EXIT_FAILED : EXIT_OK;
+}
+
 static int cmd_run(const settings_t *s, bool migrate)
 {
     char *masked = db_mask_conninfo(s->database_url);
@@ -150,7 +172,7 @@ static int cmd_run(const settings_t *s, bool migrate)
                "storage-consumer %s starting", STORAGE_VERSION);
     free(masked);
     /* A schema that cannot be made current exits 1 before any pipeline starts. */
-    if (ensure_schema(s, migrate) != EXIT_OK) return EXIT_FAILED;
+    if (ensure_schema(s, migrate) != EXIT_OK || bind_pipelines(s) != EXIT_OK) return EXIT_FAILED;
     return supervisor_run(s, STORAGE_VERSION);
 }
 
@@ -180,6 +202,7 @@ int main(int argc, char **argv)
      * sets land in the threads' heaps, and the heaps keep their freed pages
      * (DESIGN.md: Settings and budgets). Fixing the threshold keeps it. */
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    atexit(pipelines_free);
 
     for (; i < argc; i++) {
         if (strcmp(argv[i], "--env-file") == 0) {

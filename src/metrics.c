@@ -139,10 +139,10 @@ static void out(out_t *o, const char *fmt, ...)
 static void counter(out_t *o, metrics_t *m, const char *name, const char *help, size_t offset)
 {
     out(o, "# HELP storage_consumer_%s %s\n# TYPE storage_consumer_%s counter\n", name, help, name);
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         if (!m->settings->pipeline_enabled[i]) continue;
         atomic_uint_fast64_t *v = (atomic_uint_fast64_t *)((char *)&m->pipelines[i] + offset);
-        out(o, "storage_consumer_%s{pipeline=\"%s\"} %llu\n", name, pipeline_get((pipeline_id_t)i)->name,
+        out(o, "storage_consumer_%s{pipeline=\"%s\"} %llu\n", name, pipeline_get(i)->name,
             (unsigned long long)atomic_load_explicit(v, memory_order_relaxed));
     }
 }
@@ -152,14 +152,14 @@ static void counter(out_t *o, metrics_t *m, const char *name, const char *help, 
 static void partition_gauge(out_t *o, metrics_t *m, const char *name, const char *help, size_t offset)
 {
     out(o, "# HELP storage_consumer_%s %s\n# TYPE storage_consumer_%s gauge\n", name, help, name);
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         if (!m->settings->pipeline_enabled[i]) continue;
         atomic_int_fast64_t *v = (atomic_int_fast64_t *)((char *)&m->pipelines[i] + offset);
         for (int p = 0; p < METRICS_MAX_PARTITIONS; p++) {
             int64_t lag = atomic_load_explicit(&v[p], memory_order_relaxed);
             if (lag >= 0)
                 out(o, "storage_consumer_%s{pipeline=\"%s\",topic=\"%s\",partition=\"%d\"} %lld\n", name,
-                    pipeline_get((pipeline_id_t)i)->name, m->settings->topic[i], p, (long long)lag);
+                    pipeline_get(i)->name, m->settings->topic[i], p, (long long)lag);
         }
     }
 }
@@ -261,19 +261,19 @@ char *metrics_render(metrics_t *m)
 
     out(&o, "# HELP storage_consumer_dead_letters_total Dead letters newly inserted into dead_letter_events (a replayed record already stored there is not counted again).\n"
             "# TYPE storage_consumer_dead_letters_total counter\n");
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         if (!m->settings->pipeline_enabled[i]) continue;
         for (size_t t = 0; t < METRICS_ERROR_TYPES; t++)
             out(&o, "storage_consumer_dead_letters_total{pipeline=\"%s\",error_type=\"%s\"} %llu\n",
-                pipeline_get((pipeline_id_t)i)->name, metrics_error_type_name(t),
+                pipeline_get(i)->name, metrics_error_type_name(t),
                 LOAD(m->pipelines[i].dead_letters_by_type[t]));
     }
 
     out(&o, "# HELP storage_consumer_batch_duration_seconds Time from decode to the database commit of a batch.\n"
             "# TYPE storage_consumer_batch_duration_seconds histogram\n");
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         if (!m->settings->pipeline_enabled[i]) continue;
-        const char *name = pipeline_get((pipeline_id_t)i)->name;
+        const char *name = pipeline_get(i)->name;
         pipeline_metrics_t *pm = &m->pipelines[i];
         unsigned long long cumulative = 0;
         for (size_t k = 0; k <= METRICS_DURATION_BUCKETS; k++) {
@@ -292,10 +292,10 @@ char *metrics_render(metrics_t *m)
 
     out(&o, "# HELP storage_consumer_last_success_timestamp_seconds Unix time of the last committed batch (0: none).\n"
             "# TYPE storage_consumer_last_success_timestamp_seconds gauge\n");
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         if (!m->settings->pipeline_enabled[i]) continue;
         out(&o, "storage_consumer_last_success_timestamp_seconds{pipeline=\"%s\"} %.3f\n",
-            pipeline_get((pipeline_id_t)i)->name,
+            pipeline_get(i)->name,
             (double)atomic_load_explicit(&m->pipelines[i].last_success_unix_ms, memory_order_relaxed) / 1e3);
     }
 
@@ -324,7 +324,7 @@ metrics_t *metrics_new(const settings_t *s)
     if (!m) abort();
     m->settings = s;
     m->started_unix_ms = metrics_now_unix_ms();
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         pipeline_metrics_t *pm = &m->pipelines[i];
         for (int p = 0; p < METRICS_MAX_PARTITIONS; p++) {
             atomic_init(&pm->lag[p], -1);
@@ -373,10 +373,10 @@ bool metrics_probe(metrics_t *m, probe_t probe, int64_t now, char **body)
     bool all = true;
     if (!o.data) abort();
     o.data[0] = '\0';
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         if (!m->settings->pipeline_enabled[i]) continue;
         const pipeline_metrics_t *pm = &m->pipelines[i];
-        const char *name = pipeline_get((pipeline_id_t)i)->name;
+        const char *name = pipeline_get(i)->name;
         char why[256];
         const char *dead = not_alive(m, pm, now, why, sizeof why);
         if (probe == PROBE_LIVENESS) {
@@ -408,7 +408,7 @@ bool metrics_probe(metrics_t *m, probe_t probe, int64_t now, char **body)
 void metrics_free(metrics_t *m)
 {
     if (!m) return;
-    for (int i = 0; i < PIPELINE_COUNT; i++) pthread_mutex_destroy(&m->pipelines[i].last_error_lock);
+    for (int i = 0; i < pipeline_count(); i++) pthread_mutex_destroy(&m->pipelines[i].last_error_lock);
     free(m);
 }
 

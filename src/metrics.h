@@ -83,7 +83,7 @@ typedef struct {
  * counters, which the core's unit tests link without libmicrohttpd. */
 typedef struct metrics {
     const settings_t *settings;
-    pipeline_metrics_t pipelines[PIPELINE_COUNT];
+    pipeline_metrics_t pipelines[PIPELINE_MAX];
     void *daemon; /* struct MHD_Daemon *, or NULL */
     int64_t started_unix_ms; /* metrics_new: a pipeline starting is alive until the max age */
     /* For storage_consumer_build_info (NULL: "unknown"); the library

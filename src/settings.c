@@ -84,7 +84,7 @@ static int load_pipelines(loader_t *l, settings_t *s)
 {
     const char *v = env_get(l, "STORAGE_PIPELINES");
     if (!v) {
-        for (int i = 0; i < PIPELINE_COUNT; i++) s->pipeline_enabled[i] = true;
+        for (int i = 0; i < pipeline_count(); i++) s->pipeline_enabled[i] = true;
         return 0;
     }
     const char *p = v;
@@ -97,7 +97,7 @@ static int load_pipelines(loader_t *l, settings_t *s)
         while (end > start && isspace((unsigned char)end[-1])) end--;
         const pipeline_def_t *def = pipeline_find(start, (size_t)(end - start));
         if (!def) {
-            char names[128];
+            char names[1024];
             return fail(l, "STORAGE_PIPELINES=%s: unknown pipeline \"%.*s\" (known: %s)", v,
                         (int)(end - start), start, pipeline_names(names, sizeof names));
         }
@@ -172,18 +172,15 @@ static int load_kafka_properties(loader_t *l, settings_t *s)
  * unknown-variable check below derives from it: anything else with the
  * prefix is a typo, and a typo silently ignored is a setting silently not
  * applied. The per-pipeline variables are listed one by one. */
-const settings_doc_t settings_catalog[] = {
+static const settings_doc_t catalog_head[] = {
     {"STORAGE_DATABASE_URL", "libpq's PG* variables", "libpq conninfo (host=... dbname=...) or URI (postgresql://...)"},
     {"STORAGE_KAFKA_BOOTSTRAP_SERVERS", "localhost:9092", "Kafka brokers, host:port,..."},
-    {"STORAGE_PIPELINES", "app-stats,reviews,network-metrics", "the pipelines this process runs"},
+    {"STORAGE_PIPELINES", "every defined pipeline", "the pipelines this process runs"},
+    {"STORAGE_PIPELINES_FILE", "the built-in definitions", "the pipelines' definitions (JSON; docs/DESIGN.md: Pipelines are declared)"},
     {"STORAGE_GROUP_PREFIX", "storage-consumer", "consumer group = prefix + \".\" + pipeline"},
-    {"STORAGE_TOPIC_APP_STATS", "app-stats", "topic of the app-stats pipeline"},
-    {"STORAGE_TOPIC_REVIEWS", "reviews", "topic of the reviews pipeline"},
-    {"STORAGE_TOPIC_NETWORK_METRICS", "network-metrics", "topic of the network-metrics pipeline"},
-    {"STORAGE_MAX_POLL_RECORDS", "per pipeline", "batch size of every pipeline"},
-    {"STORAGE_MAX_POLL_RECORDS_APP_STATS", "200", "batch size of app-stats (beats the shared one)"},
-    {"STORAGE_MAX_POLL_RECORDS_REVIEWS", "500", "batch size of reviews (beats the shared one)"},
-    {"STORAGE_MAX_POLL_RECORDS_NETWORK_METRICS", "50", "batch size of network-metrics (beats the shared one)"},
+};
+static const settings_doc_t catalog_batch = {"STORAGE_MAX_POLL_RECORDS", "per pipeline", "batch size of every pipeline"};
+static const settings_doc_t catalog_tail[] = {
     {"STORAGE_POLL_TIMEOUT_MS", "1000", "how long a poll waits for the first record"},
     {"STORAGE_MAX_POLL_INTERVAL_MS", "300000", "must hold the worst-case batch (checked at start)"},
     {"STORAGE_SESSION_TIMEOUT_MS", "45000", "Kafka group session timeout"},
@@ -203,15 +200,48 @@ const settings_doc_t settings_catalog[] = {
     {"STORAGE_METRICS_ADDR", "none", "host:port of the Prometheus endpoint"},
     {"STORAGE_MIGRATE", "auto", "run: auto applies pending migrations; off only checks the schema"},
 };
-const size_t settings_catalog_count = sizeof settings_catalog / sizeof settings_catalog[0];
 
 void settings_print_catalog(FILE *out)
 {
+    size_t count;
+    const settings_doc_t *catalog = settings_catalog(&count);
     fputs("settings:\n", out);
-    for (size_t i = 0; i < settings_catalog_count; i++)
-        fprintf(out, "  %-40s  %s (default: %s)\n", settings_catalog[i].name, settings_catalog[i].description,
-                settings_catalog[i].default_value);
+    for (size_t i = 0; i < count; i++)
+        fprintf(out, "  %-40s  %s (default: %s)\n", catalog[i].name, catalog[i].description,
+                catalog[i].default_value);
     fprintf(out, "  %-40s  any librdkafka property, upper-cased, '.' as '_'\n", SETTINGS_RDKAFKA_PREFIX "<PROPERTY>");
+}
+
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+#define CATALOG_MAX (N_OF(catalog_head) + 1 + N_OF(catalog_tail) + 2 * PIPELINE_MAX)
+
+/* The catalog: the fixed settings, and a topic and a batch size for each
+ * loaded pipeline, in --help's order. Built at start-up (one thread). */
+const settings_doc_t *settings_catalog(size_t *count)
+{
+    static settings_doc_t catalog[CATALOG_MAX];
+    static char text[PIPELINE_MAX][5][160];
+    size_t n = 0;
+    int pipelines = pipeline_count();
+    for (size_t i = 0; i < N_OF(catalog_head); i++) catalog[n++] = catalog_head[i];
+    for (int i = 0; i < pipelines; i++) {
+        const pipeline_def_t *def = pipeline_get(i);
+        snprintf(text[i][0], sizeof text[i][0], "STORAGE_TOPIC_%s", def->env_suffix);
+        snprintf(text[i][1], sizeof text[i][1], "topic of the %s pipeline", def->name);
+        catalog[n++] = (settings_doc_t){text[i][0], def->default_topic, text[i][1]};
+    }
+    catalog[n++] = catalog_batch;
+    for (int i = 0; i < pipelines; i++) {
+        const pipeline_def_t *def = pipeline_get(i);
+        snprintf(text[i][2], sizeof text[i][2], "STORAGE_MAX_POLL_RECORDS_%s", def->env_suffix);
+        snprintf(text[i][3], sizeof text[i][3], "%d", def->default_batch_size);
+        snprintf(text[i][4], sizeof text[i][4], "batch size of %s (beats the shared one)", def->name);
+        catalog[n++] = (settings_doc_t){text[i][2], text[i][3], text[i][4]};
+    }
+    for (size_t i = 0; i < N_OF(catalog_tail); i++) catalog[n++] = catalog_tail[i];
+    *count = n;
+    return catalog;
 }
 
 static bool all_digits(const char *v)
@@ -317,11 +347,11 @@ static int reject_unknown_variables(loader_t *l)
         const char *eq = strchr(*e, '=');
         if (strncmp(*e, "STORAGE_", 8) != 0 || !eq) continue;
         if (strncmp(*e, SETTINGS_RDKAFKA_PREFIX, strlen(SETTINGS_RDKAFKA_PREFIX)) == 0) continue;
-        size_t n = (size_t)(eq - *e);
+        size_t n = (size_t)(eq - *e), count;
+        const settings_doc_t *catalog = settings_catalog(&count);
         int known = 0;
-        for (size_t i = 0; i < settings_catalog_count; i++)
-            if (strlen(settings_catalog[i].name) == n && strncmp(*e, settings_catalog[i].name, n) == 0)
-                known = 1;
+        for (size_t i = 0; i < count; i++)
+            if (strlen(catalog[i].name) == n && strncmp(*e, catalog[i].name, n) == 0) known = 1;
         if (known) continue;
         if (settings_is_kubernetes_service_variable(*e)) continue; /* main logs it at debug */
         return fail(l, "%.*s: unknown setting (a misspelt variable would be silently ignored)", (int)n, *e);
@@ -368,6 +398,13 @@ static int load(loader_t *l, settings_t *s)
     const char *v;
     char name[96];
 
+    /* The definitions first: they name the per-pipeline variables. */
+    get_string(l, "STORAGE_PIPELINES_FILE", "", &s->pipelines_file);
+    if (pipelines_load(s->pipelines_file, l->err, l->errlen)) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", l->err);
+        return fail(l, "STORAGE_PIPELINES_FILE=%s: %s", s->pipelines_file, why);
+    }
     if (reject_unknown_variables(l)) return -1;
     get_string(l, "STORAGE_DATABASE_URL", "", &s->database_url);
     get_string(l, "STORAGE_KAFKA_BOOTSTRAP_SERVERS", "localhost:9092", &s->bootstrap_servers);
@@ -376,8 +413,8 @@ static int load(loader_t *l, settings_t *s)
 
     int all_batch;
     if (get_int(l, "STORAGE_MAX_POLL_RECORDS", 0, 1, 100000, &all_batch)) return -1;
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
-        const pipeline_def_t *def = pipeline_get((pipeline_id_t)i);
+    for (int i = 0; i < pipeline_count(); i++) {
+        const pipeline_def_t *def = pipeline_get(i);
         snprintf(name, sizeof name, "STORAGE_TOPIC_%s", def->env_suffix);
         get_string(l, name, def->default_topic, &s->topic[i]);
         if (!valid_topic(s->topic[i]))
@@ -390,13 +427,12 @@ static int load(loader_t *l, settings_t *s)
                     &s->max_poll_records[i]))
             return -1;
     }
-    for (int i = 0; i < PIPELINE_COUNT; i++)
-        for (int j = i + 1; j < PIPELINE_COUNT; j++)
+    for (int i = 0; i < pipeline_count(); i++)
+        for (int j = i + 1; j < pipeline_count(); j++)
             if (s->pipeline_enabled[i] && s->pipeline_enabled[j] &&
                 strcmp(s->topic[i], s->topic[j]) == 0)
                 return fail(l, "STORAGE_TOPIC_%s=%s: the same topic as STORAGE_TOPIC_%s",
-                            pipeline_get((pipeline_id_t)j)->env_suffix, s->topic[j],
-                            pipeline_get((pipeline_id_t)i)->env_suffix);
+                            pipeline_get(j)->env_suffix, s->topic[j], pipeline_get(i)->env_suffix);
 
     if (get_int(l, "STORAGE_POLL_TIMEOUT_MS", 1000, 1, 60000, &s->poll_timeout_ms) ||
         get_int(l, "STORAGE_MAX_POLL_INTERVAL_MS", 300000, 1000, 86400000,
@@ -495,7 +531,8 @@ void settings_free(settings_t *s)
     free(s->database_url);
     free(s->bootstrap_servers);
     free(s->group_prefix);
-    for (int i = 0; i < PIPELINE_COUNT; i++) free(s->topic[i]);
+    free(s->pipelines_file);
+    for (int i = 0; i < PIPELINE_MAX; i++) free(s->topic[i]);
     free(s->auto_offset_reset);
     free(s->heartbeat_dir);
     free(s->metrics_addr);
@@ -509,5 +546,9 @@ void settings_free(settings_t *s)
 
 void settings_group_id(const settings_t *s, pipeline_id_t id, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s.%s", s->group_prefix, pipeline_get(id)->name);
+    const pipeline_def_t *def = pipeline_get(id);
+    if (def->group)
+        snprintf(buf, len, "%s", def->group);
+    else
+        snprintf(buf, len, "%s.%s", s->group_prefix, def->name);
 }

@@ -34,10 +34,11 @@ bool settings_kafka_property_is_secret(const char *name);
 typedef struct {
     char *database_url; /* libpq conninfo or URI; "" means libpq's PG* variables */
     char *bootstrap_servers;
-    bool pipeline_enabled[PIPELINE_COUNT];
+    char *pipelines_file; /* "" means the built-in definitions */
+    bool pipeline_enabled[PIPELINE_MAX];
     char *group_prefix;
-    char *topic[PIPELINE_COUNT];
-    int max_poll_records[PIPELINE_COUNT];
+    char *topic[PIPELINE_MAX];
+    int max_poll_records[PIPELINE_MAX];
     int poll_timeout_ms;
     int max_poll_interval_ms;
     int session_timeout_ms;
@@ -67,11 +68,11 @@ typedef struct {
     const char *description;   /* one line */
 } settings_doc_t;
 
-/* Every STORAGE_ variable the service reads, each per-pipeline one listed
- * on its own (STORAGE_RDKAFKA_<PROPERTY> aside): what --help prints and
- * what the unknown-variable check accepts. */
-extern const settings_doc_t settings_catalog[];
-extern const size_t settings_catalog_count;
+/* Every STORAGE_ variable the service reads, each per-pipeline one of the
+ * loaded pipelines listed on its own (STORAGE_RDKAFKA_<PROPERTY> aside):
+ * what --help prints and what the unknown-variable check accepts. Sets
+ * *count; valid until the next call. */
+const settings_doc_t *settings_catalog(size_t *count);
 
 /* "settings:", then one line per setting ("  NAME  description (default:
  * ...)") and one for STORAGE_RDKAFKA_<PROPERTY>. */
@@ -94,7 +95,8 @@ int settings_load(settings_t *out, char *const *envp, char *err, size_t errlen)
 
 void settings_free(settings_t *s);
 
-/* "prefix.pipeline": the consumer group of a pipeline. Writes into buf. */
+/* The consumer group of a pipeline: its definition's "group", else
+ * "prefix.pipeline". Writes into buf. */
 void settings_group_id(const settings_t *s, pipeline_id_t id, char *buf, size_t len);
 
 /* One database attempt (resolving a batch's apps and writing it, connecting

@@ -97,7 +97,7 @@ static void put_chart(FILE *f, const pipeline_metrics_t *pm, const char *name, i
 static void put_pipeline(FILE *f, metrics_t *m, int i, int64_t now)
 {
     pipeline_metrics_t *pm = &m->pipelines[i];
-    const char *name = pipeline_get((pipeline_id_t)i)->name, *cls;
+    const char *name = pipeline_get(i)->name, *cls;
     const char *state = state_of(pm, &cls);
 
     fputs("<section id=\"pipeline-", f);
@@ -201,7 +201,7 @@ char *status_page_render(metrics_t *m, int64_t now)
     fputs("</span>; as of ", f);
     put_time(f, now);
     fprintf(f, " (this page reloads every %d s)</p>\n", STATUS_PAGE_REFRESH_SECONDS);
-    for (int i = 0; i < PIPELINE_COUNT; i++)
+    for (int i = 0; i < pipeline_count(); i++)
         if (m->settings->pipeline_enabled[i]) put_pipeline(f, m, i, now);
     fputs("</body></html>\n", f);
     if (fclose(f) != 0 || !page) abort();

@@ -221,10 +221,10 @@ static double seconds_since(const struct timespec *t)
  * with result=failed. Only once no pipeline thread runs. */
 static void mark_unstarted_stopped(const settings_t *s, pipeline_run_t *runs)
 {
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         pipeline_run_t *p = &runs[i];
         if (!s->pipeline_enabled[i] || p->marked_stopped) continue;
-        heartbeat_mark_stopped(p->heartbeat_path, pipeline_get((pipeline_id_t)i)->name, true,
+        heartbeat_mark_stopped(p->heartbeat_path, pipeline_get(i)->name, true,
                                &p->heartbeat_warned);
         p->marked_stopped = true;
     }
@@ -232,7 +232,7 @@ static void mark_unstarted_stopped(const settings_t *s, pipeline_run_t *runs)
 
 int supervisor_run(const settings_t *s, const char *version)
 {
-    static pipeline_run_t runs[PIPELINE_COUNT];
+    static pipeline_run_t runs[PIPELINE_MAX];
     atomic_bool stop = false;
     bool failed = false, stopping = false;
     struct timespec stop_time = {0, 0};
@@ -248,11 +248,11 @@ int supervisor_run(const settings_t *s, const char *version)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         pipeline_run_t *p = &runs[i];
         memset(p, 0, sizeof *p);
         snprintf(p->heartbeat_path, sizeof p->heartbeat_path, "%s/%s", s->heartbeat_dir,
-                 pipeline_get((pipeline_id_t)i)->name);
+                 pipeline_get(i)->name);
     }
 
     if (mkdir(s->heartbeat_dir, 0755) != 0 && errno != EEXIST)
@@ -272,29 +272,29 @@ int supervisor_run(const settings_t *s, const char *version)
         LOG_INFO("supervisor", "metrics at http://%s/metrics, probes at /healthz and /readyz", s->metrics_addr);
     }
 
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         pipeline_run_t *p = &runs[i];
         if (!s->pipeline_enabled[i]) continue;
-        pipeline_metrics_t *pm = metrics_pipeline(metrics, (pipeline_id_t)i);
+        pipeline_metrics_t *pm = metrics_pipeline(metrics, i);
         consumer_positions_t positions = {worker_read_positions, worker_record_starts, &p->worker,
                                           &pm->lost_to_retention};
-        p->consumer = consumer_new(s, (pipeline_id_t)i, &positions, err, sizeof err);
+        p->consumer = consumer_new(s, i, &positions, err, sizeof err);
         if (!p->consumer) {
-            LOG_ERROR(pipeline_get((pipeline_id_t)i)->name, "%s", err);
+            LOG_ERROR(pipeline_get(i)->name, "%s", err);
             atomic_store(&pm->state, PIPELINE_STATE_FAILED);
             failed = true;
             break;
         }
         consumer_observe(p->consumer, &pm->partitions_owned, &pm->brokers_up);
         char group[512];
-        settings_group_id(s, (pipeline_id_t)i, group, sizeof group);
-        p->store = store_new(s, pipeline_get((pipeline_id_t)i));
+        settings_group_id(s, i, group, sizeof group);
+        p->store = store_new(s, pipeline_get(i));
         store_record_progress(p->store, group);
         p->fault_countdown = fault ? strtol(fault, NULL, 10) : 0;
         p->stop_countdown = freeze ? strtol(freeze, NULL, 10) : 0;
         p->worker = (worker_t){
             .settings = s,
-            .def = pipeline_get((pipeline_id_t)i),
+            .def = pipeline_get(i),
             .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter, flush_adapter},
             .store = {.ctx = p->store,
                       .resolve = resolve_adapter,
@@ -317,7 +317,7 @@ int supervisor_run(const settings_t *s, const char *version)
             .fault_ctx = p,
         };
     }
-    for (int i = 0; i < PIPELINE_COUNT && !failed; i++) {
+    for (int i = 0; i < pipeline_count() && !failed; i++) {
         pipeline_run_t *p = &runs[i];
         if (!p->consumer) continue;
         if (pthread_create(&p->thread, NULL, pipeline_thread, p) != 0) {
@@ -337,7 +337,7 @@ int supervisor_run(const settings_t *s, const char *version)
             atomic_store(&stop, true);
         }
         bool all_done = true;
-        for (int i = 0; i < PIPELINE_COUNT; i++) {
+        for (int i = 0; i < pipeline_count(); i++) {
             pipeline_run_t *p = &runs[i];
             if (!p->started) continue;
             if (!atomic_load(&p->done)) {
@@ -361,7 +361,7 @@ int supervisor_run(const settings_t *s, const char *version)
             /* The stuck pipelines never mark their heartbeat files: the
              * process does, as it goes (their threads still run: nothing of
              * theirs is written here). */
-            for (int i = 0; i < PIPELINE_COUNT; i++) {
+            for (int i = 0; i < pipeline_count(); i++) {
                 bool warned = false;
                 if (runs[i].started && !atomic_load(&runs[i].done))
                     heartbeat_mark_stopped(runs[i].heartbeat_path, runs[i].worker.def->name, true, &warned);
@@ -371,7 +371,7 @@ int supervisor_run(const settings_t *s, const char *version)
             _exit(EXIT_FAILED);
         }
     }
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         pipeline_run_t *p = &runs[i];
         if (p->started) pthread_join(p->thread, NULL);
         /* Pipelines that never started still own their consumer and store. */
@@ -403,9 +403,9 @@ int supervisor_health(const settings_t *s)
 {
     int healthy = 1;
     time_t now = time(NULL);
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         if (!s->pipeline_enabled[i]) continue;
-        const char *name = pipeline_get((pipeline_id_t)i)->name;
+        const char *name = pipeline_get(i)->name;
         char path[HEARTBEAT_PATH_MAX];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", s->heartbeat_dir, name);

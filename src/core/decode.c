@@ -315,27 +315,29 @@ static int decode_number(const field_spec_t *f, const jv_t *v, event_t *ev, size
     return 0;
 }
 
-/* NUMERIC(12,2): at most two decimals. The JSON text is gone once parsed, so
- * the check is on the double: a number written with at most two decimals
- * parses to the double nearest c/100 for its whole number of cents c, which
- * is exactly what c / 100.0 computes (c < 2^53, one correctly rounded
- * division). Any other double has more decimals, whatever its magnitude. */
-static int decode_price(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col,
-                        rejection_t *rej)
+/* NUMERIC(p,s): at most s decimals, below 10^(p-s). The JSON text is gone
+ * once parsed, so the check is on the double: a number written with at most
+ * s decimals parses to the double nearest c/10^s for its whole number c,
+ * which is exactly what c / 10^s computes (c < 2^53, which binding holds
+ * to: p <= 15; one correctly rounded division). Any other double has more
+ * decimals, whatever its magnitude. */
+static int decode_decimal(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col,
+                          rejection_t *rej)
 {
     if (!jv_is_number(v))
         return reject(rej, ERROR_INVALID_FIELD, "%s: expected a number, got %s", f->name,
                       jv_type_name(v));
     double d = jv_number(v);
     if (!isfinite(d) || d < f->dmin || d > f->dmax)
-        return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g is out of range 0..9999999999.99",
-                      f->name, d);
-    double whole = nearbyint(d * 100.0);
-    if (whole / 100.0 != d)
-        return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g has more than 2 decimals", f->name, d);
-    long long c = (long long)whole;
-    char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%lld.%02lld", c / 100, c % 100);
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g is out of range %.*f..%.*f", f->name, d,
+                      f->scale, f->dmin, f->scale, f->dmax);
+    static const double pow10[] = {1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+    double unit = pow10[f->scale];
+    double whole = nearbyint(d * unit);
+    if (whole / unit != d)
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g has more than %d decimals", f->name, d, f->scale);
+    char tmp[48];
+    int n = snprintf(tmp, sizeof tmp, "%.*f", f->scale, whole / unit + 0.0); /* + 0.0: no "-0" */
     *col = event_append(ev, tmp, (size_t)n);
     return 0;
 }
@@ -496,6 +498,7 @@ static int decode_field(const field_spec_t *f, const jv_t *v, event_t *ev, size_
     case FIELD_INTEGER:
         if (get_integer(f->name, v, f->min, f->max, &x, rej)) return -1;
         *col = append_int(ev, x);
+        *micros = x; /* an integer orders observations as itself */
         return 0;
     case FIELD_NUMBER: return decode_number(f, v, ev, col, rej);
     case FIELD_TIMESTAMP: return decode_timestamp(f, v, ev, col, micros, rej);
@@ -507,7 +510,7 @@ static int decode_field(const field_spec_t *f, const jv_t *v, event_t *ev, size_
         return 0;
     case FIELD_UUID: return decode_uuid(f, v, ev, col, rej);
     case FIELD_HISTOGRAM: return decode_histogram(f, v, ev, col, rej);
-    case FIELD_PRICE: return decode_price(f, v, ev, col, rej);
+    case FIELD_DECIMAL: return decode_decimal(f, v, ev, col, rej);
     case FIELD_COUNTS: return decode_counts(f, v, ev, col, rej);
     }
     return reject(rej, ERROR_INVALID_FIELD, "%s: unsupported field kind", f->name);
@@ -590,8 +593,8 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, event_t *e
     ev->len = 0;
     ev->version = 0;
     if (vals[0].type == JV_ABSENT || vals[0].type == JV_NULL)
-        return reject(rej, ERROR_MISSING_FIELD, "package_name: required field is missing");
-    if (check_string("package_name", &vals[0], 1, 255, rej)) return -1;
+        return reject(rej, ERROR_MISSING_FIELD, "%s: required field is missing", def->app_member);
+    if (check_string(def->app_member, &vals[0], 1, 255, rej)) return -1;
     ev->package_name = event_append(ev, vals[0].str, vals[0].len);
 
     for (size_t i = 0; i < def->field_count; i++) {
@@ -606,9 +609,8 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, event_t *e
             continue;
         }
         if (decode_field(f, v, ev, &ev->col[i], &micros, rej)) return -1;
-        /* Only a timestamp is a version (a unit test holds the table to it). */
-        if (f->kind == FIELD_TIMESTAMP && def->version_field && strcmp(f->name, def->version_field) == 0)
-            ev->version = micros;
+        /* A version is a timestamp or an integer (pipeline_bind holds it to that). */
+        if ((int)i == def->version_index) ev->version = micros;
     }
     return 0;
 }
@@ -622,9 +624,9 @@ static int decode_reference(const pipeline_def_t *def, const void *value, size_t
     json_t *root = load_json(value, len, &jerr);
     if (!root) return reject_parse_error(&jerr, rej);
     int rc = -1;
-    jv_t vals[EVENT_MAX_COLUMNS + 1] = {0};
-    jv_t *children[EVENT_MAX_COLUMNS + 1] = {0};
-    jv_key_t *keys[EVENT_MAX_COLUMNS + 1] = {0};
+    jv_t vals[PIPELINE_MAX_FIELDS + 1] = {0};
+    jv_t *children[PIPELINE_MAX_FIELDS + 1] = {0};
+    jv_key_t *keys[PIPELINE_MAX_FIELDS + 1] = {0};
     if (!json_is_object(root)) {
         jv_t r = ref_scalar(root);
         reject(rej, ERROR_INVALID_JSON, "expected a JSON object, got %s", jv_type_name(&r));
@@ -645,9 +647,10 @@ out:
 static int decode_with(const pipeline_def_t *def, const void *value, size_t len, event_t *ev,
                        rejection_t *rej, bool fast)
 {
-    jv_key_t names[EVENT_MAX_COLUMNS + 1];
-    jv_t vals[EVENT_MAX_COLUMNS + 1];
+    jv_key_t names[PIPELINE_MAX_FIELDS + 1];
+    jv_t vals[PIPELINE_MAX_FIELDS + 1];
 
+    if (!def->bound) abort(); /* a caller bug: the checks come from the table (pipeline_bind) */
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
     size_t n = decode_member_names(def, names);
@@ -655,9 +658,9 @@ static int decode_with(const pipeline_def_t *def, const void *value, size_t len,
     return decode_reference(def, value, len, names, n, ev, rej);
 }
 
-size_t decode_member_names(const pipeline_def_t *def, jv_key_t names[EVENT_MAX_COLUMNS + 1])
+size_t decode_member_names(const pipeline_def_t *def, jv_key_t names[PIPELINE_MAX_FIELDS + 1])
 {
-    names[0] = (jv_key_t){"package_name", strlen("package_name")};
+    names[0] = (jv_key_t){def->app_member, strlen(def->app_member)};
     for (size_t i = 0; i < def->field_count; i++)
         names[i + 1] = (jv_key_t){def->fields[i].name, strlen(def->fields[i].name)};
     return def->field_count + 1;

@@ -18,7 +18,6 @@
 #include "core/json_value.h"
 #include "core/pipeline.h"
 
-#define EVENT_MAX_COLUMNS 12
 #define EVENT_NULL SIZE_MAX
 
 /* Stable error_type codes: the same words in the table, the logs and docs. */
@@ -48,9 +47,9 @@ typedef struct {
 typedef struct {
     char *buf;
     size_t len, cap;
-    size_t col[EVENT_MAX_COLUMNS];
+    size_t col[PIPELINE_MAX_FIELDS];
     size_t package_name;
-    int64_t version; /* value of the pipeline's version_field, in UTC microseconds */
+    int64_t version; /* the pipeline's version_field: UTC microseconds, or the integer */
 } event_t;
 
 /* An event starts zeroed ({0}) or with event_init; event_free releases its
@@ -83,7 +82,7 @@ int decode_record_reference(const pipeline_def_t *def, const void *value, size_t
 
 /* The members a record of `def` is read for: names[0] is package_name,
  * names[i + 1] field i. Returns how many (def->field_count + 1). */
-size_t decode_member_names(const pipeline_def_t *def, jv_key_t names[EVENT_MAX_COLUMNS + 1]);
+size_t decode_member_names(const pipeline_def_t *def, jv_key_t names[PIPELINE_MAX_FIELDS + 1]);
 
 /* Two events of `def` say the same: package name, version and every
  * column's text (or SQL NULL). */

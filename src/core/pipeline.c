@@ -1,133 +1,440 @@
 #include "core/pipeline.h"
 
+#include <ctype.h>
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define INT16_RANGE INT16_MIN, INT16_MAX
-#define INT32_NONNEG 0, INT32_MAX
-#define INT64_NONNEG 0, INT64_MAX
-#define LEN(n) 0, (n)
-#define NONEMPTY_LEN(n) 1, (n)
+static pipeline_def_t registry[PIPELINE_MAX];
+static int registry_count;
+static char *registry_source; /* the path loaded, "" for the built-in file; NULL: none */
 
-/* VARCHAR(n) lengths are characters, as PostgreSQL counts them. */
-static const field_spec_t app_stats_fields[] = {
-    {"crawled_at", FIELD_TIMESTAMP, true, 0, 0, 0, 0},
-    {"title", FIELD_STRING, false, LEN(255), 0, 0},
-    {"score", FIELD_NUMBER, false, 0, 0, 0.0, 5.0},
-    {"ratings_count", FIELD_INTEGER, false, INT64_NONNEG, 0, 0},
-    {"reviews_count", FIELD_INTEGER, false, INT64_NONNEG, 0, 0},
-    {"min_installs", FIELD_INTEGER, false, INT64_NONNEG, 0, 0},
-    {"real_installs", FIELD_INTEGER, false, INT64_NONNEG, 0, 0},
-    {"histogram", FIELD_HISTOGRAM, false, INT64_NONNEG, 0, 0},
-    {"price", FIELD_PRICE, false, 0, 0, 0.0, 9999999999.99},
-    {"is_free", FIELD_BOOLEAN, false, 0, 0, 0, 0},
-    {"version", FIELD_STRING, false, LEN(64), 0, 0},
-    {"app_updated_at", FIELD_TIMESTAMP, false, 0, 0, 0, 0},
-};
+static char *dup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d) abort();
+    return d;
+}
 
-static const field_spec_t reviews_fields[] = {
-    {"review_id", FIELD_STRING, true, NONEMPTY_LEN(255), 0, 0},
-    {"user_name", FIELD_STRING, false, LEN(255), 0, 0},
-    {"content", FIELD_STRING, false, LEN(INT32_MAX), 0, 0},
-    {"score", FIELD_INTEGER, true, 1, 5, 0, 0},
-    {"thumbs_up_count", FIELD_INTEGER, true, INT32_NONNEG, 0, 0},
-    {"app_version", FIELD_STRING, false, LEN(64), 0, 0},
-    {"reviewed_at", FIELD_TIMESTAMP, true, 0, 0, 0, 0},
-    {"reply_content", FIELD_STRING, false, LEN(INT32_MAX), 0, 0},
-    {"replied_at", FIELD_TIMESTAMP, false, 0, 0, 0, 0},
-    {"last_synced_at", FIELD_TIMESTAMP, true, 0, 0, 0, 0},
-};
+static void free_list(char **list, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(list[i]);
+    free(list);
+}
 
-static const field_spec_t network_metrics_fields[] = {
-    {"analysis_id", FIELD_UUID, true, 0, 0, 0, 0},
-    {"analyzed_at", FIELD_TIMESTAMP, true, 0, 0, 0, 0},
-    {"duration_seconds", FIELD_NUMBER, true, 0, 0, 0.0, 1.7976931348623157e308},
-    {"total_packets", FIELD_INTEGER, true, INT64_NONNEG, 0, 0},
-    {"total_bytes", FIELD_INTEGER, true, INT64_NONNEG, 0, 0},
-    {"unique_hosts", FIELD_INTEGER, false, INT32_NONNEG, 0, 0},
-    {"dns_queries", FIELD_INTEGER, false, INT32_NONNEG, 0, 0},
-    {"tls_handshakes", FIELD_INTEGER, false, INT32_NONNEG, 0, 0},
-    {"avg_packet_size", FIELD_NUMBER, false, 0, 0, 0.0, 1.7976931348623157e308},
-    {"protocols", FIELD_COUNTS, false, INT64_NONNEG, 0, 0},
-};
+static void def_free(pipeline_def_t *d)
+{
+    free(d->name);
+    free(d->env_suffix);
+    free(d->default_topic);
+    free(d->group);
+    free(d->table);
+    for (size_t i = 0; i < d->field_count; i++) {
+        free(d->fields[i].name);
+        free(d->fields[i].column);
+    }
+    free(d->fields);
+    free(d->app_member);
+    free(d->app_column);
+    free(d->key_field);
+    free(d->version_field);
+    free_list(d->update_columns, d->update_count);
+    free_list(d->never_writes, d->never_count);
+    free(d->conflict_sql);
+    memset(d, 0, sizeof *d);
+}
 
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+void pipelines_free(void)
+{
+    for (int i = 0; i < registry_count; i++) def_free(&registry[i]);
+    registry_count = 0;
+    free(registry_source);
+    registry_source = NULL;
+}
 
-static const pipeline_def_t pipelines[PIPELINE_COUNT] = {
-    [PIPELINE_APP_STATS] =
-        {
-            .id = PIPELINE_APP_STATS,
-            .name = "app-stats",
-            .env_suffix = "APP_STATS",
-            .default_topic = "app-stats",
-            .default_batch_size = 200,
-            .table = "app_stats",
-            .fields = app_stats_fields,
-            .field_count = COUNT(app_stats_fields),
-            .key_field = "crawled_at",
-            .key_includes_app = true,
-            .version_field = NULL,
-            /* Same app and same crawl instant is by definition a redelivery. */
-            .conflict_sql = "ON CONFLICT (application_id, crawled_at) DO NOTHING",
-        },
-    [PIPELINE_REVIEWS] =
-        {
-            .id = PIPELINE_REVIEWS,
-            .name = "reviews",
-            .env_suffix = "REVIEWS",
-            .default_topic = "reviews",
-            .default_batch_size = 500,
-            .table = "reviews",
-            .fields = reviews_fields,
-            .field_count = COUNT(reviews_fields),
-            .key_field = "review_id",
-            .key_includes_app = false,
-            .version_field = "last_synced_at",
-            /* The only table that really updates (thumbs_up_count changes).
-             * The guard makes a replayed or late older observation a no-op;
-             * first_seen_at and the sentiment columns are never touched. */
-            .conflict_sql =
-                "ON CONFLICT (review_id) DO UPDATE SET "
-                "thumbs_up_count = EXCLUDED.thumbs_up_count, score = EXCLUDED.score, "
-                "content = EXCLUDED.content, reply_content = EXCLUDED.reply_content, "
-                "replied_at = EXCLUDED.replied_at, app_version = EXCLUDED.app_version, "
-                "last_synced_at = EXCLUDED.last_synced_at "
-                "WHERE EXCLUDED.last_synced_at > reviews.last_synced_at",
-        },
-    [PIPELINE_NETWORK_METRICS] =
-        {
-            .id = PIPELINE_NETWORK_METRICS,
-            .name = "network-metrics",
-            .env_suffix = "NETWORK_METRICS",
-            .default_topic = "network-metrics",
-            .default_batch_size = 50,
-            .table = "network_metrics",
-            .fields = network_metrics_fields,
-            .field_count = COUNT(network_metrics_fields),
-            .key_field = "analysis_id",
-            .key_includes_app = false,
-            .version_field = NULL,
-            /* A capture is analysed once; a real re-run gets a new UUID. */
-            .conflict_sql = "ON CONFLICT (analysis_id) DO NOTHING",
-        },
-};
+/* ---- Reading the file ------------------------------------------------- */
 
-const pipeline_def_t *pipeline_get(pipeline_id_t id) { return &pipelines[id]; }
+typedef struct {
+    char *err;
+    size_t errlen;
+    char where[160]; /* "pipelines[1] (reviews)" */
+} reader_t;
+
+__attribute__((format(printf, 3, 4))) static int fail(reader_t *r, const char *member, const char *fmt, ...)
+{
+    int n = snprintf(r->err, r->errlen, "%s%s%s: ", r->where, *r->where && member ? "." : "", member ? member : "");
+    va_list ap;
+    va_start(ap, fmt);
+    if (n >= 0 && (size_t)n < r->errlen) vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A column name PostgreSQL keeps as written without quotes. */
+static bool identifier(const char *s)
+{
+    if (!*s || strlen(s) > 63 || !(islower((unsigned char)*s) || *s == '_')) return false;
+    for (; *s; s++)
+        if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '_')) return false;
+    return true;
+}
+
+/* A table, optionally schema-qualified: identifier[.identifier]. */
+static bool table_name(const char *s)
+{
+    const char *dot = strchr(s, '.');
+    if (!dot) return identifier(s);
+    char schema[64];
+    if ((size_t)(dot - s) >= sizeof schema) return false;
+    memcpy(schema, s, (size_t)(dot - s));
+    schema[dot - s] = '\0';
+    return identifier(schema) && identifier(dot + 1);
+}
+
+static bool pipeline_name_ok(const char *s)
+{
+    if (!*s || strlen(s) > 48 || !islower((unsigned char)*s)) return false;
+    for (; *s; s++)
+        if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '-')) return false;
+    return true;
+}
+
+/* Every member of `obj` is one of `known` (a typo is an error, never a
+ * setting silently not applied). */
+static int only_members(reader_t *r, json_t *obj, const char *const *known)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        bool ok = false;
+        for (const char *const *k = known; *k && !ok; k++) ok = strcmp(*k, key) == 0;
+        if (!ok) {
+            char list[256] = "";
+            for (const char *const *k = known; *k; k++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k == known ? "" : ", ", *k);
+            return fail(r, key, "unknown member (known: %s)", list);
+        }
+    }
+    return 0;
+}
+
+static int get_str(reader_t *r, json_t *obj, const char *member, bool required, char **out)
+{
+    json_t *v = json_object_get(obj, member);
+    if (!v) return required ? fail(r, member, "required") : 0;
+    if (!json_is_string(v) || json_string_length(v) == 0) return fail(r, member, "expected a non-empty string");
+    *out = dup(json_string_value(v));
+    return 0;
+}
+
+static int get_column(reader_t *r, json_t *obj, const char *member, bool required, char **out)
+{
+    if (get_str(r, obj, member, required, out)) return -1;
+    if (*out && !identifier(*out))
+        return fail(r, member, "\"%s\" is not a lower-case column name ([a-z_][a-z0-9_]*, at most 63)", *out);
+    return 0;
+}
+
+static int get_columns(reader_t *r, json_t *obj, const char *member, char ***out, size_t *n)
+{
+    json_t *v = json_object_get(obj, member);
+    if (!v) return 0;
+    if (!json_is_array(v) || json_array_size(v) == 0) return fail(r, member, "expected a non-empty array of column names");
+    *out = calloc(json_array_size(v), sizeof **out);
+    if (!*out) abort();
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        json_t *c = json_array_get(v, i);
+        if (!json_is_string(c) || !identifier(json_string_value(c)))
+            return fail(r, member, "item %zu is not a lower-case column name", i);
+        for (size_t j = 0; j < *n; j++)
+            if (strcmp((*out)[j], json_string_value(c)) == 0)
+                return fail(r, member, "column %s is listed twice", json_string_value(c));
+        (*out)[(*n)++] = dup(json_string_value(c));
+    }
+    return 0;
+}
+
+static const field_spec_t *field_by_column(const pipeline_def_t *d, const char *column)
+{
+    for (size_t i = 0; i < d->field_count; i++)
+        if (strcmp(d->fields[i].column, column) == 0) return &d->fields[i];
+    return NULL;
+}
+
+static int read_field(reader_t *r, json_t *f, size_t i, pipeline_def_t *d)
+{
+    static const char *const known[] = {"member", "column", "required", "kind", "min", "max", "min_length", NULL};
+    field_spec_t *fs = &d->fields[i];
+    size_t at = strlen(r->where);
+    char member[32];
+    snprintf(member, sizeof member, "fields[%zu]", i);
+    if (!json_is_object(f)) return fail(r, member, "expected an object");
+    json_t *name = json_object_get(f, "member");
+    snprintf(r->where + at, sizeof r->where - at, ".%s (%s)", member,
+             json_is_string(name) ? json_string_value(name) : "?");
+    if (only_members(r, f, known) || get_str(r, f, "member", true, &fs->name) ||
+        get_column(r, f, "column", false, &fs->column))
+        return -1;
+    if (!fs->column) {
+        if (!identifier(fs->name))
+            return fail(r, "member", "\"%s\" is not a column name: give the field a \"column\"", fs->name);
+        fs->column = dup(fs->name);
+    }
+    json_t *v;
+    if ((v = json_object_get(f, "required"))) {
+        if (!json_is_boolean(v)) return fail(r, "required", "expected true or false");
+        fs->required = json_is_true(v);
+    }
+    if ((v = json_object_get(f, "kind"))) {
+        const char *k = json_is_string(v) ? json_string_value(v) : "";
+        fs->declared.kind_set = true;
+        if (strcmp(k, "histogram") == 0)
+            fs->declared.kind = FIELD_HISTOGRAM;
+        else if (strcmp(k, "counts") == 0)
+            fs->declared.kind = FIELD_COUNTS;
+        else
+            return fail(r, "kind", "expected \"histogram\" (an array of 5 integer counts) or \"counts\" "
+                                   "(an object of name -> integer count); any other kind comes from the column's type");
+    }
+    if ((v = json_object_get(f, "min"))) {
+        if (!json_is_number(v)) return fail(r, "min", "expected a number");
+        fs->declared.min_set = true;
+        fs->declared.min = json_number_value(v);
+    }
+    if ((v = json_object_get(f, "max"))) {
+        if (!json_is_number(v)) return fail(r, "max", "expected a number");
+        fs->declared.max_set = true;
+        fs->declared.max = json_number_value(v);
+    }
+    if (fs->declared.min_set && fs->declared.max_set && fs->declared.min > fs->declared.max)
+        return fail(r, "max", "below min");
+    if ((v = json_object_get(f, "min_length"))) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0) return fail(r, "min_length", "expected an integer >= 0");
+        fs->declared.min_length = json_integer_value(v);
+    }
+    for (size_t j = 0; j < i; j++) {
+        if (strcmp(d->fields[j].name, fs->name) == 0) return fail(r, "member", "\"%s\" is declared twice", fs->name);
+        if (strcmp(d->fields[j].column, fs->column) == 0)
+            return fail(r, "column", "%s is filled by two fields", fs->column);
+    }
+    if (strcmp(fs->name, d->app_member) == 0) return fail(r, "member", "\"%s\" is the application's member", fs->name);
+    if (strcmp(fs->column, d->app_column) == 0) return fail(r, "column", "%s is the application's column", fs->column);
+    r->where[at] = '\0';
+    return 0;
+}
+
+static int read_key(reader_t *r, json_t *p, pipeline_def_t *d)
+{
+    char **key = NULL;
+    size_t n = 0;
+    int rc = get_columns(r, p, "key", &key, &n);
+    if (rc == 0 && n == 0) rc = fail(r, "key", "required: the natural key's columns");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const field_spec_t *f = field_by_column(d, key[i]);
+        if (strcmp(key[i], d->app_column) == 0)
+            d->key_includes_app = true;
+        else if (!f)
+            rc = fail(r, "key", "%s is neither the application's column nor a field's", key[i]);
+        else if (d->key_field)
+            rc = fail(r, "key", "a natural key is one field's column, with or without the application's");
+        else
+            d->key_field = dup(f->name);
+        if (rc == 0 && f && !f->required) rc = fail(r, "key", "%s is a key column: its field must be required", key[i]);
+    }
+    if (rc == 0 && !d->key_field) rc = fail(r, "key", "needs one field's column");
+    free_list(key, n);
+    return rc;
+}
+
+static int read_conflict(reader_t *r, json_t *p, pipeline_def_t *d)
+{
+    json_t *c = json_object_get(p, "on_conflict");
+    if (!c) return fail(r, "on_conflict", "required: \"nothing\" or {\"update\": [...], \"when_newer\": \"column\"}");
+    if (json_is_string(c) && strcmp(json_string_value(c), "nothing") == 0) return 0;
+    static const char *const known[] = {"update", "when_newer", NULL};
+    if (!json_is_object(c))
+        return fail(r, "on_conflict", "expected \"nothing\" or {\"update\": [...], \"when_newer\": \"column\"}");
+    size_t at = strlen(r->where);
+    snprintf(r->where + at, sizeof r->where - at, ".on_conflict");
+    char *version = NULL;
+    if (only_members(r, c, known) || get_columns(r, c, "update", &d->update_columns, &d->update_count) ||
+        get_column(r, c, "when_newer", true, &version))
+        return free(version), -1;
+    int rc = 0;
+    const field_spec_t *vf = field_by_column(d, version);
+    if (d->update_count == 0)
+        rc = fail(r, "update", "required: the columns a newer observation updates");
+    else if (!vf)
+        rc = fail(r, "when_newer", "%s is not a field's column", version);
+    else if (!vf->required)
+        rc = fail(r, "when_newer", "%s orders observations: its field must be required", version);
+    else
+        d->version_field = dup(vf->name);
+    for (size_t i = 0; rc == 0 && i < d->update_count; i++) {
+        char key[128];
+        const field_spec_t *f = field_by_column(d, d->update_columns[i]);
+        if (!f)
+            rc = fail(r, "update", "%s is not a field's column", d->update_columns[i]);
+        else if (strcmp(f->name, d->key_field) == 0)
+            rc = fail(r, "update", "%s is the natural key (%s)", d->update_columns[i],
+                      pipeline_key_columns(d, ", ", key, sizeof key));
+    }
+    free(version);
+    r->where[at] = '\0';
+    return rc;
+}
+
+static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
+{
+    static const char *const known[] = {"name", "topic", "group", "batch_size", "table", "application",
+                                        "fields", "key", "on_conflict", "never_writes", NULL};
+    static const char *const app_known[] = {"member", "column", NULL};
+    if (!json_is_object(p)) return fail(r, NULL, "expected an object");
+    if (get_str(r, p, "name", true, &d->name)) return -1;
+    size_t at = strlen(r->where);
+    snprintf(r->where + at, sizeof r->where - at, " (%s)", d->name);
+    if (only_members(r, p, known)) return -1;
+    if (!pipeline_name_ok(d->name))
+        return fail(r, "name", "\"%s\" is not a pipeline name ([a-z][a-z0-9-]*, at most 48)", d->name);
+    d->env_suffix = dup(d->name);
+    for (char *c = d->env_suffix; *c; c++) *c = *c == '-' ? '_' : (char)toupper((unsigned char)*c);
+    if (get_str(r, p, "topic", false, &d->default_topic) || get_str(r, p, "group", false, &d->group) ||
+        get_str(r, p, "table", true, &d->table))
+        return -1;
+    if (!d->default_topic) d->default_topic = dup(d->name);
+    if (!table_name(d->table))
+        return fail(r, "table", "\"%s\" is not a lower-case table name ([schema.]table)", d->table);
+    json_t *v = json_object_get(p, "batch_size");
+    d->default_batch_size = 500;
+    if (v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 100000)
+            return fail(r, "batch_size", "expected an integer of 1..100000");
+        d->default_batch_size = (int)json_integer_value(v);
+    }
+    json_t *app = json_object_get(p, "application");
+    if (!json_is_object(app))
+        return fail(r, "application", "required: {\"member\": \"package_name\", \"column\": \"application_id\"}");
+    snprintf(r->where + strlen(r->where), sizeof r->where - strlen(r->where), ".application");
+    if (only_members(r, app, app_known) || get_str(r, app, "member", true, &d->app_member) ||
+        get_column(r, app, "column", true, &d->app_column))
+        return -1;
+    snprintf(r->where + at, sizeof r->where - at, " (%s)", d->name);
+    json_t *fields = json_object_get(p, "fields");
+    if (!json_is_array(fields) || json_array_size(fields) == 0 || json_array_size(fields) > PIPELINE_MAX_FIELDS)
+        return fail(r, "fields", "expected an array of 1..%d fields", PIPELINE_MAX_FIELDS);
+    d->fields = calloc(json_array_size(fields), sizeof *d->fields);
+    if (!d->fields) abort();
+    for (size_t i = 0; i < json_array_size(fields); i++) {
+        d->field_count = i + 1;
+        if (read_field(r, json_array_get(fields, i), i, d)) return -1;
+    }
+    if (read_key(r, p, d) || read_conflict(r, p, d) ||
+        get_columns(r, p, "never_writes", &d->never_writes, &d->never_count))
+        return -1;
+    for (size_t i = 0; i < d->never_count; i++)
+        if (field_by_column(d, d->never_writes[i]) || strcmp(d->never_writes[i], d->app_column) == 0)
+            return fail(r, "never_writes", "%s is written by this pipeline", d->never_writes[i]);
+    d->version_index = pipeline_field_index(d, d->version_field);
+    return 0;
+}
+
+static int read_all(reader_t *r, json_t *root)
+{
+    static const char *const known[] = {"pipelines", NULL};
+    if (!json_is_object(root)) return fail(r, NULL, "expected an object {\"pipelines\": [...]}");
+    if (only_members(r, root, known)) return -1;
+    json_t *list = json_object_get(root, "pipelines");
+    if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > PIPELINE_MAX)
+        return fail(r, "pipelines", "expected an array of 1..%d pipelines", PIPELINE_MAX);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        pipeline_def_t *d = &registry[i];
+        registry_count = (int)i + 1;
+        d->id = i;
+        d->version_index = -1;
+        snprintf(r->where, sizeof r->where, "pipelines[%zu]", i);
+        if (read_pipeline(r, json_array_get(list, i), d)) return -1;
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(registry[j].name, d->name) == 0) return fail(r, "name", "a second pipeline called %s", d->name);
+            if (strcmp(registry[j].default_topic, d->default_topic) == 0)
+                return fail(r, "topic", "the topic of pipeline %s too", registry[j].name);
+        }
+    }
+    return 0;
+}
+
+int pipelines_load(const char *path, char *err, size_t errlen)
+{
+    const char *source = path && *path ? path : "";
+    if (registry_source && strcmp(registry_source, source) == 0) return 0;
+    pipelines_free();
+    json_error_t jerr;
+    json_t *root = *source ? json_load_file(source, JSON_REJECT_DUPLICATES, &jerr)
+                           : json_loads(pipelines_builtin_json, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        if (jerr.line > 0)
+            snprintf(err, errlen, "%s:%d:%d: %s", *source ? source : "(built-in)", jerr.line, jerr.column, jerr.text);
+        else
+            snprintf(err, errlen, "%s", jerr.text);
+        return -1;
+    }
+    reader_t r = {.err = err, .errlen = errlen, .where = ""};
+    char why[1024];
+    r.err = why;
+    r.errlen = sizeof why;
+    int rc = read_all(&r, root);
+    json_decref(root);
+    if (rc) {
+        snprintf(err, errlen, "%s: %s", *source ? source : "(built-in)", why);
+        pipelines_free();
+        return -1;
+    }
+    registry_source = dup(source);
+    return 0;
+}
+
+static void ensure_loaded(void)
+{
+    char err[1024];
+    if (registry_source) return;
+    if (pipelines_load(NULL, err, sizeof err)) {
+        fprintf(stderr, "the built-in pipeline definitions do not load: %s\n", err);
+        abort();
+    }
+}
+
+int pipeline_count(void)
+{
+    ensure_loaded();
+    return registry_count;
+}
+
+const pipeline_def_t *pipeline_get(pipeline_id_t id)
+{
+    ensure_loaded();
+    if (id < 0 || id >= registry_count) abort(); /* a caller bug */
+    return &registry[id];
+}
 
 const pipeline_def_t *pipeline_find(const char *name, size_t len)
 {
-    for (int i = 0; i < PIPELINE_COUNT; i++)
-        if (strlen(pipelines[i].name) == len && memcmp(pipelines[i].name, name, len) == 0)
-            return &pipelines[i];
+    ensure_loaded();
+    for (int i = 0; i < registry_count; i++)
+        if (strlen(registry[i].name) == len && memcmp(registry[i].name, name, len) == 0) return &registry[i];
     return NULL;
 }
 
 const char *pipeline_names(char *buf, size_t len)
 {
     size_t used = 0;
+    ensure_loaded();
     buf[0] = '\0';
-    for (int i = 0; i < PIPELINE_COUNT && used < len; i++) {
-        int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", pipelines[i].name);
+    for (int i = 0; i < registry_count && used < len; i++) {
+        int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", registry[i].name);
         if (n < 0) break;
         used += (size_t)n;
     }
@@ -144,7 +451,241 @@ int pipeline_field_index(const pipeline_def_t *def, const char *name)
 
 const char *pipeline_key_columns(const pipeline_def_t *def, const char *sep, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s%s%s", def->key_includes_app ? "application_id" : "",
-             def->key_includes_app ? sep : "", def->key_field);
+    int k = pipeline_field_index(def, def->key_field);
+    snprintf(buf, len, "%s%s%s", def->key_includes_app ? def->app_column : "", def->key_includes_app ? sep : "",
+             k >= 0 ? def->fields[k].column : "?");
     return buf;
+}
+
+const char *pipeline_kind_name(field_kind_t kind)
+{
+    static const char *const names[] = {
+        [FIELD_STRING] = "string",     [FIELD_INTEGER] = "integer",     [FIELD_NUMBER] = "number",
+        [FIELD_TIMESTAMP] = "timestamp", [FIELD_BOOLEAN] = "boolean",   [FIELD_UUID] = "uuid",
+        [FIELD_HISTOGRAM] = "histogram", [FIELD_DECIMAL] = "decimal",   [FIELD_COUNTS] = "counts",
+    };
+    return names[kind];
+}
+
+/* ---- Binding to the table --------------------------------------------- */
+
+static const column_fact_t *column_of(const table_facts_t *t, const char *name)
+{
+    for (size_t i = 0; i < t->column_count; i++)
+        if (strcmp(t->columns[i].name, name) == 0) return &t->columns[i];
+    return NULL;
+}
+
+static int mismatch(char *err, size_t errlen, const pipeline_def_t *d, const field_spec_t *f, const char *column,
+                    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+static int mismatch(char *err, size_t errlen, const pipeline_def_t *d, const field_spec_t *f, const char *column,
+                    const char *fmt, ...)
+{
+    int n = snprintf(err, errlen, "pipeline %s%s%s, column %s.%s: ", d->name, f ? ", field " : "", f ? f->name : "",
+                     d->table, column);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n >= 0 && (size_t)n < errlen) vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* [lo, hi] of an integer column type. */
+static void int_range(column_type_t t, int64_t *lo, int64_t *hi)
+{
+    switch (t) {
+    case COLUMN_INT2:
+    case COLUMN_INT2_ARRAY: *lo = INT16_MIN, *hi = INT16_MAX; return;
+    case COLUMN_INT4:
+    case COLUMN_INT4_ARRAY: *lo = INT32_MIN, *hi = INT32_MAX; return;
+    default: *lo = INT64_MIN, *hi = INT64_MAX; return;
+    }
+}
+
+/* Narrow [lo, hi] to the declared bounds (integers: the whole numbers
+ * within them). */
+static void narrow_int(const field_spec_t *f, int64_t *lo, int64_t *hi)
+{
+    if (f->declared.min_set && ceil(f->declared.min) > (double)*lo) *lo = (int64_t)ceil(f->declared.min);
+    if (f->declared.max_set && floor(f->declared.max) < (double)*hi) *hi = (int64_t)floor(f->declared.max);
+}
+
+static void narrow_real(const field_spec_t *f, double *lo, double *hi)
+{
+    if (f->declared.min_set && f->declared.min > *lo) *lo = f->declared.min;
+    if (f->declared.max_set && f->declared.max < *hi) *hi = f->declared.max;
+}
+
+static bool is_int(column_type_t t) { return t == COLUMN_INT2 || t == COLUMN_INT4 || t == COLUMN_INT8; }
+
+static bool is_int_array(column_type_t t)
+{
+    return t == COLUMN_INT2_ARRAY || t == COLUMN_INT4_ARRAY || t == COLUMN_INT8_ARRAY;
+}
+
+/* The decoder's check of field `f` from its column `c`. */
+static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fact_t *c, char *err, size_t errlen)
+{
+    bool bounds = f->declared.min_set || f->declared.max_set;
+    if (f->declared.kind_set) {
+        bool fits = f->declared.kind == FIELD_HISTOGRAM ? is_int_array(c->kind) : c->kind == COLUMN_JSONB;
+        if (!fits)
+            return mismatch(err, errlen, d, f, c->name, "the kind %s needs a column of %s, not %s",
+                            pipeline_kind_name(f->declared.kind),
+                            f->declared.kind == FIELD_HISTOGRAM ? "an integer array type" : "type jsonb", c->type);
+        f->kind = f->declared.kind;
+        int_range(f->kind == FIELD_HISTOGRAM ? c->kind : COLUMN_INT8, &f->min, &f->max);
+        narrow_int(f, &f->min, &f->max);
+        return 0;
+    }
+    if (bounds && !(is_int(c->kind) || c->kind == COLUMN_NUMERIC || c->kind == COLUMN_FLOAT4 || c->kind == COLUMN_FLOAT8))
+        return mismatch(err, errlen, d, f, c->name, "min and max bound numbers, and the column is %s", c->type);
+    if (f->declared.min_length && c->kind != COLUMN_VARCHAR && c->kind != COLUMN_TEXT)
+        return mismatch(err, errlen, d, f, c->name, "min_length bounds strings, and the column is %s", c->type);
+    switch (c->kind) {
+    case COLUMN_VARCHAR:
+    case COLUMN_TEXT:
+        f->kind = FIELD_STRING;
+        f->min = f->declared.min_length;
+        f->max = c->kind == COLUMN_VARCHAR && c->length >= 0 ? c->length : INT32_MAX;
+        if (f->min > f->max)
+            return mismatch(err, errlen, d, f, c->name, "min_length %lld is beyond the column's %s",
+                            (long long)f->min, c->type);
+        return 0;
+    case COLUMN_INT2:
+    case COLUMN_INT4:
+    case COLUMN_INT8:
+        f->kind = FIELD_INTEGER;
+        int_range(c->kind, &f->min, &f->max);
+        narrow_int(f, &f->min, &f->max);
+        if (f->min > f->max)
+            return mismatch(err, errlen, d, f, c->name, "min and max leave no value of %s", c->type);
+        return 0;
+    case COLUMN_FLOAT4:
+    case COLUMN_FLOAT8:
+        f->kind = FIELD_NUMBER;
+        f->dmax = c->kind == COLUMN_FLOAT4 ? FLT_MAX : DBL_MAX;
+        f->dmin = -f->dmax;
+        narrow_real(f, &f->dmin, &f->dmax);
+        return 0;
+    case COLUMN_NUMERIC:
+        if (c->precision < 0) { /* any finite number */
+            f->kind = FIELD_NUMBER;
+            f->dmin = -DBL_MAX, f->dmax = DBL_MAX;
+        } else {
+            /* Checked on the double: exact while 10^precision stays below 2^53. */
+            if (c->precision > 15 || c->scale < 0 || c->scale > c->precision)
+                return mismatch(err, errlen, d, f, c->name,
+                                "%s cannot be checked exactly from a JSON number (at most numeric(15,s), 0 <= s <= 15)",
+                                c->type);
+            f->kind = FIELD_DECIMAL;
+            f->scale = c->scale;
+            f->dmax = pow(10, c->precision - c->scale) - pow(10, -c->scale);
+            f->dmin = -f->dmax;
+        }
+        narrow_real(f, &f->dmin, &f->dmax);
+        return 0;
+    case COLUMN_BOOL: f->kind = FIELD_BOOLEAN; return 0;
+    case COLUMN_UUID: f->kind = FIELD_UUID; return 0;
+    case COLUMN_TIMESTAMPTZ: f->kind = FIELD_TIMESTAMP; return 0;
+    case COLUMN_JSONB:
+        return mismatch(err, errlen, d, f, c->name,
+                        "a jsonb column is checked only as a declared kind: \"kind\": \"counts\"");
+    case COLUMN_INT2_ARRAY:
+    case COLUMN_INT4_ARRAY:
+    case COLUMN_INT8_ARRAY:
+        return mismatch(err, errlen, d, f, c->name,
+                        "an integer array is checked only as a declared kind: \"kind\": \"histogram\"");
+    case COLUMN_OTHER: break;
+    }
+    return mismatch(err, errlen, d, f, c->name, "the decoder cannot check a column of type %s", c->type);
+}
+
+/* Whether `key` ("a,b") holds exactly the natural key's columns. */
+static bool key_is(const char *key, const pipeline_def_t *d)
+{
+    const char *field_col = d->fields[pipeline_field_index(d, d->key_field)].column;
+    size_t want = d->key_includes_app ? 2 : 1, have = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", key);
+    for (char *save = NULL, *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+        if (strcmp(c, field_col) != 0 && !(d->key_includes_app && strcmp(c, d->app_column) == 0)) return false;
+        have++;
+    }
+    return have == want;
+}
+
+static void build_conflict(pipeline_def_t *d)
+{
+    char key[256];
+    size_t cap = 256;
+    for (size_t i = 0; i < d->update_count; i++) cap += 2 * strlen(d->update_columns[i]) + 16;
+    if (d->version_field) cap += strlen(d->table) + 2 * strlen(d->fields[d->version_index].column);
+    char *sql = malloc(cap);
+    if (!sql) abort();
+    pipeline_key_columns(d, ", ", key, sizeof key);
+    size_t n = (size_t)snprintf(sql, cap, "ON CONFLICT (%s) DO %s", key, d->update_count ? "UPDATE SET " : "NOTHING");
+    for (size_t i = 0; i < d->update_count; i++)
+        n += (size_t)snprintf(sql + n, cap - n, "%s%s = EXCLUDED.%s", i ? ", " : "", d->update_columns[i],
+                              d->update_columns[i]);
+    if (d->update_count) {
+        const char *v = d->fields[d->version_index].column;
+        snprintf(sql + n, cap - n, " WHERE EXCLUDED.%s > %s.%s", v, strchr(d->table, '.') ? strchr(d->table, '.') + 1 : d->table, v);
+    }
+    free(d->conflict_sql);
+    d->conflict_sql = sql;
+}
+
+int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t errlen)
+{
+    ensure_loaded();
+    if (id < 0 || id >= registry_count) abort(); /* a caller bug */
+    pipeline_def_t *d = &registry[id];
+    d->bound = false;
+    if (!t->exists)
+        return snprintf(err, errlen,
+                        "pipeline %s: table %s does not exist (the service migrates only its own tables: "
+                        "create this one with a migration of your own)",
+                        d->name, d->table),
+               -1;
+    const column_fact_t *app = column_of(t, d->app_column);
+    if (!app) return mismatch(err, errlen, d, NULL, d->app_column, "no such column for the application's id");
+    if (!is_int(app->kind))
+        return mismatch(err, errlen, d, NULL, d->app_column, "the application's id needs an integer column, not %s",
+                        app->type);
+    for (size_t i = 0; i < d->field_count; i++) {
+        field_spec_t *f = &d->fields[i];
+        const column_fact_t *c = column_of(t, f->column);
+        if (!c) return mismatch(err, errlen, d, f, f->column, "no such column");
+        if (c->not_null && !f->required)
+            return mismatch(err, errlen, d, f, c->name,
+                            "the column is NOT NULL and the field optional: declare it \"required\": true");
+        if (bind_field(d, f, c, err, errlen)) return -1;
+    }
+    for (size_t i = 0; i < d->never_count; i++)
+        if (!column_of(t, d->never_writes[i]))
+            return mismatch(err, errlen, d, NULL, d->never_writes[i], "listed in never_writes, and no such column");
+    for (size_t i = 0; i < t->column_count; i++) {
+        const column_fact_t *c = &t->columns[i];
+        if (c->not_null && !c->has_default && strcmp(c->name, d->app_column) != 0 && !field_by_column(d, c->name))
+            return mismatch(err, errlen, d, NULL, c->name, "NOT NULL without a default, and no field fills it");
+    }
+    bool unique = false;
+    for (size_t i = 0; i < t->unique_count && !unique; i++) unique = key_is(t->unique_keys[i], d);
+    if (!unique) {
+        char key[256];
+        return mismatch(err, errlen, d, NULL, d->fields[pipeline_field_index(d, d->key_field)].column,
+                        "the natural key (%s) has no UNIQUE constraint (ON CONFLICT needs one)",
+                        pipeline_key_columns(d, ", ", key, sizeof key));
+    }
+    if (d->version_index >= 0) {
+        const field_spec_t *v = &d->fields[d->version_index];
+        if (v->kind != FIELD_TIMESTAMP && v->kind != FIELD_INTEGER)
+            return mismatch(err, errlen, d, v, v->column, "a version must be a timestamptz or an integer column, not %s",
+                            column_of(t, v->column)->type);
+    }
+    build_conflict(d);
+    d->bound = true;
+    return 0;
 }

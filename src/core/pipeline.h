@@ -1,8 +1,20 @@
-/* pipeline — the three pipelines as data.
+/* pipeline — the pipelines as data (DESIGN.md: Pipelines are declared).
  *
  * The pipelines differ only in topic, group, batch size, message contract,
- * table, natural key and conflict clause. Everything else (the batch loop,
- * the decoder, the writer) is written once and reads this table. */
+ * table, natural key and conflict rule. Everything else (the batch loop,
+ * the decoder, the writer) is written once and reads these definitions.
+ *
+ * A definition has two sources, each saying what only it can say:
+ *   - the definitions file (pipelines/default.json, built in; or the file
+ *     STORAGE_PIPELINES_FILE names): which message member fills which
+ *     column, which are required, what a column's type cannot say (a score
+ *     of 1..5, a histogram of five counts), the natural key, the conflict
+ *     rule, the columns never written;
+ *   - PostgreSQL's catalog, read at start: each column's type, length,
+ *     precision and scale, NOT NULL, and the UNIQUE index of the key.
+ * pipelines_load reads the first; pipeline_bind joins the second into the
+ * checks the decoder applies. Both happen before any pipeline thread starts;
+ * afterwards the definitions are only read. */
 #ifndef STORAGE_PIPELINE_H
 #define STORAGE_PIPELINE_H
 
@@ -10,63 +22,142 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum {
-    PIPELINE_APP_STATS = 0,
-    PIPELINE_REVIEWS,
-    PIPELINE_NETWORK_METRICS,
-    PIPELINE_COUNT
-} pipeline_id_t;
+/* A pipeline's index among the loaded definitions. */
+typedef int pipeline_id_t;
+
+/* The built-in definitions, in their file's order (tests and benchmarks
+ * name them; the service itself never assumes which pipelines exist). */
+enum { PIPELINE_APP_STATS = 0, PIPELINE_REVIEWS, PIPELINE_NETWORK_METRICS };
+
+/* At most this many pipelines in one file, and fields in one pipeline. */
+#define PIPELINE_MAX 16
+#define PIPELINE_MAX_FIELDS 32
 
 /* How a JSON field is validated and turned into the text of its column. */
 typedef enum {
     FIELD_STRING,    /* JSON string, length in characters within [min, max] */
     FIELD_INTEGER,   /* integer within [min, max] (the column's own range) */
-    FIELD_NUMBER,    /* finite number within [min, max] */
+    FIELD_NUMBER,    /* finite number within [dmin, dmax] */
     FIELD_TIMESTAMP, /* ISO 8601 string, see core/timestamp.h */
     FIELD_BOOLEAN,   /* true / false */
     FIELD_UUID,      /* canonical 8-4-4-4-12 hex, stored lower-case */
-    FIELD_HISTOGRAM, /* array of exactly 5 integers >= 0 */
-    FIELD_PRICE,     /* number >= 0, at most 2 decimals, fits NUMERIC(12,2) */
-    FIELD_COUNTS     /* object of name -> integer count >= 0, stored as JSON */
+    FIELD_HISTOGRAM, /* array of exactly 5 integers within [min, max] */
+    FIELD_DECIMAL,   /* number within [dmin, dmax], at most `scale` decimals: NUMERIC(p,s) */
+    FIELD_COUNTS     /* object of name -> integer count within [min, max], stored as JSON */
 } field_kind_t;
 
+/* The column facts PostgreSQL's catalog gives (pg/catalog.c reads them). */
+typedef enum {
+    COLUMN_OTHER = 0, /* a type the decoder cannot check: `type` names it */
+    COLUMN_VARCHAR,   /* length: characters, or -1 for no limit */
+    COLUMN_TEXT,
+    COLUMN_INT2,
+    COLUMN_INT4,
+    COLUMN_INT8,
+    COLUMN_NUMERIC,   /* precision, scale; -1 for an unconstrained numeric */
+    COLUMN_FLOAT4,
+    COLUMN_FLOAT8,
+    COLUMN_BOOL,
+    COLUMN_UUID,
+    COLUMN_TIMESTAMPTZ,
+    COLUMN_JSONB,
+    COLUMN_INT8_ARRAY,
+    COLUMN_INT4_ARRAY,
+    COLUMN_INT2_ARRAY
+} column_type_t;
+
 typedef struct {
-    const char *name; /* the JSON key, and the column it fills */
-    field_kind_t kind;
+    char name[64];
+    char type[64]; /* as PostgreSQL writes it: "character varying(255)" */
+    column_type_t kind;
+    int length;    /* COLUMN_VARCHAR */
+    int precision, scale; /* COLUMN_NUMERIC */
+    bool not_null, has_default;
+} column_fact_t;
+
+/* A table as the catalog describes it. */
+typedef struct {
+    bool exists;
+    column_fact_t *columns;
+    size_t column_count;
+    /* Each UNIQUE index without a predicate or expression: its columns'
+     * names joined by "," in index order. */
+    char **unique_keys;
+    size_t unique_count;
+} table_facts_t;
+
+typedef struct {
+    char *name;   /* the message member: "user_name" */
+    char *column; /* the column it fills (the member's name unless declared) */
     bool required;
-    int64_t min, max; /* FIELD_INTEGER range; FIELD_STRING length in characters */
-    double dmin, dmax; /* FIELD_NUMBER range */
+    /* Declared in the file: what the column type cannot say. */
+    struct {
+        bool kind_set, min_set, max_set;
+        field_kind_t kind; /* FIELD_HISTOGRAM or FIELD_COUNTS */
+        double min, max;   /* a value's bounds (a count's, for the two kinds above) */
+        int64_t min_length;
+    } declared;
+    /* Derived by pipeline_bind: what the decoder checks. */
+    field_kind_t kind;
+    int64_t min, max;  /* FIELD_INTEGER and counts: range; FIELD_STRING: length in characters */
+    double dmin, dmax; /* FIELD_NUMBER and FIELD_DECIMAL: range */
+    int scale;         /* FIELD_DECIMAL */
 } field_spec_t;
 
 typedef struct {
     pipeline_id_t id;
-    const char *name;          /* "reviews": the pipeline's name everywhere */
-    const char *env_suffix;    /* "REVIEWS": STORAGE_MAX_POLL_RECORDS_REVIEWS */
-    const char *default_topic; /* "reviews" */
+    char *name;                /* "reviews": the pipeline's name everywhere */
+    char *env_suffix;          /* "REVIEWS": STORAGE_MAX_POLL_RECORDS_REVIEWS */
+    char *default_topic;       /* "reviews" */
+    char *group;               /* the consumer group, or NULL: STORAGE_GROUP_PREFIX + "." + name */
     int default_batch_size;
-    const char *table;         /* "reviews" */
-    const field_spec_t *fields; /* columns in order, application_id excluded */
+    char *table;               /* "reviews" */
+    field_spec_t *fields;      /* in the file's order; application column excluded */
     size_t field_count;
-    /* Natural key: application_id (when key_includes_app) plus this field. */
-    const char *key_field;
+    char *app_member;          /* "package_name": resolved to an application id */
+    char *app_column;          /* "application_id": the column that id fills */
+    /* Natural key: app_column (when key_includes_app) plus this field's column. */
+    char *key_field;           /* a field's member name */
     bool key_includes_app;
     /* The field whose greatest value wins when one batch holds the same key
-     * twice (reviews: "last_synced_at"), or NULL: the first occurrence wins,
-     * as ON CONFLICT DO NOTHING would decide. */
-    const char *version_field;
-    /* Everything after the VALUES/SELECT of the insert; its conflict target
-     * is the natural key (a unit test holds them together). */
-    const char *conflict_sql;
+     * twice, and which guards the update (reviews: "last_synced_at"), or
+     * NULL: the first occurrence wins, as ON CONFLICT DO NOTHING would
+     * decide. A timestamp or an integer. */
+    char *version_field;
+    int version_index;         /* its index in fields, or -1 */
+    char **update_columns;     /* the conflict rule's SET; none: DO NOTHING */
+    size_t update_count;
+    char **never_writes;       /* columns the service never writes */
+    size_t never_count;
+    /* Built by pipeline_bind: everything after the SELECT of the insert;
+     * its conflict target is the natural key. */
+    char *conflict_sql;
+    bool bound;
 } pipeline_def_t;
 
-/* The static definition of a pipeline. This function can't fail for a valid id. */
+/* Load the definitions from the JSON file at `path`, or the built-in ones
+ * when `path` is NULL or empty. Loading the source already loaded keeps
+ * the definitions (and what was bound to them). Returns 0, or -1 with a
+ * message in err: a syntax error names its line and column, any other
+ * names the member ("pipelines[1] (reviews).fields[3] (score).max: ..."). */
+int pipelines_load(const char *path, char *err, size_t errlen);
+
+/* The built-in definitions file's text. */
+extern const char pipelines_builtin_json[];
+
+/* Release the loaded definitions. */
+void pipelines_free(void);
+
+/* How many pipelines are loaded (the built-in ones when none were). */
+int pipeline_count(void);
+
+/* The definition of pipeline `id` (0 <= id < pipeline_count()). */
 const pipeline_def_t *pipeline_get(pipeline_id_t id);
 
-/* Look a pipeline up by name ("app-stats", "reviews", "network-metrics").
- * Returns NULL when the name is unknown. */
+/* Look a pipeline up by name. Returns NULL when the name is unknown. */
 const pipeline_def_t *pipeline_find(const char *name, size_t len);
 
-/* The pipelines' names, in table order, joined by ", " into `buf`, for
+/* The pipelines' names, in file order, joined by ", " into `buf`, for
  * messages and usage texts ("known: app-stats, reviews, network-metrics"). */
 const char *pipeline_names(char *buf, size_t len);
 
@@ -77,5 +168,13 @@ int pipeline_field_index(const pipeline_def_t *def, const char *name);
 /* The natural key's columns joined by `sep` into `buf`: with ", " the
  * conflict target ("application_id, crawled_at"), with " and " prose. */
 const char *pipeline_key_columns(const pipeline_def_t *def, const char *sep, char *buf, size_t len);
+
+/* Derive pipeline `id`'s checks from its table's facts. Returns 0, or -1
+ * with a message naming the pipeline, the field and the column where the
+ * definition and the table disagree. Binding again replaces the checks. */
+int pipeline_bind(pipeline_id_t id, const table_facts_t *table, char *err, size_t errlen);
+
+/* The readable name of a column type ("character varying(255)"). */
+const char *pipeline_kind_name(field_kind_t kind);
 
 #endif

@@ -141,9 +141,9 @@ int kafka_conf_check(const settings_t *s, char *err, size_t errlen)
     /* Every rd_kafka_conf_set of every enabled pipeline's configuration
      * (DESIGN.md: Settings catalog, refused at start). */
     rd_kafka_conf_t *conf = NULL;
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         if (!s->pipeline_enabled[i]) continue;
-        rd_kafka_conf_t *c = kafka_conf_new(s, (pipeline_id_t)i, err, errlen);
+        rd_kafka_conf_t *c = kafka_conf_new(s, i, err, errlen);
         if (!c) {
             if (conf) rd_kafka_conf_destroy(conf);
             return -1;
@@ -158,7 +158,7 @@ int kafka_conf_check(const settings_t *s, char *err, size_t errlen)
      * build lacks. A trial consumer with no bootstrap servers reaches no
      * broker and is gone at once. */
     char why[512];
-    if (!conf && !(conf = kafka_conf_new(s, PIPELINE_REVIEWS, err, errlen))) return -1;
+    if (!conf && !(conf = kafka_conf_new(s, 0, err, errlen))) return -1;
     rd_kafka_conf_set_log_cb(conf, on_check_log);
     if (rd_kafka_conf_set(conf, "bootstrap.servers", "", why, sizeof why) != RD_KAFKA_CONF_OK) {
         rd_kafka_conf_destroy(conf);

@@ -883,7 +883,7 @@ void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, atomic_int_fast64_t *
  * slots cannot run out. If a new caller ever made them, its consumer would
  * still be left undestroyed (destroying it is what aborts), only not
  * recorded here: LeakSanitizer may then report it, never the release build. */
-static rd_kafka_t *unclosable[PIPELINE_COUNT];
+static rd_kafka_t *unclosable[PIPELINE_MAX];
 static atomic_size_t unclosable_claimed;
 
 static void keep_unclosable(rd_kafka_t *rk)

@@ -53,8 +53,8 @@
 /* The pipeline whose topic is `topic` in these settings, or NULL. */
 static const pipeline_def_t *pipeline_of_topic(const settings_t *s, const char *topic)
 {
-    for (int i = 0; i < PIPELINE_COUNT; i++)
-        if (s->topic[i] && strcmp(s->topic[i], topic) == 0) return pipeline_get((pipeline_id_t)i);
+    for (int i = 0; i < pipeline_count(); i++)
+        if (s->topic[i] && strcmp(s->topic[i], topic) == 0) return pipeline_get(i);
     return NULL;
 }
 
@@ -580,11 +580,11 @@ static int redrive_one(const settings_t *s, db_conn_t *conn, const pipeline_def_
 /* Unresolved dead letters of topics no pipeline reads: reported, left as is. */
 static int report_unknown_topics(const settings_t *s, db_conn_t *conn, const char *type)
 {
-    const char *topics[PIPELINE_COUNT];
+    const char *topics[PIPELINE_MAX];
     char err[1024];
     dead_letter_topics_t other;
-    for (int i = 0; i < PIPELINE_COUNT; i++) topics[i] = s->topic[i];
-    if (dead_letters_other_topics(conn, topics, PIPELINE_COUNT, type, &other, err, sizeof err)) {
+    for (int i = 0; i < pipeline_count(); i++) topics[i] = s->topic[i];
+    if (dead_letters_other_topics(conn, topics, pipeline_count(), type, &other, err, sizeof err)) {
         fail_msg("redrive", "", err);
         return -1;
     }
@@ -626,8 +626,8 @@ static int dl_redrive(const settings_t *s, int argc, char **argv)
     int rc = EXIT_OK;
     char by[256];
     operator_name(by, sizeof by);
-    for (int i = 0; i < PIPELINE_COUNT && rc == EXIT_OK; i++) {
-        const pipeline_def_t *def = pipeline_get((pipeline_id_t)i);
+    for (int i = 0; i < pipeline_count() && rc == EXIT_OK; i++) {
+        const pipeline_def_t *def = pipeline_get(i);
         if (only && only != def) continue;
         if (redrive_one(s, conn, def, type, by, dry_run, &total)) rc = EXIT_FAILED;
     }

@@ -114,7 +114,7 @@ typedef struct {
     const settings_t *s;
     db_conn_t *conn; /* NULL: the database is unreachable, see db_error */
     char db_error[1024];
-    target_t t[PIPELINE_COUNT];
+    target_t t[PIPELINE_MAX];
     long long max_lag; /* -1: lag alone never breaks the lag stage */
     const char *first_broken;
     char warned[256];
@@ -252,7 +252,7 @@ static void check_topics(verify_t *v)
     char err[1024];
     bool unreachable = false;
 
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         target_t *t = &v->t[i];
         if (!t->enabled) continue;
         t->exists = -1;
@@ -295,7 +295,7 @@ static void check_messages(verify_t *v)
 {
     stage_t st = {.status = STAGE_SKIP};
 
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         target_t *t = &v->t[i];
         if (!t->enabled) continue;
         if (t->exists != 1) {
@@ -351,7 +351,7 @@ static void check_rows(verify_t *v)
         stage_add(&st, "database unreachable");
         goto out;
     }
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         target_t *t = &v->t[i];
         long long rows;
         if (!t->enabled) continue;
@@ -371,7 +371,7 @@ static void check_dead_letters(verify_t *v)
 {
     stage_t st = {0};
     char err[1024];
-    const char *topics[PIPELINE_COUNT];
+    const char *topics[PIPELINE_MAX];
     size_t n = 0;
     dead_letter_summary_t sum;
 
@@ -381,7 +381,7 @@ static void check_dead_letters(verify_t *v)
         stage_finish(v, "dead-letters", &st);
         return;
     }
-    for (int i = 0; i < PIPELINE_COUNT; i++)
+    for (int i = 0; i < pipeline_count(); i++)
         if (v->t[i].enabled) topics[n++] = v->t[i].topic;
     int rc = dead_letters_summary(v->conn, topics, n, &sum, err, sizeof err);
     if (!sum.counted) {
@@ -435,7 +435,7 @@ static void check_positions(verify_t *v)
 {
     stage_t st = {.status = STAGE_SKIP};
 
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         target_t *t = &v->t[i];
         if (!t->enabled) continue;
         if (t->exists != 1 || !t->hi) {
@@ -522,7 +522,7 @@ static void check_lag(verify_t *v)
 {
     stage_t st = {.status = STAGE_SKIP};
 
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         target_t *t = &v->t[i];
         if (!t->enabled) continue;
         /* The positions stage said why. */
@@ -655,21 +655,21 @@ int ops_verify(const settings_t *s, int argc, char **argv)
 
     char names[128] = "";
     json_t *pipelines = json_array();
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         target_t *t = &v.t[i];
         t->enabled = s->pipeline_enabled[i];
         if (!t->enabled) continue;
-        t->def = pipeline_get((pipeline_id_t)i);
+        t->def = pipeline_get(i);
         t->topic = s->topic[i];
         t->exists = -1;
-        settings_group_id(s, (pipeline_id_t)i, t->group, sizeof t->group);
+        settings_group_id(s, i, t->group, sizeof t->group);
         size_t n = strlen(names);
         snprintf(names + n, sizeof names - n, "%s%s", n ? "," : "", t->def->name);
         json_array_append_new(pipelines, json_pack("{s:s, s:o, s:s}", "name", t->def->name, "topic",
                                                    print_json_string(t->topic), "group", t->group));
         /* Each client carries its pipeline's group id: the committed
          * offsets are asked per group. */
-        t->client = cluster_client_new(s, (pipeline_id_t)i, err, sizeof err);
+        t->client = cluster_client_new(s, i, err, sizeof err);
         if (!t->client) fprintf(stderr, "storage-consumer: verify: %s\n", err);
     }
     char *masked = db_mask_conninfo(s->database_url);
@@ -717,7 +717,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
     free(masked);
 
     db_close(v.conn);
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         cluster_client_destroy(v.t[i].client);
         free(v.t[i].lo);
         free(v.t[i].hi);

@@ -94,10 +94,10 @@ store_t *store_new(const settings_t *s, const pipeline_def_t *def)
     if (!st) abort();
     st->settings = s;
     st->def = def;
-    buf_str(&cols, "application_id");
+    buf_str(&cols, def->app_column);
     for (size_t i = 0; i < def->field_count; i++) {
         buf_str(&cols, ", ");
-        buf_str(&cols, def->fields[i].name);
+        buf_str(&cols, def->fields[i].column);
     }
     /* Rows are upserted in natural-key order: two members whose batches
      * share keys (a review observed on two partitions) then lock those rows

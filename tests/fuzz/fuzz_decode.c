@@ -13,8 +13,19 @@
 #include <string.h>
 
 #include "core/decode.h"
+#include "shipped_schema.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The shipped pipelines, bound to the shipped tables' columns. */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    shipped_schema_bind();
+    return 0;
+}
 
 /* The reference reader's outcome must be the decoder's, to the byte. */
 static void check_against_reference(const pipeline_def_t *def, const uint8_t *data, size_t size,
@@ -35,8 +46,8 @@ static void check_against_reference(const pipeline_def_t *def, const uint8_t *da
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static event_t ev;
-    for (int p = 0; p < PIPELINE_COUNT; p++) {
-        const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
+    for (int p = 0; p < pipeline_count(); p++) {
+        const pipeline_def_t *def = pipeline_get(p);
         rejection_t rej;
         int rc = decode_record(def, data, size, &ev, &rej);
         if (rc == 0) {

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "shipped_schema.h"
 #include "core/batch.h"
 
 #define REVIEW(thumbs, synced)                                                                     \
@@ -159,6 +160,7 @@ static void keys_sharing_a_long_prefix_are_told_apart_and_repeats_found(void **s
 
 int main(void)
 {
+    shipped_schema_bind();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(refused_winners_hand_their_key_to_the_next_newest_observation_in_turn),
         cmocka_unit_test(a_stored_winner_keeps_the_observations_it_superseded_merged),

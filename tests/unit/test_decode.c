@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "shipped_schema.h"
 #include "core/decode.h"
 #include "core/json_value.h"
 #include "core/pipeline.h"
@@ -82,7 +83,7 @@ static const kv_t network_base[] = {
     {NULL, NULL},
 };
 
-static const kv_t *const bases[PIPELINE_COUNT] = {app_stats_base, reviews_base, network_base};
+static const kv_t *const bases[3] = {app_stats_base, reviews_base, network_base};
 
 typedef struct {
     char *s;
@@ -684,7 +685,7 @@ static void network_metrics_missing_or_null_required_field_is_missing_field(void
 static void empty_object_is_missing_package_name(void **state)
 {
     (void)state;
-    for (int p = 0; p < PIPELINE_COUNT; p++)
+    for (int p = 0; p < pipeline_count(); p++)
         expect_reject_bytes((pipeline_id_t)p, "{}", 2, ERROR_MISSING_FIELD, "package_name:", NULL);
 }
 
@@ -1191,7 +1192,7 @@ static void package_name_longer_than_255_characters_is_rejected(void **state)
     char *ok = repeat_str("p", 255);
     char *over = repeat_str("p", 256);
     char *over_mb = repeat_str("\xc3\xa9", 256);
-    for (int p = 0; p < PIPELINE_COUNT; p++) {
+    for (int p = 0; p < pipeline_count(); p++) {
         event_t ev = {0};
         decode_ok((pipeline_id_t)p, msg((pipeline_id_t)p, "package_name", ok, NULL), &ev);
         size_t n = strlen(event_package_name(&ev));
@@ -1241,7 +1242,7 @@ static void nul_in_review_content_is_rejected_naming_the_field(void **state)
 static void nul_in_package_name_is_rejected_naming_the_field(void **state)
 {
     (void)state;
-    for (int p = 0; p < PIPELINE_COUNT; p++)
+    for (int p = 0; p < pipeline_count(); p++)
         expect_reject((pipeline_id_t)p,
                       msg((pipeline_id_t)p, "package_name", "\"com.example.app\\u0000\"", NULL),
                       ERROR_INVALID_FIELD, "package_name:", "NUL");
@@ -1579,28 +1580,28 @@ static void protocols_with_non_integer_or_negative_count_is_rejected(void **stat
 static void every_pipeline_fits_in_an_event(void **state)
 {
     (void)state;
-    /* event_t has EVENT_MAX_COLUMNS slots: a pipeline with more fields would
+    /* event_t has PIPELINE_MAX_FIELDS slots: a pipeline with more fields would
      * write past them. */
-    for (int p = 0; p < PIPELINE_COUNT; p++) {
+    for (int p = 0; p < pipeline_count(); p++) {
         const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
-        assert_true(def->field_count <= EVENT_MAX_COLUMNS);
+        assert_true(def->field_count <= PIPELINE_MAX_FIELDS);
     }
 }
 
 static void every_pipeline_keys_and_versions_by_required_fields_it_has(void **state)
 {
     (void)state;
-    for (int p = 0; p < PIPELINE_COUNT; p++) {
+    for (int p = 0; p < pipeline_count(); p++) {
         const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
         int key = pipeline_field_index(def, def->key_field);
         assert_true(key >= 0);
         assert_true(def->fields[key].required);
         if (def->version_field) {
-            /* The decoder keeps a version only from a timestamp. */
+            /* The decoder keeps a version only from a timestamp or an integer. */
             int version = pipeline_field_index(def, def->version_field);
             assert_true(version >= 0);
             assert_true(def->fields[version].required);
-            assert_int_equal(def->fields[version].kind, FIELD_TIMESTAMP);
+            assert_true(def->fields[version].kind == FIELD_TIMESTAMP || def->fields[version].kind == FIELD_INTEGER);
         }
     }
 }
@@ -1609,13 +1610,24 @@ static void every_pipeline_conflicts_on_its_natural_key(void **state)
 {
     (void)state;
     char cols[128], target[160];
-    for (int p = 0; p < PIPELINE_COUNT; p++) {
+    for (int p = 0; p < pipeline_count(); p++) {
         const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
         snprintf(target, sizeof target, "ON CONFLICT (%s) ", pipeline_key_columns(def, ", ", cols, sizeof cols));
         assert_true(strncmp(def->conflict_sql, target, strlen(target)) == 0);
     }
     assert_string_equal(pipeline_key_columns(pipeline_get(PIPELINE_APP_STATS), " and ", cols, sizeof cols),
                         "application_id and crawled_at");
+    /* The built-in definitions write what the service always wrote. */
+    assert_string_equal(pipeline_get(PIPELINE_APP_STATS)->conflict_sql,
+                        "ON CONFLICT (application_id, crawled_at) DO NOTHING");
+    assert_string_equal(pipeline_get(PIPELINE_NETWORK_METRICS)->conflict_sql, "ON CONFLICT (analysis_id) DO NOTHING");
+    assert_string_equal(pipeline_get(PIPELINE_REVIEWS)->conflict_sql,
+                        "ON CONFLICT (review_id) DO UPDATE SET "
+                        "thumbs_up_count = EXCLUDED.thumbs_up_count, score = EXCLUDED.score, "
+                        "content = EXCLUDED.content, reply_content = EXCLUDED.reply_content, "
+                        "replied_at = EXCLUDED.replied_at, app_version = EXCLUDED.app_version, "
+                        "last_synced_at = EXCLUDED.last_synced_at "
+                        "WHERE EXCLUDED.last_synced_at > reviews.last_synced_at");
 }
 
 static void the_list_of_pipeline_names_is_the_table_of_pipelines(void **state)
@@ -1623,7 +1635,7 @@ static void the_list_of_pipeline_names_is_the_table_of_pipelines(void **state)
     (void)state;
     char names[128];
     assert_string_equal(pipeline_names(names, sizeof names), "app-stats, reviews, network-metrics");
-    for (int p = 0; p < PIPELINE_COUNT; p++) {
+    for (int p = 0; p < pipeline_count(); p++) {
         const char *name = pipeline_get((pipeline_id_t)p)->name;
         assert_ptr_equal(pipeline_find(name, strlen(name)), pipeline_get((pipeline_id_t)p));
     }
@@ -1654,8 +1666,8 @@ static void every_error_type_is_known_and_nothing_else(void **state)
 static bool fast_reader_reads(pipeline_id_t p, char *json)
 {
     const pipeline_def_t *def = pipeline_get(p);
-    jv_key_t names[EVENT_MAX_COLUMNS + 1];
-    jv_t vals[EVENT_MAX_COLUMNS + 1];
+    jv_key_t names[PIPELINE_MAX_FIELDS + 1];
+    jv_t vals[PIPELINE_MAX_FIELDS + 1];
     bool read = json_fast_read(json, strlen(json), names, decode_member_names(def, names), vals);
     free(json);
     return read;
@@ -1666,7 +1678,7 @@ static bool fast_reader_reads(pipeline_id_t p, char *json)
 static void fast_reader_reads_ordinary_records_and_declines_unusual_ones(void **state)
 {
     (void)state;
-    for (int p = 0; p < PIPELINE_COUNT; p++) assert_true(fast_reader_reads((pipeline_id_t)p, msg((pipeline_id_t)p, NULL)));
+    for (int p = 0; p < pipeline_count(); p++) assert_true(fast_reader_reads((pipeline_id_t)p, msg((pipeline_id_t)p, NULL)));
     assert_true(fast_reader_reads(REV, msg(REV, "extra", "{\"a\": [1, {\"b\": null}]}", NULL)));
     assert_true(fast_reader_reads(REV, msg(REV, "content", "\"\\ud83d\\ude00\"", NULL)));
 
@@ -1728,7 +1740,7 @@ static void expect_same_as_reference(pipeline_id_t p, char *json)
 static void every_record_decodes_as_the_reference_reader_decodes_it(void **state)
 {
     (void)state;
-    for (int i = 0; i < PIPELINE_COUNT; i++) {
+    for (int i = 0; i < pipeline_count(); i++) {
         pipeline_id_t p = (pipeline_id_t)i;
         expect_same_as_reference(p, msg(p, NULL));
         expect_same_as_reference(p, msg(p, "extra", "18446744073709551615", NULL));
@@ -1768,6 +1780,7 @@ static void protocols_keys_are_written_with_json_escapes(void **state)
 
 int main(void)
 {
+    shipped_schema_bind();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(app_stats_full_message_decodes_every_column_exactly),
         cmocka_unit_test(reviews_full_message_decodes_every_column_exactly),

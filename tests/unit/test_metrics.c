@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "shipped_schema.h"
 #include "bind_apps.h"
 #include "metrics.h"
 
@@ -247,6 +248,7 @@ static void process_metrics_are_read_from_proc_stat_fd_and_the_fd_limit(void **s
 
 int main(void)
 {
+    shipped_schema_bind();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(committed_batch_counts_appear_per_pipeline_and_error_type),
         cmocka_unit_test_setup_teardown(a_replayed_dead_letter_already_stored_is_not_counted, two_pipelines,

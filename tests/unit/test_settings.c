@@ -62,7 +62,7 @@ static void expect_defaults(const settings_t *s)
 {
     assert_string_equal(s->database_url, "");
     assert_string_equal(s->bootstrap_servers, "localhost:9092");
-    for (int i = 0; i < PIPELINE_COUNT; i++) assert_true(s->pipeline_enabled[i]);
+    for (int i = 0; i < pipeline_count(); i++) assert_true(s->pipeline_enabled[i]);
     assert_string_equal(s->group_prefix, "storage-consumer");
     assert_string_equal(s->topic[PIPELINE_APP_STATS], "app-stats");
     assert_string_equal(s->topic[PIPELINE_REVIEWS], "reviews");
@@ -209,7 +209,7 @@ static void shared_batch_variable_beats_default(void **state)
     (void)state;
     settings_t s;
     load_ok(&s, ENV("STORAGE_MAX_POLL_RECORDS=300"));
-    for (int i = 0; i < PIPELINE_COUNT; i++) assert_int_equal(s.max_poll_records[i], 300);
+    for (int i = 0; i < pipeline_count(); i++) assert_int_equal(s.max_poll_records[i], 300);
     settings_free(&s);
 }
 
@@ -813,20 +813,22 @@ static void test_a_misspelt_setting_still_stops_start_up(void **state)
 static void test_the_catalog_lists_each_pipelines_variables_with_their_defaults(void **state)
 {
     (void)state;
-    for (int p = 0; p < PIPELINE_COUNT; p++) {
+    for (int p = 0; p < pipeline_count(); p++) {
         const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
         char topic[96], batch[96], size[16];
         snprintf(topic, sizeof topic, "STORAGE_TOPIC_%s", def->env_suffix);
         snprintf(batch, sizeof batch, "STORAGE_MAX_POLL_RECORDS_%s", def->env_suffix);
         snprintf(size, sizeof size, "%d", def->default_batch_size);
         int found = 0;
-        for (size_t i = 0; i < settings_catalog_count; i++) {
-            if (strcmp(settings_catalog[i].name, topic) == 0) {
-                assert_string_equal(settings_catalog[i].default_value, def->default_topic);
+        size_t count;
+        const settings_doc_t *catalog = settings_catalog(&count);
+        for (size_t i = 0; i < count; i++) {
+            if (strcmp(catalog[i].name, topic) == 0) {
+                assert_string_equal(catalog[i].default_value, def->default_topic);
                 found++;
             }
-            if (strcmp(settings_catalog[i].name, batch) == 0) {
-                assert_string_equal(settings_catalog[i].default_value, size);
+            if (strcmp(catalog[i].name, batch) == 0) {
+                assert_string_equal(catalog[i].default_value, size);
                 found++;
             }
         }
@@ -843,10 +845,12 @@ static void test_the_catalog_prints_one_line_per_setting(void **state)
     settings_print_catalog(out);
     fclose(out);
     assert_true(strncmp(text, "settings:\n", 10) == 0);
-    for (size_t i = 0; i < settings_catalog_count; i++) {
+    size_t count;
+    const settings_doc_t *catalog = settings_catalog(&count);
+    for (size_t i = 0; i < count; i++) {
         char line[128];
-        snprintf(line, sizeof line, "\n  %s ", settings_catalog[i].name);
-        if (!strstr(text, line)) fail_msg("%s has no line of its own: %s", settings_catalog[i].name, text);
+        snprintf(line, sizeof line, "\n  %s ", catalog[i].name);
+        if (!strstr(text, line)) fail_msg("%s has no line of its own: %s", catalog[i].name, text);
     }
     assert_non_null(strstr(text, "\n  STORAGE_RDKAFKA_<PROPERTY> "));
     free(text);

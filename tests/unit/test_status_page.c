@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "shipped_schema.h"
 #include "status_page.h"
 
 static void assert_has(const char *page, const char *part)
@@ -43,7 +44,7 @@ static int free_metrics(void **state)
 
 static pipeline_metrics_t *pipeline_named(metrics_t *m, const char *name)
 {
-    for (int i = 0; i < PIPELINE_COUNT; i++)
+    for (int i = 0; i < pipeline_count(); i++)
         if (strcmp(pipeline_get((pipeline_id_t)i)->name, name) == 0) return &m->pipelines[i];
     fail_msg("no pipeline %s", name);
     return NULL;
@@ -135,6 +136,7 @@ static void dead_letters_lag_throughput_and_uptime_come_from_the_recorded_state(
 
 int main(void)
 {
+    shipped_schema_bind();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(every_string_the_page_prints_is_html_escaped, two_pipelines, free_metrics),
         cmocka_unit_test_setup_teardown(the_state_says_backing_off_holding_commits_or_failed, two_pipelines,

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "shipped_schema.h"
 #include "settings.h"
 #include "bind_apps.h"
 #include "worker.h"
@@ -883,6 +884,7 @@ static void recording_where_partitions_start_is_retried_like_a_read(void **state
 
 int main(void)
 {
+    shipped_schema_bind();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(offsets_are_committed_only_after_the_database_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(fatal_database_error_commits_nothing_and_fails_the_pipeline, setup, teardown),

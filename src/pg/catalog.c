@@ -1,0 +1,112 @@
+#include "pg/catalog.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pg/db_internal.h"
+
+/* The column kinds the decoder knows, by pg_type's name. */
+static column_type_t column_type(const char *typname)
+{
+    static const struct {
+        const char *name;
+        column_type_t type;
+    } known[] = {
+        {"varchar", COLUMN_VARCHAR},       {"text", COLUMN_TEXT},       {"int2", COLUMN_INT2},
+        {"int4", COLUMN_INT4},             {"int8", COLUMN_INT8},       {"numeric", COLUMN_NUMERIC},
+        {"float4", COLUMN_FLOAT4},         {"float8", COLUMN_FLOAT8},   {"bool", COLUMN_BOOL},
+        {"uuid", COLUMN_UUID},             {"timestamptz", COLUMN_TIMESTAMPTZ}, {"jsonb", COLUMN_JSONB},
+        {"_int8", COLUMN_INT8_ARRAY},      {"_int4", COLUMN_INT4_ARRAY}, {"_int2", COLUMN_INT2_ARRAY},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(known[i].name, typname) == 0) return known[i].type;
+    return COLUMN_OTHER;
+}
+
+void catalog_table_free(table_facts_t *t)
+{
+    free(t->columns);
+    for (size_t i = 0; i < t->unique_count; i++) free(t->unique_keys[i]);
+    free(t->unique_keys);
+    memset(t, 0, sizeof *t);
+}
+
+int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    const char *params[] = {table};
+    /* A domain counts as its base type's name only if it is that type: it
+     * may carry a CHECK the decoder does not know, so it stays "other". */
+    PGresult *res = db_select(conn,
+                              "SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typname, a.atttypmod, "
+                              "a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' "
+                              "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                              "WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped "
+                              "ORDER BY a.attnum",
+                              1, params, 0, err, errlen);
+    if (!res) return -1;
+    int n = PQntuples(res);
+    t->exists = n > 0;
+    t->columns = calloc((size_t)n + 1, sizeof *t->columns);
+    if (!t->columns) abort();
+    for (int i = 0; i < n; i++) {
+        column_fact_t *c = &t->columns[i];
+        int typmod = atoi(PQgetvalue(res, i, 3));
+        snprintf(c->name, sizeof c->name, "%s", PQgetvalue(res, i, 0));
+        snprintf(c->type, sizeof c->type, "%s", PQgetvalue(res, i, 1));
+        c->kind = column_type(PQgetvalue(res, i, 2));
+        c->length = c->precision = c->scale = -1;
+        /* typmod: varchar's n + 4; numeric's ((p << 16) | s) + 4; -1 for none. */
+        if (c->kind == COLUMN_VARCHAR && typmod >= 4) c->length = typmod - 4;
+        if (c->kind == COLUMN_NUMERIC && typmod >= 4) {
+            c->precision = ((typmod - 4) >> 16) & 0xffff;
+            c->scale = (typmod - 4) & 0xffff;
+            if (c->scale > 0x7fff) c->scale -= 0x10000; /* PostgreSQL 15 allows a negative scale */
+        }
+        c->not_null = strcmp(PQgetvalue(res, i, 4), "t") == 0;
+        c->has_default = strcmp(PQgetvalue(res, i, 5), "t") == 0;
+    }
+    t->column_count = (size_t)n;
+    PQclear(res);
+    if (!t->exists) return 0;
+    res = db_select(conn,
+                    "SELECT string_agg(a.attname, ',' ORDER BY k.ord) "
+                    "FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
+                    "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+                    "WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL "
+                    "AND i.indexprs IS NULL GROUP BY i.indexrelid",
+                    1, params, 0, err, errlen);
+    if (!res) {
+        catalog_table_free(t);
+        return -1;
+    }
+    n = PQntuples(res);
+    t->unique_keys = calloc((size_t)n + 1, sizeof *t->unique_keys);
+    if (!t->unique_keys) abort();
+    for (int i = 0; i < n; i++) {
+        t->unique_keys[i] = strdup(PQgetvalue(res, i, 0));
+        if (!t->unique_keys[i]) abort();
+    }
+    t->unique_count = (size_t)n;
+    PQclear(res);
+    return 0;
+}
+
+int catalog_bind_pipeline(db_conn_t *conn, pipeline_id_t id, char *err, size_t errlen)
+{
+    table_facts_t t;
+    if (catalog_read_table(conn, pipeline_get(id)->table, &t, err, errlen)) return -1;
+    int rc = pipeline_bind(id, &t, err, errlen);
+    catalog_table_free(&t);
+    return rc ? 1 : 0;
+}
+
+int catalog_bind_pipelines(db_conn_t *conn, const bool *enabled, char *err, size_t errlen)
+{
+    for (int i = 0; i < pipeline_count(); i++) {
+        int rc = enabled && !enabled[i] ? 0 : catalog_bind_pipeline(conn, i, err, errlen);
+        if (rc) return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,296 @@
+/* Unit tests of core/pipeline: definitions read from a file, checks derived
+ * from the table's columns, and a definition that disagrees with its table
+ * refused with a message naming the pipeline, the field and the column
+ * (DESIGN.md: Pipelines are declared). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shipped_schema.h"
+#include "core/decode.h"
+
+static const char review_head[] = "{\"package_name\":\"com.example.a\",\"review_id\":\"r1\",\"score\":4,"
+                                   "\"thumbs_up_count\":1,\"reviewed_at\":\"2026-11-01T00:00:00Z\","
+                                   "\"last_synced_at\":\"2026-11-29T10:00:00Z\"";
+
+/* A review whose member `name` holds a string of `chars` x's. */
+static char *review_with(const char *name, size_t chars)
+{
+    size_t len = sizeof review_head + strlen(name) + chars + 16;
+    char *json = malloc(len);
+    assert_non_null(json);
+    int n = snprintf(json, len, "%s,\"%s\":\"", review_head, name);
+    memset(json + n, 'x', chars);
+    snprintf(json + n + chars, len - (size_t)n - chars, "\"}");
+    return json;
+}
+
+/* Decode a review; returns the rejection's detail ("" when accepted). */
+static const char *decode_review(char *json)
+{
+    static rejection_t rej;
+    event_t ev = {0};
+    int rc = decode_record(pipeline_get(PIPELINE_REVIEWS), json, strlen(json), &ev, &rej);
+    event_free(&ev);
+    free(json);
+    return rc == 0 ? "" : rej.detail;
+}
+
+/* The shipped reviews table with column `name` changed to `type`. */
+static int bind_reviews_with(const char *name, column_fact_t changed, char *err, size_t errlen)
+{
+    table_facts_t t = shipped_schema_table("reviews");
+    column_fact_t cols[32];
+    memcpy(cols, t.columns, t.column_count * sizeof *cols);
+    for (size_t i = 0; i < t.column_count; i++)
+        if (strcmp(cols[i].name, name) == 0) cols[i] = changed;
+    t.columns = cols;
+    return pipeline_bind(PIPELINE_REVIEWS, &t, err, errlen);
+}
+
+static column_fact_t varchar(const char *name, int n, bool not_null)
+{
+    column_fact_t c = {.kind = COLUMN_VARCHAR, .length = n, .not_null = not_null, .precision = -1, .scale = -1};
+    snprintf(c.name, sizeof c.name, "%s", name);
+    snprintf(c.type, sizeof c.type, "character varying(%d)", n);
+    return c;
+}
+
+static column_fact_t typed(const char *name, column_type_t kind, const char *type, bool not_null)
+{
+    column_fact_t c = {.kind = kind, .length = -1, .not_null = not_null, .precision = -1, .scale = -1};
+    snprintf(c.name, sizeof c.name, "%s", name);
+    snprintf(c.type, sizeof c.type, "%s", type);
+    return c;
+}
+
+static int rebind(void **state)
+{
+    (void)state;
+    shipped_schema_bind();
+    return 0;
+}
+
+static void a_widened_column_stores_what_the_old_limit_refused(void **state)
+{
+    (void)state;
+    char err[512];
+    assert_string_equal(decode_review(review_with("user_name", 300)),
+                        "user_name: 300 characters, longer than the column's 255");
+    assert_int_equal(0, bind_reviews_with("user_name", varchar("user_name", 400, false), err, sizeof err));
+    assert_string_equal(decode_review(review_with("user_name", 300)), "");
+    assert_string_equal(decode_review(review_with("user_name", 400)), "");
+    assert_string_equal(decode_review(review_with("user_name", 401)),
+                        "user_name: 401 characters, longer than the column's 400");
+}
+
+static void a_narrowed_column_is_refused_at_decoding_naming_the_field(void **state)
+{
+    (void)state;
+    char err[512];
+    assert_string_equal(decode_review(review_with("app_version", 20)), "");
+    assert_int_equal(0, bind_reviews_with("app_version", varchar("app_version", 16, false), err, sizeof err));
+    assert_string_equal(decode_review(review_with("app_version", 20)),
+                        "app_version: 20 characters, longer than the column's 16");
+    assert_string_equal(decode_review(review_with("app_version", 16)), "");
+}
+
+static void a_column_of_text_takes_any_length(void **state)
+{
+    (void)state;
+    char err[512];
+    assert_int_equal(0, bind_reviews_with("user_name", typed("user_name", COLUMN_TEXT, "text", false), err, sizeof err));
+    assert_string_equal(decode_review(review_with("user_name", 5000)), "");
+}
+
+static void integer_ranges_are_the_column_types_narrowed_by_the_definition(void **state)
+{
+    (void)state;
+    char err[512];
+    const pipeline_def_t *def = pipeline_get(PIPELINE_REVIEWS);
+    const field_spec_t *thumbs = &def->fields[pipeline_field_index(def, "thumbs_up_count")];
+    const field_spec_t *score = &def->fields[pipeline_field_index(def, "score")];
+    assert_int_equal(thumbs->min, 0);
+    assert_int_equal(thumbs->max, INT32_MAX);
+    assert_int_equal(score->min, 1); /* the definition's 1..5 within smallint */
+    assert_int_equal(score->max, 5);
+    assert_int_equal(0, bind_reviews_with("thumbs_up_count", typed("thumbs_up_count", COLUMN_INT8, "bigint", true),
+                                          err, sizeof err));
+    thumbs = &def->fields[pipeline_field_index(def, "thumbs_up_count")];
+    assert_int_equal(thumbs->max, INT64_MAX);
+    assert_int_equal(0, bind_reviews_with("thumbs_up_count", typed("thumbs_up_count", COLUMN_INT2, "smallint", true),
+                                          err, sizeof err));
+    assert_int_equal(def->fields[pipeline_field_index(def, "thumbs_up_count")].max, INT16_MAX);
+}
+
+static void a_numeric_column_sets_the_decimals_and_the_range(void **state)
+{
+    (void)state;
+    const pipeline_def_t *def = pipeline_get(PIPELINE_APP_STATS);
+    const field_spec_t *price = &def->fields[pipeline_field_index(def, "price")];
+    assert_int_equal(price->kind, FIELD_DECIMAL);
+    assert_int_equal(price->scale, 2);
+    assert_true(price->dmin == 0.0);
+    assert_true(price->dmax == 9999999999.99);
+}
+
+/* Each kind of disagreement, and the words start-up says for it. */
+static void expect_mismatch(const char *name, column_fact_t changed, const char *expected)
+{
+    char err[512];
+    assert_int_equal(-1, bind_reviews_with(name, changed, err, sizeof err));
+    if (!strstr(err, expected)) fail_msg("\"%s\" does not say \"%s\"", err, expected);
+    assert_false(pipeline_get(PIPELINE_REVIEWS)->bound);
+}
+
+static void a_definition_that_disagrees_with_its_table_is_refused_naming_field_and_column(void **state)
+{
+    (void)state;
+    expect_mismatch("user_name", typed("user_name_old", COLUMN_TEXT, "text", false),
+                    "pipeline reviews, field user_name, column reviews.user_name: no such column");
+    expect_mismatch("user_name", varchar("user_name", 255, true),
+                    "pipeline reviews, field user_name, column reviews.user_name: the column is NOT NULL and the "
+                    "field optional");
+    expect_mismatch("user_name", typed("user_name", COLUMN_OTHER, "inet", false),
+                    "field user_name, column reviews.user_name: the decoder cannot check a column of type inet");
+    expect_mismatch("content", typed("content", COLUMN_JSONB, "jsonb", false),
+                    "field content, column reviews.content: a jsonb column is checked only as a declared kind");
+    expect_mismatch("score", typed("score", COLUMN_TEXT, "text", true),
+                    "field score, column reviews.score: min and max bound numbers, and the column is text");
+    expect_mismatch("last_synced_at", varchar("last_synced_at", 64, true),
+                    "field last_synced_at, column reviews.last_synced_at: a version must be a timestamptz or an "
+                    "integer column, not character varying(64)");
+    expect_mismatch("sentiment", varchar("sentiment", 16, true),
+                    "pipeline reviews, column reviews.sentiment: NOT NULL without a default, and no field fills it");
+    expect_mismatch("application_id", typed("application_id", COLUMN_TEXT, "text", true),
+                    "column reviews.application_id: the application's id needs an integer column, not text");
+}
+
+static void a_natural_key_without_a_unique_constraint_is_refused(void **state)
+{
+    (void)state;
+    char err[512];
+    table_facts_t t = shipped_schema_table("reviews");
+    char *keys[] = {"id", "review_id,application_id"};
+    t.unique_keys = keys;
+    t.unique_count = 2;
+    assert_int_equal(-1, pipeline_bind(PIPELINE_REVIEWS, &t, err, sizeof err));
+    assert_string_equal(err, "pipeline reviews, column reviews.review_id: the natural key (review_id) has no UNIQUE "
+                             "constraint (ON CONFLICT needs one)");
+    t = (table_facts_t){0};
+    assert_int_equal(-1, pipeline_bind(PIPELINE_REVIEWS, &t, err, sizeof err));
+    assert_non_null(strstr(err, "pipeline reviews: table reviews does not exist"));
+}
+
+/* Write `text` to a file of its own; returns its path (the caller frees). */
+static char *write_file(const char *text)
+{
+    char *path = strdup("/tmp/storage-consumer-pipelines-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal((ssize_t)strlen(text), write(fd, text, strlen(text)));
+    close(fd);
+    return path;
+}
+
+static void expect_load_error(const char *text, const char *expected)
+{
+    char err[1024], *path = write_file(text);
+    int rc = pipelines_load(path, err, sizeof err);
+    unlink(path);
+    free(path);
+    if (rc != -1) fail_msg("loaded, expected \"%s\"", expected);
+    if (!strstr(err, expected)) fail_msg("\"%s\" does not say \"%s\"", err, expected);
+}
+
+#define ONE(body)                                                                                  \
+    "{\"pipelines\": [{\"name\": \"app-permissions\", \"table\": \"app_permissions\",\n"            \
+    " \"application\": {\"member\": \"package_name\", \"column\": \"application_id\"},\n" body "}]}"
+#define FIELDS "\"fields\": [{\"member\": \"permission\", \"required\": true}, {\"member\": \"seen_at\", \"required\": true}]"
+
+static void a_malformed_file_is_refused_with_its_line_or_member(void **state)
+{
+    (void)state;
+    expect_load_error("{\"pipelines\": [\n  {\"name\": \"x\",\n   \"table\" \"t\"}]}", ":3:");
+    expect_load_error(ONE(FIELDS ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\", \"batchsize\": 5"),
+                      "pipelines[0] (app-permissions).batchsize: unknown member");
+    expect_load_error(ONE("\"fields\": [{\"member\": \"permission\", \"kind\": \"enum\"}], \"key\": [\"permission\"], "
+                          "\"on_conflict\": \"nothing\""),
+                      "pipelines[0] (app-permissions).fields[0] (permission).kind: expected \"histogram\"");
+    expect_load_error(ONE(FIELDS ", \"key\": [\"nope\"], \"on_conflict\": \"nothing\""),
+                      "key: nope is neither the application's column nor a field's");
+    expect_load_error(ONE(FIELDS ", \"key\": [\"permission\"], \"on_conflict\": {\"update\": [\"seen_at\"]}"),
+                      "on_conflict.when_newer: required");
+    expect_load_error(ONE(FIELDS ", \"key\": [\"permission\"]"), "on_conflict: required");
+    expect_load_error(ONE(FIELDS ", \"key\": [\"permission\"], \"on_conflict\": {\"update\": [\"permission\"], "
+                                 "\"when_newer\": \"seen_at\"}"),
+                      "on_conflict.update: permission is the natural key");
+}
+
+static void a_declared_pipeline_builds_its_conflict_rule(void **state)
+{
+    (void)state;
+    char err[1024];
+    char *path = write_file(ONE("\"fields\": [{\"member\": \"permission\", \"required\": true},\n"
+                                " {\"member\": \"level\", \"column\": \"protection_level\"},\n"
+                                " {\"member\": \"seen_at\", \"required\": true}],\n"
+                                " \"key\": [\"application_id\", \"permission\"],\n"
+                                " \"on_conflict\": {\"update\": [\"protection_level\", \"seen_at\"], \"when_newer\": \"seen_at\"},\n"
+                                " \"never_writes\": [\"first_seen_at\"]"));
+    assert_int_equal(0, pipelines_load(path, err, sizeof err));
+    unlink(path);
+    free(path);
+    assert_int_equal(1, pipeline_count());
+    const pipeline_def_t *def = pipeline_get(0);
+    assert_string_equal(def->env_suffix, "APP_PERMISSIONS");
+    assert_string_equal(def->default_topic, "app-permissions");
+    assert_string_equal(def->fields[1].column, "protection_level");
+    column_fact_t cols[] = {
+        typed("id", COLUMN_INT8, "bigint", true),
+        typed("application_id", COLUMN_INT8, "bigint", true),
+        varchar("permission", 255, true),
+        varchar("protection_level", 32, false),
+        typed("seen_at", COLUMN_TIMESTAMPTZ, "timestamp with time zone", true),
+        typed("first_seen_at", COLUMN_TIMESTAMPTZ, "timestamp with time zone", true),
+    };
+    cols[0].has_default = cols[5].has_default = true;
+    char *keys[] = {"permission,application_id"};
+    table_facts_t t = {true, cols, 6, keys, 1};
+    assert_int_equal(0, pipeline_bind(0, &t, err, sizeof err));
+    assert_string_equal(def->conflict_sql, "ON CONFLICT (application_id, permission) DO UPDATE SET "
+                                           "protection_level = EXCLUDED.protection_level, seen_at = EXCLUDED.seen_at "
+                                           "WHERE EXCLUDED.seen_at > app_permissions.seen_at");
+    const char *json = "{\"package_name\":\"com.example.a\",\"permission\":\"CAMERA\",\"level\":\"dangerous\","
+                       "\"seen_at\":\"2026-11-29T10:00:00Z\"}";
+    event_t ev = {0};
+    rejection_t rej;
+    assert_int_equal(0, decode_record(def, json, strlen(json), &ev, &rej));
+    assert_string_equal(event_column(&ev, 1), "dangerous");
+    event_free(&ev);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(a_widened_column_stores_what_the_old_limit_refused, rebind),
+        cmocka_unit_test_setup(a_narrowed_column_is_refused_at_decoding_naming_the_field, rebind),
+        cmocka_unit_test_setup(a_column_of_text_takes_any_length, rebind),
+        cmocka_unit_test_setup(integer_ranges_are_the_column_types_narrowed_by_the_definition, rebind),
+        cmocka_unit_test_setup(a_numeric_column_sets_the_decimals_and_the_range, rebind),
+        cmocka_unit_test_setup(a_definition_that_disagrees_with_its_table_is_refused_naming_field_and_column, rebind),
+        cmocka_unit_test_setup(a_natural_key_without_a_unique_constraint_is_refused, rebind),
+        cmocka_unit_test_setup(a_malformed_file_is_refused_with_its_line_or_member, rebind),
+        cmocka_unit_test_setup(a_declared_pipeline_builds_its_conflict_rule, rebind),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    pipelines_free();
+    return rc;
+}
