@@ -5,7 +5,7 @@
 #   bench/charts.sh [OUT]             OUT/bench-charts/*.svg from OUT/bench.json
 #                                     and OUT/bench-data/ (OUT: build)
 #   bench/charts.sh --publish [OUT]   the same, then copies them to docs/bench/,
-#                                     where README.md shows them
+#                                     where docs/PERFORMANCE.md shows them
 #
 #   throughput.svg  rows/s per round: storage-consumer against bare PostgreSQL,
 #                   fresh, replay, and two members against two connections

@@ -1,6 +1,7 @@
 -- The App API's applications table, which storage-consumer only reads
--- (README.md: Schema). deploy/compose.yaml loads this into an empty database;
--- where the App API runs, its own migrations create the table instead.
+-- (docs/OPERATIONS.md: Schema). deploy/compose.yaml loads this into an
+-- empty database; where the App API runs, its own migrations create the
+-- table instead.
 CREATE TABLE IF NOT EXISTS apps_registry_application (
     id BIGSERIAL PRIMARY KEY,
     package_name VARCHAR(255) NOT NULL UNIQUE,

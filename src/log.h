@@ -83,10 +83,10 @@ typedef struct {
     int64_t first, last;
 } log_range_t;
 
-/* One fact of an event. `key` is a name of the documented set (README:
- * JSON log fields), never "ts", "level", "component" or "msg" (a JSON
- * object holds each name once); the value is borrowed for the call. Build
- * with LF_*. */
+/* One fact of an event. `key` is a name of the documented set
+ * (docs/OPERATIONS.md: JSON log fields), never "ts", "level", "component"
+ * or "msg" (a JSON object holds each name once); the value is borrowed for
+ * the call. Build with LF_*. */
 typedef struct {
     const char *key;
     log_field_type_t type;

@@ -63,11 +63,11 @@ static void usage(FILE *out)
           "\n"
           "options:\n"
           "  --env-file PATH   read NAME=value lines into the environment first (the\n"
-          "                    rules: README.md); variables already set in the\n"
-          "                    environment win\n"
+          "                    rules: docs/OPERATIONS.md, The env file); variables\n"
+          "                    already set in the environment win\n"
           "  --version, -V     same as the version command\n"
           "\n"
-          "Settings come from STORAGE_* environment variables (see README.md).\n"
+          "Settings come from STORAGE_* environment variables (see docs/OPERATIONS.md).\n"
           "exit codes: 0 clean stop, 1 runtime failure, 2 configuration or usage error\n"
           "\n",
           out);

@@ -167,7 +167,8 @@ static void usage_list(FILE *out)
           "  --limit N      how many recent rows to show (default 20)\n"
           "  --all          recent rows: resolved ones too (default: unresolved only;\n"
           "                 --unresolved, that default, is still accepted)\n"
-          "  --json         one JSON document instead (README: Output for scripts)\n"
+          "  --json         one JSON document instead (docs/OPERATIONS.md: Output for\n"
+          "                 scripts)\n"
           "\n"
           "Output lines: `total ...`, one `count pipeline=P error_type=T unresolved=N\n"
           "resolved=N topic=... newest=...` per group (pipeline=- for a topic no pipeline\n"
@@ -308,7 +309,7 @@ static void usage_show(FILE *out)
           "are not valid UTF-8 are printed as \\xNN, and the exact bytes follow in hex\n"
           "(payload_hex, message_key_hex). Timestamps are UTC.\n"
           "\n"
-          "  --json   one JSON document instead (README: Output for scripts)\n",
+          "  --json   one JSON document instead (docs/OPERATIONS.md: Output for scripts)\n",
           out);
 }
 

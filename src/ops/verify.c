@@ -615,8 +615,9 @@ static void verify_usage(FILE *out)
           "options:\n"
           "  --max-lag N   a group whose total lag exceeds N breaks the lag stage\n"
           "                (default: lag is reported, a lag above 0 is a warning)\n"
-          "  --json        the report as one JSON document on stdout (README: Output\n"
-          "                for scripts); the exit codes are the same\n"
+          "  --json        the report as one JSON document on stdout\n"
+          "                (docs/OPERATIONS.md: Output for scripts); the exit codes\n"
+          "                are the same\n"
           "\n"
           "exit codes: 0 no stage broken, 1 a stage is broken (the last line names the\n"
           "first one), 2 usage or configuration error\n",

@@ -772,7 +772,7 @@ test_purge_deletes_only_resolved_dead_letters_older_than_the_age() {
 }
 
 # ---------------------------------------------------------------------------
-# --json: one document for scripts (README: Output for scripts).
+# --json: one document for scripts (docs/OPERATIONS.md: Output for scripts).
 
 test_dead_letters_list_json_lists_unresolved_ones() {
     begin_test list_json

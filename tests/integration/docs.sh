@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README is the operator's manual: what it lists must be what the code
-# and the install script do (DESIGN.md: Operations).
+# What the documents list must be what the code and the install script do
+# (DESIGN.md: Operations): the settings table of the operator's manual,
+# docs/OPERATIONS.md, and the dependency list of README.md.
 . "$(dirname "$0")/lib.sh"
 
 # The STORAGE_* names `--help` prints under "settings:", one per line.
@@ -10,23 +11,24 @@ help_settings() {
              on && /^  STORAGE_[A-Z0-9_]+ / { print $1 }' | sort -u
 }
 
-# The STORAGE_* names in the first column of the README's settings table.
-readme_settings() {
+# The STORAGE_* names in the first column of docs/OPERATIONS.md's settings
+# table.
+manual_settings() {
     awk '/^## Settings/ { on = 1; next } on && /^## / { on = 0 }
-         on && /^\| `STORAGE_/ { print }' "$TOP/README.md" |
+         on && /^\| `STORAGE_/ { print }' "$TOP/docs/OPERATIONS.md" |
         grep -oE '`STORAGE_[A-Z0-9_]+`' | tr -d '`' | grep -v '^STORAGE_RDKAFKA_$' | sort -u
 }
 
-test_readme_settings_table_lists_exactly_the_settings_the_code_accepts() {
-    local code readme
+test_manual_settings_table_lists_exactly_the_settings_the_code_accepts() {
+    local code manual
     code=$(help_settings)
-    readme=$(readme_settings)
+    manual=$(manual_settings)
     [ "$(echo "$code" | grep -c .)" -ge 20 ] || fail "--help lists too few settings: [$code]"
     local missing extra
-    missing=$(comm -23 <(echo "$code") <(echo "$readme"))
-    extra=$(comm -13 <(echo "$code") <(echo "$readme"))
-    [ -z "$missing" ] || fail "settings the code accepts but the README does not list: $missing"
-    [ -z "$extra" ] || fail "settings the README lists but the code does not accept: $extra"
+    missing=$(comm -23 <(echo "$code") <(echo "$manual"))
+    extra=$(comm -13 <(echo "$code") <(echo "$manual"))
+    [ -z "$missing" ] || fail "settings the code accepts but docs/OPERATIONS.md does not list: $missing"
+    [ -z "$extra" ] || fail "settings docs/OPERATIONS.md lists but the code does not accept: $extra"
 }
 
 test_readme_names_every_debian_package_the_install_script_installs() {

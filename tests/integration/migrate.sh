@@ -415,20 +415,20 @@ test_an_invalid_setting_exits_2_naming_the_variable_before_touching_the_database
 
 # ---------------------------------------------------------------------------
 # Least privilege (DESIGN.md: Least privilege): a migration role owns the
-# schema, a runtime role has only the grants README.md lists.
+# schema, a runtime role has only the grants docs/OPERATIONS.md lists.
 
 APP=com.example.leastprivilege
 
-# The GRANT statements of README.md's least-privilege section, for ROLE on
-# database DBNAME.
-readme_grants() { # role dbname
-    sed -n '/^<!-- runtime-grants -->$/,/^```$/p' "$TOP/README.md" | sed '1,2d;$d' |
+# The GRANT statements of docs/OPERATIONS.md's least-privilege section, for
+# ROLE on database DBNAME.
+manual_grants() { # role dbname
+    sed -n '/^<!-- runtime-grants -->$/,/^```$/p' "$TOP/docs/OPERATIONS.md" | sed '1,2d;$d' |
         sed "s/storage_runtime/$1/g; s/DATABASE analytics/DATABASE $2/g"
 }
 
 # A database (fresh_db NAME) whose schema the role NAME_migrator applied,
-# and a role NAME_runtime with README.md's grants and nothing else: neither
-# is a superuser, PostgreSQL 15 gives PUBLIC no CREATE on public, and
+# and a role NAME_runtime with docs/OPERATIONS.md's grants and nothing else:
+# neither is a superuser, PostgreSQL 15 gives PUBLIC no CREATE on public, and
 # PUBLIC's TEMPORARY on the database is revoked.
 roles_db() { # name
     fresh_db "$1"
@@ -440,9 +440,9 @@ roles_db() { # name
     env STORAGE_DATABASE_URL="$DB user=${1}_migrator" timeout 60 "$BIN" migrate >"$WORK/$1.migrate" 2>&1 || rc=$?
     assert_eq 0 "$rc" "migrate as the migration role: $(cat "$WORK/$1.migrate")"
     sql "REVOKE TEMPORARY ON DATABASE $1 FROM PUBLIC"
-    readme_grants "${1}_runtime" "$1" >"$WORK/$1.grants.sql"
-    [ -s "$WORK/$1.grants.sql" ] || fail "README.md has no runtime grants block"
-    psql "$DB" -X -q -v ON_ERROR_STOP=1 -f "$WORK/$1.grants.sql" >/dev/null || fail "the README's grants failed"
+    manual_grants "${1}_runtime" "$1" >"$WORK/$1.grants.sql"
+    [ -s "$WORK/$1.grants.sql" ] || fail "docs/OPERATIONS.md has no runtime grants block"
+    psql "$DB" -X -q -v ON_ERROR_STOP=1 -f "$WORK/$1.grants.sql" >/dev/null || fail "docs/OPERATIONS.md's grants failed"
     assert_eq "f" "$(sql "SELECT has_schema_privilege('${1}_runtime', 'public', 'CREATE')")" "the runtime role can create"
 }
 

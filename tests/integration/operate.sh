@@ -370,8 +370,8 @@ test_verify_passes_once_every_dead_letter_is_resolved() {
     assert_eq "verify: healthy" "$(out verify | tail -n 1)" "verdict"
 }
 
-# verify --json: the same report as one document for scripts (README:
-# Output for scripts), with the same exit codes.
+# verify --json: the same report as one document for scripts
+# (docs/OPERATIONS.md: Output for scripts), with the same exit codes.
 test_verify_json_is_one_document_with_every_stage() {
     begin_test json
     register_apps com.example.json
