@@ -3,7 +3,8 @@
  * Checked stage by stage, in the order a message travels, one line per
  * stage on stdout:
  *
- *   schema        every migration of this binary applied, checksums match
+ *   schema        every migration of this binary applied, checksums match,
+ *                 and each enabled pipeline's definition matches its table
  *   topics        each enabled pipeline's topic exists, with its partitions
  *   messages      what the topics hold (high watermarks)
  *   rows          what the tables hold
@@ -20,7 +21,9 @@
  * nothing to check). A stage is BROKEN when the pipeline cannot work or has
  * lost data:
  *   schema        the database is unreachable, the App API's table is missing,
- *                 a migration is not applied, or an applied one was edited
+ *                 a migration is not applied, an applied one was edited, or
+ *                 a definition disagrees with its table (the words run's
+ *                 start-up would exit with)
  *   topics        a topic is missing, a partition has no leader, or the
  *                 cluster does not answer
  *   messages      the watermarks of a partition cannot be read
@@ -56,6 +59,7 @@
  * (naming an unknown topic would create it on a broker with auto-creation
  * on), and the groups' offsets are fetched without joining them. */
 #include "ops/ops.h"
+#include "pg/catalog.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -240,6 +244,15 @@ static void check_schema(verify_t *v)
             stage_add(&st, "applied=%u/%u checksums match", applied, migration_count);
         else
             stage_add(&st, "applied=%u/%u", applied, migration_count);
+        /* The enabled pipelines' definitions against their tables, as run
+         * binds them at start (DESIGN.md: Pipelines are declared). */
+        int bound = catalog_bind_pipelines(v->conn, v->s->pipeline_enabled, err, sizeof err);
+        if (bound != 0) {
+            stage_raise(&st, STAGE_BROKEN);
+            stage_add(&st, "%s%s", bound < 0 ? "cannot read the tables' columns: " : "", first_line(err));
+        } else {
+            stage_add(&st, "the tables match the pipelines' definitions");
+        }
     }
     migrate_status_free(&schema);
 out:

@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Pipelines declared in a file, their checks read from the database
+# (DESIGN.md: Pipelines are declared): a fourth pipeline made of one
+# migration and one definition, and no C, gets everything the three have; a
+# widened or narrowed column is honoured at the next start; a definition
+# that disagrees with its table stops start-up naming the pipeline, the
+# field and the column.
+. "$(dirname "$0")/lib.sh"
+
+pg_start
+broker_start
+
+APP=com.example.perms
+OPS=""
+
+end_test() {
+    local rc=$? name
+    end_services "$rc"
+    if [ "$rc" -ne 0 ]; then
+        for name in $OPS; do
+            echo "# --- $name (stdout, stderr) ---" >&2
+            cat "$WORK/$TEST_NAME-$name.out" "$WORK/$TEST_NAME-$name.err" 2>/dev/null | tail -n 30 | sed 's/^/# | /' >&2
+        done
+    fi
+    exit "$rc"
+}
+
+# Run `storage-consumer ARGS...` once as NAME with the test's settings and
+# those of EXTRA_ENV; stdout in out NAME, stderr in err NAME, exit in OP_RC.
+EXTRA_ENV=()
+op() { # name args...
+    local name=$1 vars
+    shift
+    OPS="$OPS $name"
+    OP_RC=0
+    mapfile -t vars < <(svc_env "$name")
+    env "${vars[@]}" ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"} timeout 120 "$BIN" "$@" \
+        >"$WORK/$TEST_NAME-$name.out" 2>"$WORK/$TEST_NAME-$name.err" || OP_RC=$?
+    no_sanitizer_report "$WORK/$TEST_NAME-$name.err"
+}
+out() { cat "$WORK/$TEST_NAME-$1.out"; }
+err() { cat "$WORK/$TEST_NAME-$1.err"; }
+
+# The crawler's app-permissions, as a user would add it: a migration of
+# their own, and the built-in definitions plus one.
+create_permissions_table() {
+    sql "CREATE TABLE app_permissions (
+           id               BIGSERIAL PRIMARY KEY,
+           application_id   BIGINT NOT NULL REFERENCES apps_registry_application (id),
+           permission       VARCHAR(255) NOT NULL,
+           protection_level VARCHAR(32) NOT NULL,
+           observed_at      TIMESTAMPTZ NOT NULL,
+           first_seen_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+           CONSTRAINT app_permissions_key UNIQUE (application_id, permission))" >/dev/null
+}
+
+# The built-in file with PIPELINE (a JSON object) appended, at PATH.
+definitions_with() { # path pipeline-json
+    { head -n -2 "$TOP/pipelines/default.json" | sed '$ s/}$/},/'; echo "    $2"; printf '  ]\n}\n'; } >"$1"
+}
+
+PERMISSIONS_DEF='{"name": "app-permissions", "batch_size": 100, "table": "app_permissions",
+      "application": {"member": "package_name", "column": "application_id"},
+      "fields": [{"member": "permission", "required": true},
+                 {"member": "protection_level", "required": true},
+                 {"member": "first_seen", "column": "observed_at", "required": true}],
+      "key": ["application_id", "permission"],
+      "on_conflict": {"update": ["protection_level", "observed_at"], "when_newer": "observed_at"},
+      "never_writes": ["first_seen_at"]}'
+
+perm() { # package permission level observed
+    printf '{"package_name":"%s","permission":"%s","protection_level":"%s","first_seen":"%s"}\n' "$@"
+}
+
+permissions() { usql "SELECT permission || ' ' || protection_level || ' ' || observed_at FROM app_permissions ORDER BY permission"; }
+
+test_a_fourth_pipeline_declared_in_a_file_gets_what_the_three_have() {
+    begin_test fourth
+    register_apps "$APP"
+    create_permissions_table
+    local topic=app-permissions-fourth port body
+    broker_ctl topic-create "$topic" 3 >/dev/null
+    definitions_with "$WORK/fourth.json" "$PERMISSIONS_DEF"
+    EXTRA_ENV=("STORAGE_PIPELINES_FILE=$WORK/fourth.json" "STORAGE_TOPIC_APP_PERMISSIONS=$topic")
+
+    # --help lists its settings.
+    op help --help
+    assert_contains "$(out help)" "STORAGE_TOPIC_APP_PERMISSIONS"
+    assert_contains "$(out help)" "STORAGE_MAX_POLL_RECORDS_APP_PERMISSIONS  batch size of app-permissions (beats the shared one) (default: 100)"
+
+    # One batch: two permissions, one of them observed twice (the newer
+    # wins), a level too long for its column, a missing permission, an
+    # unregistered app.
+    {
+        perm "$APP" CAMERA dangerous 2026-11-29T10:00:00Z
+        perm "$APP" INTERNET normal 2026-11-29T09:00:00Z
+        perm "$APP" INTERNET signature 2026-11-29T11:00:00Z
+        perm "$APP" LOCATION "$(printf 'x%.0s' $(seq 1 40))" 2026-11-29T10:00:00Z
+        printf '{"package_name":"%s","protection_level":"normal","first_seen":"2026-11-29T10:00:00Z"}\n' "$APP"
+        perm com.example.unknown CAMERA normal 2026-11-29T10:00:00Z
+    } | produce "$topic" -p 0
+    port=$(free_port)
+    start_service svc STORAGE_PIPELINES=app-permissions "STORAGE_PIPELINES_FILE=$WORK/fourth.json" \
+        "STORAGE_TOPIC_APP_PERMISSIONS=$topic" STORAGE_METRICS_ADDR="127.0.0.1:$port"
+    wait_for_sql "SELECT count(*) FROM dead_letter_events" 3
+    wait_for_sql "SELECT count(*) FROM app_permissions" 2
+    assert_eq "CAMERA dangerous 2026-11-29 10:00:00+00
+INTERNET signature 2026-11-29 11:00:00+00" "$(permissions)" "stored, de-duplicated to the newest observation"
+    assert_eq "invalid_field|protection_level: 40 characters, longer than the column's 32
+missing_field|permission: required field is missing
+unregistered_app|package_name: com.example.unknown is not registered in apps_registry_application" \
+        "$(sql "SELECT error_type || '|' || error_detail FROM dead_letter_events ORDER BY kafka_offset")" \
+        "dead letters and their reasons"
+    wait_committed "$GROUP_PREFIX.app-permissions" "$topic" 0 6
+    assert_eq "0|6" "$(sql "SELECT partition || '|' || next_offset FROM consumer_offsets
+                            WHERE group_id = '$GROUP_PREFIX.app-permissions' AND topic = '$topic' AND next_offset > 0")" \
+        "the position in the database"
+
+    # An older observation is skipped by the version guard; a newer one updates.
+    { perm "$APP" CAMERA normal 2026-11-29T08:00:00Z; perm "$APP" INTERNET normal 2026-11-29T12:00:00Z; } |
+        produce "$topic" -p 1
+    wait_committed "$GROUP_PREFIX.app-permissions" "$topic" 1 2
+    assert_eq "CAMERA dangerous 2026-11-29 10:00:00+00
+INTERNET normal 2026-11-29 12:00:00+00" "$(permissions)" "the guard keeps the newer observation"
+    assert_contains "$(grep -E '\[app-permissions\] batch size=' "$(svc_log svc)" | tail -n 1)" \
+        "batch size=2 inserted=0 updated=1 skipped=1 dead_lettered=0" "the second batch's counts"
+
+    # Metrics and the status page name it.
+    body=$(http_get "$port" /metrics)
+    assert_contains "$body" 'storage_consumer_rows_inserted_total{pipeline="app-permissions"} 2'
+    assert_contains "$body" 'storage_consumer_dead_letters_total{pipeline="app-permissions",error_type="invalid_field"} 1'
+    assert_contains "$body" "storage_consumer_lag{pipeline=\"app-permissions\",topic=\"$topic\",partition=\"0\"} 0"
+    assert_contains "$(http_get "$port" /)" "app-permissions"
+    stop_clean svc
+
+    # verify checks its topic, table and group.
+    op verify verify
+    assert_eq 0 "$OP_RC" "verify's exit: $(out verify)"
+    assert_contains "$(out verify)" "$topic partitions=3"
+    assert_contains "$(out verify)" "app_permissions=2"
+
+    # Replay from the earliest offset rewrites nothing.
+    local before
+    before=$(usql "SELECT xmin, t::text FROM app_permissions t ORDER BY id")
+    op replay replay app-permissions --to earliest
+    assert_eq 0 "$OP_RC" "replay's exit: $(err replay)"
+    start_service again STORAGE_PIPELINES=app-permissions "STORAGE_PIPELINES_FILE=$WORK/fourth.json" \
+        "STORAGE_TOPIC_APP_PERMISSIONS=$topic"
+    wait_for_log again 'app-permissions\] batch size=' 1 60
+    wait_committed "$GROUP_PREFIX.app-permissions" "$topic" 1 2
+    wait_committed "$GROUP_PREFIX.app-permissions" "$topic" 0 6
+    stop_clean again
+    assert_eq "$before" "$(usql "SELECT xmin, t::text FROM app_permissions t ORDER BY id")" "rows after the replay"
+    assert_eq 3 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters after the replay"
+
+    # The unregistered app's message is redriven once the app exists.
+    register_apps com.example.unknown
+    op redrive dead-letters redrive --pipeline app-permissions --type unregistered_app
+    assert_eq 0 "$OP_RC" "redrive's exit: $(err redrive)"
+    assert_contains "$(out redrive)" "redrive pipeline=app-permissions examined=1 stored=1"
+    assert_eq "normal" "$(sql "SELECT protection_level FROM app_permissions WHERE application_id = $(app_id com.example.unknown)")" \
+        "the redriven permission"
+}
+
+# A review whose user_name has N characters, with app_version V.
+long_review() { # id chars app_version
+    printf '{"package_name":"%s","review_id":"%s","user_name":"%s","score":4,"thumbs_up_count":1,"app_version":"%s","reviewed_at":"2026-11-01T00:00:00Z","last_synced_at":"2026-11-29T10:00:00Z"}\n' \
+        "$APP" "$1" "$(printf 'u%.0s' $(seq 1 "$2"))" "$3"
+}
+
+test_a_widened_or_narrowed_column_is_honoured_at_the_next_start() {
+    begin_test widen
+    register_apps "$APP"
+    long_review w1 300 1.0 | produce "$TOPIC_REVIEWS" -p 0
+    start_service one STORAGE_PIPELINES=reviews
+    wait_for_sql "SELECT error_type || '|' || error_detail FROM dead_letter_events" \
+        "invalid_field|user_name: 300 characters, longer than the column's 255"
+    stop_clean one
+
+    # Widened: the same length is stored, and the old dead letter redriven.
+    sql "ALTER TABLE reviews ALTER COLUMN user_name TYPE VARCHAR(400)" >/dev/null
+    long_review w2 300 1.0 | produce "$TOPIC_REVIEWS" -p 0
+    start_service two STORAGE_PIPELINES=reviews
+    wait_for_sql "SELECT count(*) FROM reviews WHERE review_id = 'w2'" 1
+    assert_eq 1 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters after the widening"
+    stop_clean two
+    op redrive dead-letters redrive --pipeline reviews
+    assert_eq 0 "$OP_RC" "redrive's exit: $(err redrive)"
+    assert_eq "300 300" "$(sql "SELECT string_agg(length(user_name)::text, ' ' ORDER BY review_id) FROM reviews")" \
+        "both long names stored"
+
+    # Narrowed: a value the column cannot hold is refused at decoding,
+    # naming the field, not by PostgreSQL after a bisection of the batch.
+    sql "ALTER TABLE reviews ALTER COLUMN app_version TYPE VARCHAR(16)" >/dev/null
+    { long_review n1 5 "$(printf 'v%.0s' $(seq 1 20))"; long_review n2 5 1.2.3; } | produce "$TOPIC_REVIEWS" -p 0
+    start_service three STORAGE_PIPELINES=reviews
+    wait_for_sql "SELECT count(*) FROM reviews WHERE review_id = 'n2'" 1
+    assert_eq "invalid_field|app_version: 20 characters, longer than the column's 16" \
+        "$(sql "SELECT error_type || '|' || error_detail FROM dead_letter_events WHERE NOT resolved_at IS NOT NULL")" \
+        "the narrowed column's dead letter"
+    stop_clean three
+}
+
+test_a_definition_that_disagrees_with_the_database_stops_start_up() {
+    begin_test mismatch
+    # A field whose column the table lacks: exit 1 naming all three.
+    create_permissions_table
+    definitions_with "$WORK/missing.json" \
+        "$(sed 's/"fields": \[/"fields": [{"member": "install_count", "min": 0}, /' <<<"$PERMISSIONS_DEF")"
+    start_service missing "STORAGE_PIPELINES_FILE=$WORK/missing.json" STORAGE_PIPELINES=app-permissions
+    assert_eq 1 "$(svc_wait missing 60)" "exit of a definition naming a missing column"
+    assert_contains "$(cat "$(svc_log missing)")" \
+        "the definition disagrees with the database: pipeline app-permissions, field install_count, column app_permissions.install_count: no such column"
+
+    # A nullable field on a NOT NULL column of the service's own table.
+    sql "UPDATE reviews SET user_name = '' WHERE user_name IS NULL; ALTER TABLE reviews ALTER COLUMN user_name SET NOT NULL" >/dev/null
+    start_service notnull STORAGE_PIPELINES=reviews
+    assert_eq 1 "$(svc_wait notnull 60)" "exit of an optional field on a NOT NULL column"
+    assert_contains "$(cat "$(svc_log notnull)")" \
+        "pipeline reviews, field user_name, column reviews.user_name: the column is NOT NULL and the field optional"
+    sql "ALTER TABLE reviews ALTER COLUMN user_name DROP NOT NULL" >/dev/null
+
+    # The natural key without its UNIQUE constraint.
+    sql "ALTER TABLE app_permissions DROP CONSTRAINT app_permissions_key" >/dev/null
+    definitions_with "$WORK/perm.json" "$PERMISSIONS_DEF"
+    EXTRA_ENV=("STORAGE_PIPELINES_FILE=$WORK/perm.json" "STORAGE_TOPIC_APP_PERMISSIONS=app-permissions-mismatch")
+    op verify verify
+    assert_eq 1 "$OP_RC" "verify's exit"
+    assert_contains "$(out verify)" \
+        "pipeline app-permissions, column app_permissions.permission: the natural key (application_id, permission) has no UNIQUE constraint"
+
+    # A malformed file: exit 2 with its line, before anything is reached.
+    printf '{"pipelines": [\n  {"name": "x",\n   "table" "t"}]}\n' >"$WORK/broken.json"
+    EXTRA_ENV=("STORAGE_PIPELINES_FILE=$WORK/broken.json")
+    op broken run
+    assert_eq 2 "$OP_RC" "exit of a malformed definitions file"
+    assert_contains "$(err broken)" "invalid setting: STORAGE_PIPELINES_FILE=$WORK/broken.json: $WORK/broken.json:3:"
+}
+
+run_tests
