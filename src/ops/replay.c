@@ -432,7 +432,7 @@ out:
 
 static void replay_usage(FILE *out)
 {
-    char names[128];
+    char names[1024];
     fprintf(out, "usage: storage-consumer replay PIPELINE [--to earliest|latest|TIMESTAMP]\n"
           "\n"
           "Moves the consumer group of one pipeline (%s),\n"
@@ -511,7 +511,7 @@ int ops_replay(const settings_t *s, int argc, char **argv)
             pipeline = arg;
         }
     }
-    char names[128];
+    char names[1024];
     if (!pipeline) return usage_error("which pipeline? %s", pipeline_names(names, sizeof names));
     a.def = pipeline_find(pipeline, strlen(pipeline));
     if (!a.def) return usage_error("unknown pipeline %s (known: %s)", pipeline, pipeline_names(names, sizeof names));

@@ -57,9 +57,11 @@
  *
  * verify only reads: topics are looked up in the metadata of all topics
  * (naming an unknown topic would create it on a broker with auto-creation
- * on), and the groups' offsets are fetched without joining them. */
+ * on), and the groups' offsets are fetched without joining them.
+ *
+ * The positions and lag stages are in ops/verify_positions.c; ops/verify.h
+ * holds what the two files share. */
 #include "ops/ops.h"
-#include "pg/catalog.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -75,59 +77,20 @@
 #include "kafka/conf.h"
 #include "ops/args.h"
 #include "ops/print.h"
+#include "ops/verify.h"
+#include "pg/catalog.h"
 #include "pg/dead_letters.h"
 #include "pg/db.h"
 #include "pg/migrate.h"
-#include "pg/offsets.h"
 
-#define VERIFY_KAFKA_TIMEOUT_MS 10000
 /* count(*) of a large table may take a while; a verify must still end. */
 #define VERIFY_STATEMENT_TIMEOUT_MS 60000
 /* DESIGN.md: Architecture: topics are created with 3 partitions. */
 #define VERIFY_EXPECTED_PARTITIONS 3
-#define VERIFY_DETAIL_MAX 4096
-
-typedef enum { STAGE_OK = 0, STAGE_WARN, STAGE_BROKEN, STAGE_SKIP } stage_status_t;
-
-/* One stage's verdict, built up while it checks. */
-typedef struct {
-    stage_status_t status;
-    char detail[VERIFY_DETAIL_MAX];
-    size_t len;
-    json_t *parts; /* each stage_add's text, for --json (NULL: none yet) */
-    json_t *data;  /* the stage's numbers, for --json (NULL: none) */
-} stage_t;
-
-/* One enabled pipeline as the stages see it. */
-typedef struct {
-    bool enabled;
-    const pipeline_def_t *def;
-    const char *topic;
-    char group[512];
-    cluster_client_t *client; /* never joins the group; NULL if it could not be created */
-    int exists;          /* 1 the topic exists, 0 it does not, -1 not known */
-    cluster_topic_t info;
-    int64_t *lo, *hi;    /* watermarks per partition (-1: unknown); NULL before the messages stage */
-    /* The positions stage's reads: Kafka's committed offsets (NULL: not
-     * read) and the database's positions (-1: no row; NULL: not read). */
-    cluster_offset_t *kafka;
-    int64_t *db;
-} target_t;
-
-typedef struct {
-    const settings_t *s;
-    db_conn_t *conn; /* NULL: the database is unreachable, see db_error */
-    char db_error[1024];
-    target_t t[PIPELINE_MAX];
-    long long max_lag; /* -1: lag alone never breaks the lag stage */
-    const char *first_broken;
-    char warned[256];
-    json_t *stages; /* --json: the stages' objects; NULL: print lines */
-} verify_t;
 
 /* Append one part to the stage's detail, "; "-separated. Truncates, never
  * overflows. */
-__attribute__((format(printf, 2, 3))) static void stage_add(stage_t *st, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) void stage_add(stage_t *st, const char *fmt, ...)
 {
     size_t room = sizeof st->detail - st->len;
     if (room <= 1) return;
@@ -148,7 +111,7 @@ __attribute__((format(printf, 2, 3))) static void stage_add(stage_t *st, const c
     st->len += added;
 }
 
-static void stage_raise(stage_t *st, stage_status_t status)
+void stage_raise(stage_t *st, stage_status_t status)
 {
     /* skip only stands when nothing else was said. */
     if (st->status == STAGE_SKIP) st->status = status;
@@ -156,7 +119,7 @@ static void stage_raise(stage_t *st, stage_status_t status)
 }
 
 /* Print the stage's line and remember the first broken stage. */
-static void stage_finish(verify_t *v, const char *name, stage_t *st)
+void stage_finish(verify_t *v, const char *name, stage_t *st)
 {
     static const char *const word[] = {"ok", "warn", "BROKEN", "skip"};
     static const char *const json_word[] = {"ok", "warn", "broken", "skip"};
@@ -185,7 +148,7 @@ static void stage_finish(verify_t *v, const char *name, stage_t *st)
 
 /* The first line of a server message: the rest (LINE 1: ..., a caret) does
  * not fit a one-line report. */
-static const char *first_line(char *err)
+const char *first_line(char *err)
 {
     err[strcspn(err, "\n")] = '\0';
     return err;
@@ -440,161 +403,6 @@ out:
     stage_finish(v, "dead-letters", &st);
 }
 
-/* Each group's two records of its progress, partition by partition
- * (DESIGN.md, Progress in the database): the database's position, where
- * the service starts, and Kafka's committed offset, its copy, committed
- * after the database's COMMIT. Read here for the lag stage too. */
-static void check_positions(verify_t *v)
-{
-    stage_t st = {.status = STAGE_SKIP};
-
-    for (int i = 0; i < pipeline_count(); i++) {
-        target_t *t = &v->t[i];
-        if (!t->enabled) continue;
-        if (t->exists != 1 || !t->hi) {
-            stage_add(&st, "%s not checked", t->group);
-            continue;
-        }
-        int n = t->info.partitions;
-        char err[1024];
-        t->kafka = calloc((size_t)n, sizeof *t->kafka);
-        if (!t->kafka) abort();
-        /* An OffsetFetch: reads the group's offsets without joining it. */
-        if (cluster_committed(t->client, t->topic, n, VERIFY_KAFKA_TIMEOUT_MS, t->kafka, err, sizeof err)) {
-            stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "%s: cannot read Kafka's committed offsets: %s", t->group, err);
-            free(t->kafka);
-            t->kafka = NULL;
-            continue;
-        }
-        if (!v->conn) {
-            stage_add(&st, "%s: the database's positions not read (database unreachable)", t->group);
-            continue;
-        }
-        t->db = malloc((size_t)n * sizeof *t->db);
-        if (!t->db) abort();
-        error_class_t cls;
-        if (offsets_read(v->conn, 0, t->group, t->topic, n, t->db, NULL, err, sizeof err, &cls)) {
-            stage_raise(&st, STAGE_BROKEN);
-            stage_add(&st, "%s: cannot read the database's positions: %s", t->group, first_line(err));
-            free(t->db);
-            t->db = NULL;
-            continue;
-        }
-        stage_raise(&st, STAGE_OK);
-
-        char per[1024];
-        size_t len = 0;
-        per[0] = '\0';
-        bool database_ahead = false;
-        /* What deserves a sentence, after the group's numbers. */
-        stage_t notes = {0};
-        for (int p = 0; p < n; p++) {
-            int64_t d = t->db[p], k = t->kafka[p].offset;
-            char dt[32], kt[32], which[64];
-            if (t->kafka[p].error[0]) {
-                stage_raise(&st, STAGE_BROKEN);
-                stage_add(&notes, "%s [%d]: cannot read Kafka's committed offset: %s", t->group, p,
-                          t->kafka[p].error);
-                continue;
-            }
-            if (d < 0 && k < 0) {
-                snprintf(which, sizeof which, "neither yet");
-            } else if (d < 0) {
-                snprintf(which, sizeof which, "no database row");
-                stage_add(&notes, "%s [%d]: no position in the database: the service starts at Kafka's committed "
-                          "offset %" PRId64 " (the first run after the upgrade)", t->group, p, k);
-            } else if (k < 0 || d > k) {
-                snprintf(which, sizeof which, "database ahead by %" PRId64, k < 0 ? d : d - k);
-                database_ahead = true;
-            } else if (d < k) {
-                snprintf(which, sizeof which, "Kafka ahead by %" PRId64, k - d);
-                stage_raise(&st, STAGE_WARN);
-                stage_add(&notes, "%s [%d]: Kafka's committed offset %" PRId64 " is ahead of the database's position %"
-                          PRId64 ": the service starts at the database's and reads those %" PRId64
-                          " messages again (was the database restored from a backup?)",
-                          t->group, p, k, d, k - d);
-            } else {
-                snprintf(which, sizeof which, "even");
-            }
-            int w = snprintf(per + len, sizeof per - len, "%s [%d] database=%s kafka=%s %s", p ? "," : "", p,
-                             cluster_offset_text(d, dt, sizeof dt), cluster_offset_text(k, kt, sizeof kt), which);
-            if (w > 0 && (size_t)w < sizeof per - len) len += (size_t)w;
-        }
-        stage_add(&st, "%s%s", t->group, per);
-        if (notes.len) stage_add(&st, "%s", notes.detail);
-        json_decref(notes.parts);
-        if (database_ahead)
-            stage_add(&st, "%s: the database ahead of Kafka is normal: Kafka's copy lags a batch, or a crash "
-                      "came between the two commits", t->group);
-    }
-    stage_finish(v, "positions", &st);
-}
-
-static void check_lag(verify_t *v)
-{
-    stage_t st = {.status = STAGE_SKIP};
-
-    for (int i = 0; i < pipeline_count(); i++) {
-        target_t *t = &v->t[i];
-        if (!t->enabled) continue;
-        /* The positions stage said why. */
-        if (!t->kafka) {
-            stage_add(&st, "%s not checked", t->group);
-            continue;
-        }
-        int n = t->info.partitions;
-        long long total = 0;
-        int never = 0;
-        bool broken = false;
-        char per[1024];
-        size_t len = 0;
-        per[0] = '\0';
-        for (int p = 0; p < n; p++) {
-            /* Where the service starts: the database's position, else
-             * Kafka's committed offset, else STORAGE_AUTO_OFFSET_RESET. */
-            bool in_db = t->db && t->db[p] >= 0;
-            int64_t c = in_db ? t->db[p] : t->kafka[p].offset;
-            const char *whose = in_db ? "the database's position" : "Kafka's committed offset";
-            int64_t lo = t->lo[p], hi = t->hi[p], lag = 0;
-            if (t->kafka[p].error[0]) {
-                broken = true;
-                continue; /* the positions stage said why */
-            }
-            if (hi < 0) continue; /* the messages stage said why */
-            if (c < 0) {
-                /* No position yet: everything the partition holds is unread. */
-                lag = hi - lo;
-                if (hi > 0) never++;
-            } else if (c < lo) {
-                broken = true;
-                lag = hi - lo;
-                stage_add(&st, "%s [%d]: %s %" PRId64 " is below the log start %" PRId64
-                          ": %" PRId64 " messages were deleted by retention before they were stored",
-                          t->group, p, whose, c, lo, lo - c);
-            } else if (c > hi) {
-                broken = true;
-                stage_add(&st, "%s [%d]: %s %" PRId64 " is beyond the high watermark %" PRId64
-                          ": the topic was recreated or truncated, the group will reset (STORAGE_AUTO_OFFSET_RESET)",
-                          t->group, p, whose, c, hi);
-            } else {
-                lag = hi - c;
-            }
-            total += lag;
-            int w = snprintf(per + len, sizeof per - len, " [%d]=%" PRId64, p, lag);
-            if (w > 0 && (size_t)w < sizeof per - len) len += (size_t)w;
-        }
-        stage_add(&st, "%s lag=%lld%s%s%s", t->group, total, per,
-                  never ? " (no offset committed yet)" : "",
-                  t->db ? "" : " (from Kafka's committed offsets: the database's positions were not read)");
-        if (v->max_lag >= 0 && total > v->max_lag) {
-            broken = true;
-            stage_add(&st, "%s: lag %lld exceeds --max-lag %lld", t->group, total, v->max_lag);
-        }
-        stage_raise(&st, broken ? STAGE_BROKEN : total > 0 ? STAGE_WARN : STAGE_OK);
-    }
-    stage_finish(v, "lag", &st);
-}
 
 /* ------------------------------------------------------------------------ */
 
@@ -667,7 +475,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
         return EXIT_USAGE;
     }
 
-    char names[128] = "";
+    char names[1024] = "";
     json_t *pipelines = json_array();
     for (int i = 0; i < pipeline_count(); i++) {
         target_t *t = &v.t[i];
