@@ -185,21 +185,24 @@ bench: deps
 	$(MAKE) bench-bins
 	BUILD=$(BUILD) bench/run.sh
 
-# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, its man page and
-# the systemd unit, whose ExecStart names the installed binary
-# (docs/DESIGN.md: Deployment).
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, its man page,
+# the systemd unit, whose ExecStart names the installed binary, and the
+# built-in pipeline definitions (compiled in; installed as the file to start
+# a STORAGE_PIPELINES_FILE from) (docs/DESIGN.md: Deployment).
 PREFIX  ?= /usr/local
 BINDIR  := $(PREFIX)/bin
 MANDIR  := $(PREFIX)/share/man
 UNITDIR := $(PREFIX)/lib/systemd/system
+DATADIR := $(PREFIX)/share/storage-consumer
 
 # INSTALL_BIN: the binary to install (the release build by default).
 INSTALL_BIN ?= $(BUILD)/storage-consumer
 
 install: $(INSTALL_BIN)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DATADIR)
 	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/storage-consumer
 	install -m 0644 docs/storage-consumer.1 $(DESTDIR)$(MANDIR)/man1/storage-consumer.1
+	install -m 0644 pipelines/default.json $(DESTDIR)$(DATADIR)/pipelines.json
 	sed 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' deploy/storage-consumer.service \
 	    >$(DESTDIR)$(UNITDIR)/storage-consumer.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/storage-consumer.service

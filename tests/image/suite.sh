@@ -40,6 +40,9 @@ test_image_binary_finds_every_library_in_the_image() {
         assert_contains "$libs" "$lib" "the binary links $lib"
     done
     assert_contains "$("$BIN" version)" "storage-consumer " "version from the image"
+    # The built-in definitions, as a file to start a STORAGE_PIPELINES_FILE from.
+    cmp "$ROOT/usr/local/share/storage-consumer/pipelines.json" "$STORAGE_TEST_TOP/pipelines/default.json" ||
+        fail "the image's pipelines.json is not pipelines/default.json"
 }
 
 test_image_holds_no_compiler_or_headers() {

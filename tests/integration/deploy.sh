@@ -62,7 +62,11 @@ test_make_install_puts_binary_unit_and_man_page_under_prefix() {
     assert_eq "ExecStart=/usr/bin/storage-consumer run" "$(grep '^ExecStart=' "$unit")" "ExecStart follows PREFIX"
     # Nothing outside DESTDIR/PREFIX.
     assert_eq "$(printf '%s\n' usr/bin/storage-consumer usr/lib/systemd/system/storage-consumer.service \
-        usr/share/man/man1/storage-consumer.1)" "$(cd "$d" && find . -type f | sed 's|^\./||' | sort)" "installed files"
+        usr/share/man/man1/storage-consumer.1 usr/share/storage-consumer/pipelines.json)" \
+        "$(cd "$d" && find . -type f | sed 's|^\./||' | sort)" "installed files"
+    # The installed definitions are the built-in ones, and load as a file.
+    assert_contains "$(env -i STORAGE_PIPELINES_FILE="$d/usr/share/storage-consumer/pipelines.json" \
+        "$d/usr/bin/storage-consumer" --help)" "STORAGE_MAX_POLL_RECORDS_NETWORK_METRICS  batch size of network-metrics"
     # The default prefix is /usr/local.
     install_into DESTDIR="$WORK/destdir-default"
     [ -x "$WORK/destdir-default/usr/local/bin/storage-consumer" ] || fail "default PREFIX is not /usr/local"
