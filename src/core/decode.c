@@ -624,9 +624,14 @@ static int decode_reference(const pipeline_def_t *def, const void *value, size_t
     json_t *root = load_json(value, len, &jerr);
     if (!root) return reject_parse_error(&jerr, rej);
     int rc = -1;
-    jv_t vals[PIPELINE_MAX_FIELDS + 1] = {0};
-    jv_t *children[PIPELINE_MAX_FIELDS + 1] = {0};
-    jv_key_t *keys[PIPELINE_MAX_FIELDS + 1] = {0};
+    /* Only the n members read are set (zeroing all of PIPELINE_MAX_FIELDS
+     * would cost every declined record). */
+    jv_t vals[PIPELINE_MAX_FIELDS + 1];
+    jv_t *children[PIPELINE_MAX_FIELDS + 1];
+    jv_key_t *keys[PIPELINE_MAX_FIELDS + 1];
+    memset(vals, 0, n * sizeof *vals);
+    memset(children, 0, n * sizeof *children);
+    memset(keys, 0, n * sizeof *keys);
     if (!json_is_object(root)) {
         jv_t r = ref_scalar(root);
         reject(rej, ERROR_INVALID_JSON, "expected a JSON object, got %s", jv_type_name(&r));
@@ -647,23 +652,14 @@ out:
 static int decode_with(const pipeline_def_t *def, const void *value, size_t len, event_t *ev,
                        rejection_t *rej, bool fast)
 {
-    jv_key_t names[PIPELINE_MAX_FIELDS + 1];
     jv_t vals[PIPELINE_MAX_FIELDS + 1];
 
     if (!def->bound) abort(); /* a caller bug: the checks come from the table (pipeline_bind) */
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
-    size_t n = decode_member_names(def, names);
-    if (fast && json_fast_read(value, len, names, n, vals)) return decode_values(def, vals, ev, rej);
-    return decode_reference(def, value, len, names, n, ev, rej);
-}
-
-size_t decode_member_names(const pipeline_def_t *def, jv_key_t names[PIPELINE_MAX_FIELDS + 1])
-{
-    names[0] = (jv_key_t){def->app_member, strlen(def->app_member)};
-    for (size_t i = 0; i < def->field_count; i++)
-        names[i + 1] = (jv_key_t){def->fields[i].name, strlen(def->fields[i].name)};
-    return def->field_count + 1;
+    size_t n = def->field_count + 1;
+    if (fast && json_fast_read(value, len, def->members, n, vals)) return decode_values(def, vals, ev, rej);
+    return decode_reference(def, value, len, def->members, n, ev, rej);
 }
 
 bool event_equal(const pipeline_def_t *def, const event_t *a, const event_t *b)

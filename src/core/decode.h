@@ -80,10 +80,6 @@ int decode_record(const pipeline_def_t *def, const void *value, size_t len, even
 int decode_record_reference(const pipeline_def_t *def, const void *value, size_t len,
                             event_t *ev, rejection_t *rej);
 
-/* The members a record of `def` is read for: names[0] is package_name,
- * names[i + 1] field i. Returns how many (def->field_count + 1). */
-size_t decode_member_names(const pipeline_def_t *def, jv_key_t names[PIPELINE_MAX_FIELDS + 1]);
-
 /* Two events of `def` say the same: package name, version and every
  * column's text (or SQL NULL). */
 bool event_equal(const pipeline_def_t *def, const event_t *a, const event_t *b);

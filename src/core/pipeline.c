@@ -340,6 +340,8 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
         if (field_by_column(d, d->never_writes[i]) || strcmp(d->never_writes[i], d->app_column) == 0)
             return fail(r, "never_writes", "%s is written by this pipeline", d->never_writes[i]);
     d->version_index = pipeline_field_index(d, d->version_field);
+    d->members[0] = (jv_key_t){d->app_member, strlen(d->app_member)};
+    for (size_t i = 0; i < d->field_count; i++) d->members[i + 1] = (jv_key_t){d->fields[i].name, strlen(d->fields[i].name)};
     return 0;
 }
 

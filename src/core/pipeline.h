@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/json_value.h"
+
 /* A pipeline's index among the loaded definitions. */
 typedef int pipeline_id_t;
 
@@ -115,6 +117,9 @@ typedef struct {
     field_spec_t *fields;      /* in the file's order; application column excluded */
     size_t field_count;
     char *app_member;          /* "package_name": resolved to an application id */
+    /* The members a record is read for, set at load: members[0] is
+     * app_member, members[i + 1] field i's name (field_count + 1 of them). */
+    jv_key_t members[PIPELINE_MAX_FIELDS + 1];
     char *app_column;          /* "application_id": the column that id fills */
     /* Natural key: app_column (when key_includes_app) plus this field's column. */
     char *key_field;           /* a field's member name */

@@ -1666,9 +1666,8 @@ static void every_error_type_is_known_and_nothing_else(void **state)
 static bool fast_reader_reads(pipeline_id_t p, char *json)
 {
     const pipeline_def_t *def = pipeline_get(p);
-    jv_key_t names[PIPELINE_MAX_FIELDS + 1];
     jv_t vals[PIPELINE_MAX_FIELDS + 1];
-    bool read = json_fast_read(json, strlen(json), names, decode_member_names(def, names), vals);
+    bool read = json_fast_read(json, strlen(json), def->members, def->field_count + 1, vals);
     free(json);
     return read;
 }
