@@ -184,20 +184,24 @@ int worker_record_starts(void *worker, const char *topic, int n, const int64_t *
                            errlen);
 }
 
-/* One polled batch on its way through the loop. */
+/* One polled batch on its way through the loop (DESIGN.md: The batch loop).
+ * Its life: taken (polled and decoded); sent to PostgreSQL (send_batch: in
+ * turn, or early, as soon as the batch before it is committed there);
+ * finished (finish_batch: its results waited for, a failed attempt retried);
+ * then its offsets committed, counted and logged. While it is in
+ * PostgreSQL the next batch is taken into the other slot. */
 typedef struct {
     batch_t batch;
     record_t *records; /* owned by the consumer until released */
     size_t n;
     int64_t start_us; /* clock_now_us when it was polled */
-    /* Sent to PostgreSQL ahead, while the batch before it was committed to
-     * Kafka (start_early): how that first attempt's start ended. */
+    /* How sending its first attempt ended, once send_batch ran. */
     struct {
         bool done;
         int rc;
         error_class_t cls;
         char err[1024];
-    } early;
+    } sent;
 } slot_t;
 
 /* Store a decoded batch after `attempt` failed attempts (the last failed
@@ -248,79 +252,68 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
     }
 }
 
-/* The start of a first attempt: resolve and de-duplicate the batch unless
- * it was prepared while the one before it was written, and send it.
- * Returns 0, or -1 with err/cls. */
-static int start_attempt(worker_t *w, slot_t *sl, char *err, size_t errlen, error_class_t *cls)
-{
-    int rc = 0;
-    if (!w->store.prepared || !w->store.prepared(w->store.ctx, &sl->batch)) {
-        rc = w->store.resolve(w->store.ctx, &sl->batch, err, errlen, cls);
-        if (rc == 0) batch_deduplicate(&sl->batch);
-    }
-    if (rc == 0) rc = w->store.start(w->store.ctx, &sl->batch, err, errlen, cls);
-    return rc;
-}
-
-/* Send the next batch to PostgreSQL as soon as the connection is free,
- * before the batch just stored is committed to Kafka and logged, so
- * PostgreSQL does not wait for those (DESIGN.md: The batch loop). Its
- * outcome is kept for write_batch. */
-static void start_early(worker_t *w, slot_t *sl)
+/* Send the batch's first attempt, when the store can send without waiting
+ * (w->store.start): resolve and de-duplicate it unless it was prepared while
+ * the batch before it was written, and send it. The outcome is kept in
+ * sl->sent for finish_batch. */
+static void send_batch(worker_t *w, slot_t *sl)
 {
     fault_point(w, w->before_db_write, &sl->batch);
-    sl->early.cls = ERROR_CLASS_FATAL;
-    sl->early.rc = start_attempt(w, sl, sl->early.err, sizeof sl->early.err, &sl->early.cls);
-    sl->early.done = true;
+    if (!w->store.start) return;
+    int rc = 0;
+    sl->sent.cls = ERROR_CLASS_FATAL;
+    if (!w->store.prepared || !w->store.prepared(w->store.ctx, &sl->batch)) {
+        rc = w->store.resolve(w->store.ctx, &sl->batch, sl->sent.err, sizeof sl->sent.err, &sl->sent.cls);
+        if (rc == 0) batch_deduplicate(&sl->batch);
+    }
+    if (rc == 0) rc = w->store.start(w->store.ctx, &sl->batch, sl->sent.err, sizeof sl->sent.err, &sl->sent.cls);
+    sl->sent.rc = rc;
+    sl->sent.done = true;
 }
 
-/* The first attempt, pipelined when the store can: resolve, de-duplicate and
- * send the batch (unless start_early did), then take and decode the next
- * batch (into *next) while PostgreSQL writes this one, then wait for it.
- * Returns like store_batch. */
-static int write_batch(worker_t *w, slot_t *sl, slot_t *spare, slot_t **next, batch_counts_t *counts)
+/* While `sl` is in PostgreSQL, take the next batch into `spare` and decode
+ * it (and resolve it from the application cache): the service's own cost,
+ * done while PostgreSQL works, no longer adds to the batch time. Returns
+ * the slot taken (NULL: nothing arrived), or sets *failed after a consumer
+ * error, having finished and committed `sl` first: its rows are worth
+ * committing. */
+static slot_t *take_while_in_flight(worker_t *w, slot_t *sl, slot_t *spare, batch_counts_t *counts, int *failed)
 {
     const settings_t *s = w->settings;
     char err[1024];
     error_class_t cls = ERROR_CLASS_FATAL;
+    int m = w->consumer.poll(w->consumer.ctx, (size_t)s->max_poll_records[w->def->id], 0, &spare->records, err,
+                             sizeof err);
+    if (m > 0) {
+        spare->start_us = clock_now_us();
+        spare->n = (size_t)m;
+        batch_decode(&spare->batch, spare->records, spare->n);
+        if (w->store.prepare) w->store.prepare(w->store.ctx, &spare->batch);
+        return spare;
+    }
+    if (m < 0) {
+        char ferr[1024];
+        if (w->store.finish(w->store.ctx, &sl->batch, counts, ferr, sizeof ferr, &cls) == 0)
+            w->consumer.commit(w->consumer.ctx, sl->records, sl->n, s->commit_timeout_ms, ferr, sizeof ferr);
+        *failed = fail(w, "Kafka consumer error: %s", err);
+    }
+    return NULL;
+}
 
-    if (!w->store.start) return store_batch(w, sl, 0, err, sizeof err, cls, counts);
+/* Wait for the batch's first attempt, retrying it (store_batch) when it
+ * failed; a store that cannot send without waiting stores it here from the
+ * start. Returns like store_batch. */
+static int finish_batch(worker_t *w, slot_t *sl, batch_counts_t *counts)
+{
+    char err[1024];
+    error_class_t cls = ERROR_CLASS_FATAL;
+
+    if (!sl->sent.done) return store_batch(w, sl, 0, err, sizeof err, cls, counts);
+    sl->sent.done = false;
+    if (sl->sent.rc != 0) return store_batch(w, sl, 1, sl->sent.err, sizeof sl->sent.err, sl->sent.cls, counts);
     memset(counts, 0, sizeof *counts);
-    int rc;
-    if (sl->early.done) {
-        rc = sl->early.rc;
-        cls = sl->early.cls;
-        snprintf(err, sizeof err, "%s", sl->early.err);
-        sl->early.done = false;
-    } else {
-        rc = start_attempt(w, sl, err, sizeof err, &cls);
-    }
-    if (rc != 0) return store_batch(w, sl, 1, err, sizeof err, cls, counts);
-
-    /* Overlap: decoding, and resolving from the application cache, are the
-     * service's own cost; done while PostgreSQL works, they no longer add to
-     * the batch time. Not after a stop request: only the in-flight batch is
-     * finished. */
-    if (!atomic_load(w->stop)) {
-        char perr[1024];
-        int m = w->consumer.poll(w->consumer.ctx, (size_t)s->max_poll_records[w->def->id], 0,
-                                 &spare->records, perr, sizeof perr);
-        if (m > 0) {
-            spare->start_us = clock_now_us();
-            spare->n = (size_t)m;
-            batch_decode(&spare->batch, spare->records, spare->n);
-            if (w->store.prepare) w->store.prepare(w->store.ctx, &spare->batch);
-            *next = spare;
-        } else if (m < 0) {
-            /* Finish this batch first: its rows are worth committing. */
-            rc = w->store.finish(w->store.ctx, &sl->batch, counts, err, sizeof err, &cls);
-            if (rc == 0)
-                w->consumer.commit(w->consumer.ctx, sl->records, sl->n, s->commit_timeout_ms, err, sizeof err);
-            return fail(w, "Kafka consumer error: %s", perr);
-        }
-    }
-    rc = w->store.finish(w->store.ctx, &sl->batch, counts, err, sizeof err, &cls);
-    if (rc != 0) return store_batch(w, sl, 1, err, sizeof err, cls, counts);
+    if (w->store.finish(w->store.ctx, &sl->batch, counts, err, sizeof err, &cls) != 0)
+        return store_batch(w, sl, 1, err, sizeof err, cls, counts);
     metrics_db_state(w->metrics, true);
     return 0;
 }
@@ -501,17 +494,29 @@ int worker_run(worker_t *w)
         }
         if (w->heartbeat) w->heartbeat(w->heartbeat_ctx);
 
-        if (!cur->early.done) fault_point(w, w->before_db_write, &cur->batch);
-        slot_t *spare = cur == &slots[0] ? &slots[1] : &slots[0];
-        int stored = write_batch(w, cur, spare, &next, &counts);
+        /* Sent in turn, unless it was sent early. */
+        if (!cur->sent.done) send_batch(w, cur);
+        /* While it is in PostgreSQL, the next batch is taken; not after a
+         * stop request: only the batches sent are finished. */
+        if (cur->sent.done && cur->sent.rc == 0 && !atomic_load(w->stop)) {
+            int failed = 0;
+            next = take_while_in_flight(w, cur, cur == &slots[0] ? &slots[1] : &slots[0], &counts, &failed);
+            if (failed) {
+                rc = -1;
+                break;
+            }
+        }
+        int stored = finish_batch(w, cur, &counts);
         if (stored != 0) {
             if (stored < 0) rc = -1;
             break; /* fatal, or a stop during the back-off */
         }
         next_ping = clock_now_ms() + WORKER_DB_PING_MS;
-        /* The connection is free until the next batch is sent. */
+        /* The connection is free until the next batch is sent: that is at
+         * once, before this one's offsets are committed and it is logged, so
+         * PostgreSQL does not wait for those. */
         if (!atomic_load(w->stop)) refresh_dead_letters(w, &next_refresh);
-        if (next && !atomic_load(w->stop)) start_early(w, next);
+        if (next && !atomic_load(w->stop)) send_batch(w, next);
         fault_point(w, w->after_db_commit, &cur->batch);
         log_rejects(w, &cur->batch);
 
@@ -519,7 +524,7 @@ int worker_run(worker_t *w)
          * next if it was sent early), not one only taken meanwhile: that one
          * is released uncommitted and redelivered. */
         bool stopping = atomic_load(w->stop);
-        if (stopping && next && !next->early.done) {
+        if (stopping && next && !next->sent.done) {
             w->consumer.release(w->consumer.ctx, next->records);
             next->records = NULL;
             next = NULL;

@@ -62,6 +62,24 @@ static void mark_inserted(batch_t *b, const size_t *idx, size_t k, const PGresul
     }
 }
 
+int dead_letters_unresolved(db_conn_t *conn, int64_t deadline_ms, const char *topic, int64_t *counts, size_t n,
+                            char *err, size_t errlen, error_class_t *cls)
+{
+    const char *params[1] = {topic};
+    for (size_t i = 0; i < n; i++) counts[i] = 0;
+    PGresult *res = db_query(conn,
+                             "SELECT error_type, count(*) FROM dead_letter_events "
+                             "WHERE topic = $1 AND resolved_at IS NULL GROUP BY error_type",
+                             1, params, NULL, NULL, deadline_ms, err, errlen, cls);
+    if (!res) return -1;
+    for (int row = 0; row < PQntuples(res); row++) {
+        int i = decode_error_type_index(PQgetvalue(res, row, 0));
+        counts[i >= 0 && (size_t)i < n - 1 ? (size_t)i : n - 1] += strtoll(PQgetvalue(res, row, 1), NULL, 10);
+    }
+    PQclear(res);
+    return 0;
+}
+
 int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, batch_t *b, size_t *written, char *err,
                        size_t errlen, error_class_t *cls)
 {

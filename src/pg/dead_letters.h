@@ -17,6 +17,13 @@
 #include "pg/db.h"
 #include "pg/store.h"
 
+/* The unresolved dead letters of `topic` by error_type, within
+ * `deadline_ms`: counts[i] for decode_error_types[i], counts[n - 1] for any
+ * other type (the status page's snapshot). Returns 0, or -1 with `err` and
+ * *cls set. */
+int dead_letters_unresolved(db_conn_t *conn, int64_t deadline_ms, const char *topic, int64_t *counts, size_t n,
+                            char *err, size_t errlen, error_class_t *cls);
+
 /* Inside the store's transaction, before `deadline_ms`: insert the batch's
  * rejected entries (ON CONFLICT on their coordinates DO NOTHING); *written
  * gets how many there were (the batch's log line), and each entry whose row

@@ -221,26 +221,9 @@ int store_ping(store_t *st, char *err, size_t errlen, error_class_t *cls)
 int store_unresolved_dead_letters(store_t *st, const char *topic, int64_t *counts, size_t n, char *err,
                                   size_t errlen, error_class_t *cls)
 {
-    for (size_t i = 0; i < n; i++) counts[i] = 0;
     arm_deadline(st);
     int rc = store_connect(st, err, errlen, cls);
-    if (rc == 0) {
-        const char *params[1] = {topic};
-        PGresult *res = db_query(st->conn,
-                                 "SELECT error_type, count(*) FROM dead_letter_events "
-                                 "WHERE topic = $1 AND resolved_at IS NULL GROUP BY error_type",
-                                 1, params, NULL, NULL, st->deadline, err, errlen, cls);
-        if (res) {
-            for (int row = 0; row < PQntuples(res); row++) {
-                int i = decode_error_type_index(PQgetvalue(res, row, 0));
-                size_t slot = i >= 0 && (size_t)i < n - 1 ? (size_t)i : n - 1;
-                counts[slot] += strtoll(PQgetvalue(res, row, 1), NULL, 10);
-            }
-            PQclear(res);
-        } else {
-            rc = -1;
-        }
-    }
+    if (rc == 0) rc = dead_letters_unresolved(st->conn, st->deadline, topic, counts, n, err, errlen, cls);
     if (rc) store_disconnect(st);
     st->deadline = 0;
     return rc;
@@ -530,53 +513,88 @@ static char *end_sql(store_t *st, const batch_t *b, const store_hook_t *hook, si
     return sql;
 }
 
-/* One attempt, up to what it sends without waiting: BEGIN; the dead letters,
- * then the COPY of the events into the stage; the hook; then the upsert, the
- * position and the end of the transaction together (wait_attempt collects
- * them). A batch of events alone, the usual one, is a single query whose
- * results are all left to wait_attempt: BEGIN, the COPY, the upsert, the
- * position, COMMIT (DESIGN.md: The batch loop).
- * `isolating` (after a data error) upserts the events first, under
- * savepoints, so the records the database refuses join the dead letters
- * written after them; only the end of the transaction is left to send.
- * Counts go to st->done. Returns 0, or -1 with err/cls and the transaction
- * left for the caller to roll back. */
+/* An attempt is sent in one of three ways, each a transaction that ends
+ * with the batch's position and COMMIT; what is sent last is left for
+ * wait_attempt to collect (the only state an attempt keeps between the two
+ * calls: st->in_flight, and the counts so far in st->done). Each returns 0,
+ * or -1 with err/cls and the transaction left for the caller to roll back. */
+
+/* The usual batch, events alone: one query, BEGIN; COPY into the stage; the
+ * upsert; the position; COMMIT (DESIGN.md: The batch loop). Only the COPY's
+ * start is waited for. */
+static int send_one_query(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err, size_t errlen,
+                          error_class_t *cls)
+{
+    char *end = end_sql(st, b, hook, n), *query;
+    if (asprintf(&query, "BEGIN; %s; %s", st->copy_sql, end) < 0) abort();
+    int rc = copy_events(st, b, n, query, err, errlen, cls);
+    free(query);
+    free(end);
+    return rc;
+}
+
+/* The hook (a redrive's resolutions), then the end of the transaction,
+ * upserting the n staged events first, sent without waiting. */
+static int send_end(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err, size_t errlen,
+                    error_class_t *cls)
+{
+    if (hook->fn && hook->fn(hook->ctx, st->conn, st->deadline, b, err, errlen, cls) != 0) {
+        if (*cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
+        return -1;
+    }
+    char *end = end_sql(st, b, hook, n);
+    int rc = db_send(st->conn, end, st->deadline, err, errlen, cls);
+    free(end);
+    return rc;
+}
+
+/* A batch with dead letters, or with a hook: step by step, BEGIN; the dead
+ * letters (an extended-protocol query, which cannot join a simple one); the
+ * COPY; then send_end. */
+static int send_step_by_step(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err,
+                             size_t errlen, error_class_t *cls)
+{
+    if (exec_simple(st, "BEGIN", err, errlen, cls) ||
+        dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls) ||
+        (n && copy_events(st, b, n, NULL, err, errlen, cls)))
+        return -1;
+    return send_end(st, b, hook, n, err, errlen, cls);
+}
+
+/* After the database refused a value: BEGIN; the events upserted in halves
+ * under savepoints (isolate), so the records it refuses join the dead
+ * letters written after them; the dead letters; then send_end with nothing
+ * left to upsert. */
+static int send_isolating(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err, size_t errlen,
+                          error_class_t *cls)
+{
+    if (exec_simple(st, "BEGIN", err, errlen, cls) || isolate(st, b, st->pending, n, &st->done, err, errlen, cls) ||
+        dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls))
+        return -1;
+    return send_end(st, b, hook, 0, err, errlen, cls);
+}
+
+/* One attempt, sent the way the batch needs (above). `isolating`: after a
+ * data error. Counts go to st->done. */
 static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool isolating, char *err,
                         size_t errlen, error_class_t *cls)
 {
-    size_t n = fill_pending(st, b);
-    bool fused = !isolating && n && !hook->fn && !has_rejections(b);
-    char *end = fused ? end_sql(st, b, hook, n) : NULL;
+    size_t n = fill_pending(st, b), upserted_at_the_end = isolating ? 0 : n;
+    int rc;
 
     memset(&st->done, 0, sizeof st->done);
-    int rc = fused ? 0 : exec_simple(st, "BEGIN", err, errlen, cls);
-    if (rc == 0 && isolating) {
-        rc = isolate(st, b, st->pending, n, &st->done, err, errlen, cls);
-        n = 0;
-    }
-    if (rc == 0 && !fused)
-        rc = dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls);
-    if (rc == 0 && n) {
-        char *query = NULL;
-        if (fused && asprintf(&query, "BEGIN; %s; %s", st->copy_sql, end) < 0) abort();
-        rc = copy_events(st, b, n, query, err, errlen, cls);
-        free(query);
-    }
-    /* Only a first attempt uses the text: a later one may have rejected
-     * records meanwhile. */
+    if (isolating)
+        rc = send_isolating(st, b, hook, n, err, errlen, cls);
+    else if (n && !hook->fn && !has_rejections(b))
+        rc = send_one_query(st, b, hook, n, err, errlen, cls);
+    else
+        rc = send_step_by_step(st, b, hook, n, err, errlen, cls);
+    /* Only a first attempt uses the text prepared ahead: a later one may have
+     * rejected records meanwhile. */
     if (st->prepared.batch == b) st->prepared.batch = NULL;
-    if (rc == 0 && hook->fn) {
-        rc = hook->fn(hook->ctx, st->conn, st->deadline, b, err, errlen, cls);
-        if (rc != 0 && *cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
-    }
-    if (rc == 0 && !fused) {
-        end = end_sql(st, b, hook, n);
-        rc = db_send(st->conn, end, st->deadline, err, errlen, cls);
-    }
-    free(end);
     if (rc == 0) {
         st->in_flight.active = true;
-        st->in_flight.rows = n;
+        st->in_flight.rows = upserted_at_the_end;
         st->in_flight.hook = *hook;
     }
     return rc;
