@@ -547,10 +547,11 @@ static size_t number_start(const char *s, size_t end)
 }
 
 /* Parse, recovering from numbers too large for jansson: an integer beyond
- * 64 bits makes it parse again with integers as doubles (integers below 2^53
- * stay exact; a known integer field at or beyond 2^53 is then rejected in
- * this rare path rather than stored rounded); a number beyond a double is
- * replaced by the overflow marker. Returns the document or NULL with *jerr. */
+ * 64 bits is given a ".0" and parsed again, so that number alone is read as
+ * a double (a known integer field then refuses it, out of range, naming it;
+ * every other integer of the record stays an exact integer, whatever an
+ * unknown member holds); a number beyond a double is replaced by the
+ * overflow marker. Returns the document or NULL with *jerr. */
 static json_t *load_json(const void *value, size_t len, json_error_t *jerr)
 {
     /* JSON_REJECT_DUPLICATES: a key given twice is a classic way to smuggle
@@ -565,20 +566,21 @@ static json_t *load_json(const void *value, size_t len, json_error_t *jerr)
     for (int tries = 0; !root && json_error_code(jerr) == json_error_numeric_overflow && tries < 64; tries++) {
         size_t end = (size_t)jerr->position, start = number_start(text, end);
         if (start == end || end > len) break;
-        if (!(flags & JSON_DECODE_INT_AS_REAL) && !memchr(text + start, '.', end - start) &&
-            !memchr(text + start, 'e', end - start) && !memchr(text + start, 'E', end - start)) {
-            flags |= JSON_DECODE_INT_AS_REAL;
-        } else {
-            char *next = malloc(len - (end - start) + sizeof marker);
-            if (!next) abort();
-            memcpy(next, text, start);
-            memcpy(next + start, marker, sizeof marker - 1);
-            memcpy(next + start + sizeof marker - 1, text + end, len - end);
-            len = len - (end - start) + sizeof marker - 1;
-            free(copy);
-            copy = next;
-            text = copy;
-        }
+        bool integer = !memchr(text + start, '.', end - start) && !memchr(text + start, 'e', end - start) &&
+                       !memchr(text + start, 'E', end - start);
+        /* The integer's digits and ".0", or the marker, in place of the token. */
+        const char *put = integer ? text + start : marker;
+        size_t put_len = integer ? end - start : sizeof marker - 1, grown = put_len + (integer ? 2 : 0);
+        char *next = malloc(len - (end - start) + grown + 1);
+        if (!next) abort();
+        memcpy(next, text, start);
+        memcpy(next + start, put, put_len);
+        if (integer) memcpy(next + start + put_len, ".0", 2);
+        memcpy(next + start + grown, text + end, len - end);
+        len = len - (end - start) + grown;
+        free(copy);
+        copy = next;
+        text = copy;
         root = json_loadb(text, len, flags, jerr);
     }
     free(copy);
