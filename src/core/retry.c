@@ -24,11 +24,14 @@ error_class_t retry_classify(const char *sqlstate, bool connection_bad)
     };
     for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++)
         if (strcmp(sqlstate, transient[i]) == 0) return ERROR_CLASS_TRANSIENT;
-    /* Class 22 (data exception), 23 (integrity constraint) and 54001
-     * (statement too complex, e.g. deep jsonb) are caused by a record, not
-     * by the database: isolating the record keeps the partition moving. */
+    /* Class 22 (data exception), 23 (integrity constraint), 54001
+     * (statement too complex, e.g. deep jsonb) and 21000 (an ON CONFLICT DO
+     * UPDATE that would affect a row twice: two rows of the batch the key
+     * equates) are caused by records, not by the database: isolating them
+     * keeps the partition moving, where a fatal error would meet the same
+     * batch after every restart. */
     if (strncmp(sqlstate, "22", 2) == 0 || strncmp(sqlstate, "23", 2) == 0 ||
-        strcmp(sqlstate, "54001") == 0)
+        strcmp(sqlstate, "54001") == 0 || strcmp(sqlstate, "21000") == 0)
         return ERROR_CLASS_DATA;
     if (connection_bad) return ERROR_CLASS_TRANSIENT;
     return ERROR_CLASS_FATAL;
