@@ -57,6 +57,7 @@ struct store {
         bool active;
         size_t rows;       /* staged rows the upsert was sent for */
         store_hook_t hook; /* the batch's hook, for a second attempt */
+        int64_t left_ms;   /* of the attempt's time, what sending it left for the wait */
     } in_flight;
     batch_counts_t done;     /* counts of the batch being written */
     buf_t copy;       /* reused COPY data of one chunk */
@@ -596,6 +597,7 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
         st->in_flight.active = true;
         st->in_flight.rows = upserted_at_the_end;
         st->in_flight.hook = *hook;
+        st->in_flight.left_ms = st->deadline - clock_now_ms();
     }
     return rc;
 }
@@ -673,6 +675,11 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
                        error_class_t *cls)
 {
     int rc = 0;
+    /* The wait has what sending left of the attempt's time, from now: the
+     * worker may have done other work since (a batch sent early waits while
+     * the one before it is committed to Kafka and logged), and a deadline
+     * that ran meanwhile would declare a committed batch timed out. */
+    if (st->in_flight.active) st->deadline = clock_now_ms() + (st->in_flight.left_ms > 1 ? st->in_flight.left_ms : 1);
     if (st->in_flight.active && wait_attempt(st, err, errlen, cls) != 0) {
         store_hook_t hook = st->in_flight.hook;
         rc = isolate_and_retry(st, b, &hook, err, errlen, cls);

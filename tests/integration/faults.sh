@@ -188,6 +188,32 @@ test_offsets_of_a_refused_commit_reach_kafka_while_the_pipeline_is_idle() {
     assert_eq 0 "$rc" "exit status after SIGTERM"
 }
 
+# DESIGN.md: The batch loop. The next batch is sent to PostgreSQL as soon as
+# the one before it is committed there, and waited for only after that one's
+# offsets are committed to Kafka: the wait has the attempt's own deadline,
+# not one that ran while the Kafka commit did. With offset commits slower
+# than the attempt's budget (2.5 s against 1 s + 1 s), every batch sent
+# early was declared timed out, its connection cancelled and the batch
+# retried, though PostgreSQL had committed it: counted inserted=0
+# skipped=100, 8 s a batch instead of 3.
+test_a_batch_sent_early_is_not_timed_out_by_a_slow_offset_commit() {
+    begin_fault_test slowcommit
+    trap 'end_test broker_ctl broker-rtt 1 0' EXIT
+    broker_ctl coordinator group "$GROUP_PREFIX.reviews" 1 >/dev/null
+    broker_ctl leader "$TOPIC_REVIEWS" 0 2 >/dev/null
+    gen_reviews 1 500 s | produce "$TOPIC_REVIEWS" -p 0
+    svc_start slow STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100 STORAGE_DB_STATEMENT_TIMEOUT_MS=1000
+    wait_for_log slow '\[reviews\] partitions assigned' 1
+    broker_ctl broker-rtt 1 2500 >/dev/null
+    wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 500 90
+    broker_ctl broker-rtt 1 0 >/dev/null
+    assert_eq 500 "$(sql "SELECT count(*) FROM reviews")" "rows stored"
+    assert_eq 0 "$(log_count slow 'did not answer before the deadline')" "attempts declared timed out"
+    assert_eq "500 0" "$(batch_sum slow reviews inserted) $(batch_sum slow reviews skipped)" \
+        "every review counted inserted once, none skipped"
+    stop_clean slow
+}
+
 # Writers that share keys (two members, a review observed on two
 # partitions) must lock those rows in one order, or they deadlock and a
 # batch is rolled back and retried (40P01). The service upserts in
