@@ -675,10 +675,8 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
                        error_class_t *cls)
 {
     int rc = 0;
-    /* The wait has what sending left of the attempt's time, from now: the
-     * worker may have done other work since (a batch sent early waits while
-     * the one before it is committed to Kafka and logged), and a deadline
-     * that ran meanwhile would declare a committed batch timed out. */
+    /* The wait has what sending left of the attempt's time, from now: a
+     * batch sent early waits while the one before it is committed to Kafka. */
     if (st->in_flight.active) st->deadline = clock_now_ms() + (st->in_flight.left_ms > 1 ? st->in_flight.left_ms : 1);
     if (st->in_flight.active && wait_attempt(st, err, errlen, cls) != 0) {
         store_hook_t hook = st->in_flight.hook;
