@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "core/timestamp.h"
@@ -58,7 +59,9 @@
 #include "ops/connect.h"
 #include "ops/progress.h"
 #include "pg/db.h"
+#include "pg/members.h"
 #include "pg/offsets.h"
+#include "worker.h"
 
 #define REPLAY_KAFKA_TIMEOUT_MS 10000
 /* Beyond two session timeouts (see replay_run), a rebalance round itself
@@ -318,6 +321,59 @@ static db_conn_t *connect_database(const settings_t *s)
     return NULL;
 }
 
+/* A running member of `group` refuses the replay here, in seconds and
+ * before the replay joins the group and takes a partition from it
+ * (pg/members.h): a session holding the group's lock whose state changes
+ * within the time an idle member takes to ping PostgreSQL (every
+ * WORKER_DB_PING_MS between polls), or a session that appears meanwhile.
+ * Returns 1 when refused, -1 on an error (both said), 0 to go on to the
+ * group: no holder; holders that did nothing meanwhile (a paused or stuck
+ * process, which the group evicts); or a role that cannot see their
+ * activity. */
+static int refuse_running_member(const settings_t *s, db_conn_t *conn, const replay_args_t *a, const char *group)
+{
+    enum { MAX_SESSIONS = 32 };
+    member_session_t before[MAX_SESSIONS], now[MAX_SESSIONS];
+    char err[1024];
+    int n = members_sessions(conn, group, before, MAX_SESSIONS, err, sizeof err), m = 0;
+    const int window_ms = 2 * WORKER_DB_PING_MS + s->poll_timeout_ms + 1000;
+    const member_session_t *working = NULL;
+
+    if (n <= 0) goto judged;
+    printf("replay %s: %d PostgreSQL session(s) hold group %s (pid %d, %s); watching them for up to %d s\n",
+           a->def->name, n, group, before[0].pid, before[0].client, (window_ms + 999) / 1000);
+    fflush(stdout);
+    for (int64_t until = clock_now_ms() + window_ms; !working && clock_now_ms() < until;) {
+        nanosleep(&(struct timespec){0, 250 * 1000000L}, NULL);
+        if ((m = members_sessions(conn, group, now, MAX_SESSIONS, err, sizeof err)) < 0) goto judged;
+        for (int j = 0; j < m && !working; j++) {
+            int i = 0;
+            while (i < n && before[i].pid != now[j].pid) i++;
+            if (i == n || (now[j].state_change_ms >= 0 && now[j].state_change_ms != before[i].state_change_ms))
+                working = &now[j];
+        }
+    }
+    if (!working)
+        printf("replay %s: the session(s) holding group %s did nothing for %d s: a paused or stuck process; "
+               "the group decides whether it is alive\n",
+               a->def->name, group, (window_ms + 999) / 1000);
+judged:
+    if (n < 0 || m < 0) {
+        fprintf(stderr, "storage-consumer: replay: cannot read which sessions run group %s: %s; nothing was changed\n",
+                group, err);
+        return -1;
+    }
+    if (!working) return 0;
+    fprintf(stderr,
+            "storage-consumer: replay refused: group %s has other active members: a running member's PostgreSQL "
+            "session (pid %d, %s, client %s) is working. Stop every process running the %s pipeline first: a "
+            "reset under a running member is overwritten by its next commit. Nothing was changed (the group was "
+            "not joined)\n",
+            group, working->pid, *working->application ? working->application : "no application name",
+            working->client, a->def->name);
+    return 1;
+}
+
 static int replay_run(const settings_t *s, const replay_args_t *a)
 {
     const pipeline_id_t id = a->def->id;
@@ -340,6 +396,10 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
      * database's positions must not have joined (and rebalanced) it. */
     db_conn_t *conn = connect_database(s);
     if (!conn) return EXIT_FAILED;
+    if (refuse_running_member(s, conn, a, group) != 0) {
+        db_close(conn);
+        return EXIT_FAILED;
+    }
     member_t *m = member_new(s, id, "replay", &invalid_setting, err, sizeof err);
     if (!m) {
         db_close(conn);

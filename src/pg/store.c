@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "log.h"
 #include "pg/dead_letters.h"
+#include "pg/members.h"
 #include "pg/db_internal.h"
 #include "pg/offsets.h"
 
@@ -188,11 +189,13 @@ static int store_connect(store_t *st, char *err, size_t errlen, error_class_t *c
         return -1;
     }
     /* A staging table per session, same column types as the target: COPY
-     * into it, then one INSERT ... SELECT ... ON CONFLICT per batch. */
+     * into it, then one INSERT ... SELECT ... ON CONFLICT per batch. A
+     * pipeline's session says it runs the group (pg/members.h). */
     snprintf(sql, sizeof sql,
              "CREATE TEMP TABLE storage_stage ON COMMIT DELETE ROWS AS SELECT %s FROM %s WITH NO DATA",
              st->columns, st->def->table);
-    if (db_command(st->conn, sql, st->deadline, err, errlen, cls)) {
+    if (db_command(st->conn, sql, st->deadline, err, errlen, cls) ||
+        (st->progress_group && members_announce(st->conn, st->progress_group, st->deadline, err, errlen, cls))) {
         store_disconnect(st);
         return -1;
     }
@@ -514,11 +517,10 @@ static char *end_sql(store_t *st, const batch_t *b, const store_hook_t *hook, si
     return sql;
 }
 
-/* An attempt is sent in one of three ways, each a transaction that ends
- * with the batch's position and COMMIT; what is sent last is left for
- * wait_attempt to collect (the only state an attempt keeps between the two
- * calls: st->in_flight, and the counts so far in st->done). Each returns 0,
- * or -1 with err/cls and the transaction left for the caller to roll back. */
+/* An attempt is sent one of three ways, each a transaction ending with the
+ * batch's position and COMMIT, whose last part wait_attempt collects (the
+ * state kept between the two: st->in_flight, and the counts in st->done).
+ * Each returns 0, or -1 with err/cls, the transaction left to roll back. */
 
 /* The usual batch, events alone: one query, BEGIN; COPY into the stage; the
  * upsert; the position; COMMIT (DESIGN.md: The batch loop). Only the COPY's
@@ -534,8 +536,8 @@ static int send_one_query(store_t *st, batch_t *b, const store_hook_t *hook, siz
     return rc;
 }
 
-/* The hook (a redrive's resolutions), then the end of the transaction,
- * upserting the n staged events first, sent without waiting. */
+/* The hook (a redrive's resolutions), then the end of the transaction
+ * (the upsert of the n staged events first), sent without waiting. */
 static int send_end(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err, size_t errlen,
                     error_class_t *cls)
 {
@@ -575,8 +577,7 @@ static int send_isolating(store_t *st, batch_t *b, const store_hook_t *hook, siz
     return send_end(st, b, hook, 0, err, errlen, cls);
 }
 
-/* One attempt, sent the way the batch needs (above). `isolating`: after a
- * data error. Counts go to st->done. */
+/* One attempt, sent the way the batch needs; `isolating`: after a data error. */
 static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool isolating, char *err,
                         size_t errlen, error_class_t *cls)
 {

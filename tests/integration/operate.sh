@@ -463,7 +463,8 @@ test_stop_replay_start_reads_the_topic_again_from_the_start() {
         for i in 1 2 3 4 5 6; do review com.example.flow "f-$p-$i" "$i" "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p $p
     done
     # The held batch must outlast the replay's wait for the stopping member
-    # (up to two session timeouts and 10 s, 22 s): a statement timeout that
+    # (its window on the group's sessions, 5 s, then up to two session
+    # timeouts and 10 s, 22 s): a statement timeout that
     # cancels it first leaves it to be redelivered after the replay, and the
     # counts below would see one insert instead of nineteen skips.
     start_service first STORAGE_PIPELINES=reviews STORAGE_DB_STATEMENT_TIMEOUT_MS=30000 \
@@ -494,9 +495,12 @@ test_stop_replay_start_reads_the_topic_again_from_the_start() {
     wait "$replay_pid" || rc=$?
     elapsed=$((($(date +%s%N) - t0) / 1000000))
     [ "$rc" = 0 ] || fail "replay exited $rc: $(out replay) $(err replay)"
-    # Two session timeouts (6 s) and 10 s: the stopping member leaves, and the
-    # group answers again.
-    [ "$elapsed" -lt 22000 ] || fail "the replay took $elapsed ms"
+    # The stopping member's session holds the group's lock, blocked: the
+    # replay watches it for its window (2 x 2 s pings + the 200 ms poll
+    # timeout + 1 s), sees it do nothing, and joins; then two session
+    # timeouts (6 s) and 10 s: the stopping member leaves, and the group
+    # answers again.
+    [ "$elapsed" -lt 28000 ] || fail "the replay took $elapsed ms"
     assert_contains "$(out replay)" "group $(group_of reviews) reset to earliest on 3 partitions, in the database and in Kafka: 19 messages to read" "summary"
     assert_eq 0 "$(svc_wait first 30)" "exit status of the stopped service"
     assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
@@ -520,8 +524,13 @@ test_replay_refuses_while_the_group_has_active_members() {
     before=$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")
     assert_eq "6 6 6" "$before" "reviews offsets while the service runs"
 
+    # Refused in seconds, and the running member never noticed: the replay
+    # did not join the group, so no partition was taken from it.
+    local began=$SECONDS
     op replay replay reviews --to earliest
     assert_rc 1 replay
+    [ $((SECONDS - began)) -le 15 ] || fail "the refusal took $((SECONDS - began)) s (at most 15)"
+    assert_eq 0 "$(log_count svc 'partitions revoked')" "revocations in the running member's log"
     assert_contains "$(err replay)" "replay refused: group $(group_of reviews) has other active members" "refusal"
     assert_contains "$(err replay)" "Stop every process running the reviews pipeline first" "refusal says what to do"
     assert_contains "$(err replay)" "Nothing was changed" "refusal"
