@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# PostgreSQL over TLS (docs/OPERATIONS.md: Deploy): sslmode=verify-full with a
+# certificate authority the suite makes (openssl) and a client certificate
+# the server requires (clientcert=verify-full), a backlog stored through the
+# non-blocking connection and COPY paths over TLS, and the two certificate
+# faults an operator meets, refused at start naming the problem: a server
+# certificate of another authority, and an expired one.
+. "$(dirname "$0")/lib.sh"
+
+pg_start
+broker_start
+
+APP=com.example.tls
+CERTS=$WORK/certs
+mkdir -p "$CERTS"
+
+# A key and a certificate NAME for subject CN, signed by authority CA (or
+# self-signed when CA is "self"), valid DAYS (0: expired a second later).
+make_cert() { # name cn ca days [san]
+    local name=$1 cn=$2 ca=$3 days=$4 san=${5:-}
+    openssl req -newkey rsa:2048 -nodes -keyout "$CERTS/$name.key" -out "$CERTS/$name.csr" -subj "/CN=$cn" \
+        2>/dev/null
+    if [ "$ca" = self ]; then
+        openssl x509 -req -in "$CERTS/$name.csr" -signkey "$CERTS/$name.key" -out "$CERTS/$name.crt" \
+            -days "$days" -extfile <(printf 'basicConstraints=critical,CA:true\nkeyUsage=keyCertSign,cRLSign\n') \
+            2>/dev/null
+    else
+        openssl x509 -req -in "$CERTS/$name.csr" -CA "$CERTS/$ca.crt" -CAkey "$CERTS/$ca.key" \
+            -CAcreateserial -out "$CERTS/$name.crt" -days "$days" \
+            ${san:+-extfile <(printf 'subjectAltName=%s\n' "$san")} 2>/dev/null
+    fi
+    chmod 600 "$CERTS/$name.key"
+}
+
+make_cert ca "storage-consumer test CA" self 2
+make_cert other-ca "another CA" self 2
+make_cert server localhost ca 2 "DNS:localhost,IP:127.0.0.1"
+make_cert foreign localhost other-ca 2 "DNS:localhost,IP:127.0.0.1"
+make_cert expired localhost ca 0 "DNS:localhost,IP:127.0.0.1"
+make_cert client postgres ca 2
+
+# The server's files, readable by the server's user, and pg_hba: TLS with a
+# verified client certificate on TCP; the Unix socket stays for the suite.
+cp "$CERTS"/server.* "$CERTS"/foreign.* "$CERTS"/expired.* "$CERTS/ca.crt" "$PG_DIR/"
+[ "$(id -u)" -eq 0 ] && chown postgres: "$PG_DIR"/server.* "$PG_DIR"/foreign.* "$PG_DIR"/expired.* "$PG_DIR/ca.crt"
+printf 'local all all trust\nhostssl all all 127.0.0.1/32 trust clientcert=verify-full\n' >"$PG_DIR/data/pg_hba.conf"
+[ "$(id -u)" -eq 0 ] && chown postgres: "$PG_DIR/data/pg_hba.conf"
+
+# Serve certificate NAME (server, foreign or expired).
+serve_cert() { # name
+    psql "$(pg_root)" -X -q -v ON_ERROR_STOP=1 \
+        -c "ALTER SYSTEM SET ssl = on" -c "ALTER SYSTEM SET ssl_cert_file = '$PG_DIR/$1.crt'" \
+        -c "ALTER SYSTEM SET ssl_key_file = '$PG_DIR/$1.key'" -c "ALTER SYSTEM SET ssl_ca_file = '$PG_DIR/ca.crt'" \
+        -c "SELECT pg_reload_conf()" >/dev/null
+    sleep 0.5
+}
+
+# The test's database over TLS, verified both ways.
+tls_db() { # dbname
+    echo "host=localhost port=$(cat "$PG_DIR/port") dbname=$1 user=postgres sslmode=verify-full sslrootcert=$CERTS/ca.crt sslcert=$CERTS/client.crt sslkey=$CERTS/client.key"
+}
+
+test_a_backlog_is_stored_over_tls_with_both_certificates_verified() {
+    serve_cert server
+    begin_test tls_backlog
+    DB=$(tls_db test_tls_backlog)
+    export DB
+    register_apps "$APP"
+    gen_reviews 1 20000 t | produce "$TOPIC_REVIEWS"
+    start_service tls STORAGE_PIPELINES=reviews
+    wait_for_log tls '\[reviews\] batch size=' 1 60
+    # The service's own sessions are TLS, with the client certificate.
+    assert_eq "true|/CN=postgres" "$(sql "SELECT DISTINCT s.ssl || '|' || s.client_dn FROM pg_stat_ssl s
+                                         JOIN pg_stat_activity a USING (pid)
+                                         WHERE a.application_name = 'storage-consumer'")" \
+        "the service's sessions: TLS, client certificate"
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 120
+    assert_eq "20000 20000" "$(sql "SELECT count(*) || ' ' || count(DISTINCT review_id) FROM reviews")" \
+        "reviews stored once each"
+    assert_eq 20000 "$(batch_sum tls reviews inserted)" "counted inserted"
+    stop_clean tls
+}
+
+# Start the service against a server presenting certificate NAME: it must
+# exit 1 before any pipeline starts, saying why.
+expect_refused_at_start() { # name test expected-text
+    serve_cert "$1"
+    begin_test "$2"
+    DB=$(tls_db postgres)
+    export DB
+    start_service refused STORAGE_PIPELINES=reviews
+    assert_eq 1 "$(svc_wait refused 60)" "exit status against the $1 certificate"
+    assert_contains "$(cat "$(svc_log refused)")" "$3" "the reason"
+    assert_eq 0 "$(log_count refused 'batch size=')" "batches"
+}
+
+test_a_server_certificate_of_another_authority_is_refused_at_start() {
+    expect_refused_at_start foreign tls_foreign "certificate verify failed"
+}
+
+test_an_expired_server_certificate_is_refused_at_start() {
+    expect_refused_at_start expired tls_expired "certificate verify failed"
+}
+
+run_tests
