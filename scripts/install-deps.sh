@@ -13,6 +13,8 @@
 # package also enables a Prometheus server on port 9090; a container or CI
 # runner without it gets the tools only.
 #
+# openssl makes the tls suite's certificate authorities and certificates.
+#
 # chromium (headless) loads the status page in the status suite; with
 # --no-install-recommends it comes without fonts, hence fonts-liberation
 # for a readable screenshot.
@@ -25,7 +27,7 @@ set -eu
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libsimdjson-dev libmicrohttpd-dev libcmocka-dev
 postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev
 systemd prometheus python3-yaml docker-compose groff-base man-db strace jq gnuplot-nox libxml2-utils
-chromium fonts-liberation"
+chromium fonts-liberation openssl"
 
 case "${1:-}" in
 "") ;;
