@@ -233,8 +233,11 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
             w->store.disconnect(w->store.ctx);
             if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
             if (back_off(w, delay)) {
-                LOG_WARN(w->def->name, "stop requested during the back-off: batch of %zu left uncommitted, it will be redelivered",
-                         sl->n);
+                /* Not "not stored": an attempt whose answer was lost may
+                 * have been committed by PostgreSQL. */
+                LOG_WARN(w->def->name, "stop requested during the back-off: batch of %zu not confirmed stored (last "
+                         "attempt: %s); its offsets are not committed to Kafka: it is redelivered, and what PostgreSQL "
+                         "stored of it is skipped", sl->n, err);
                 return 1;
             }
             batch_decode(&sl->batch, sl->records, sl->n); /* fresh states for the retry */
