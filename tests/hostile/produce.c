@@ -16,8 +16,12 @@
  * '=' is a header with a NULL value. TIMESTAMP_MS is a CreateTime in
  * milliseconds, or "-" for now.
  *
+ * With PRODUCE_TRANSACTIONAL_ID set, the records are sent in one transaction
+ * of that transactional.id, committed after the last (each partition then
+ * ends with a commit marker, an offset no record holds).
+ *
  * Prints one line per record, in plan order: "PARTITION OFFSET". Exit 0 only
- * if every record was acknowledged.
+ * if every record was acknowledged (and the transaction committed).
  *
  * Built by the suites at test time:
  *   cc -o produce produce.c $(pkg-config --cflags --libs rdkafka)
@@ -129,11 +133,19 @@ int main(int argc, char **argv)
     conf(c, "batch.size", "500000000");
     conf(c, "message.max.bytes", "500000000");
     conf(c, "compression.codec", "lz4");
-    conf(c, "enable.idempotence", "false");
-    conf(c, "max.in.flight", "1");
+    const char *txn = getenv("PRODUCE_TRANSACTIONAL_ID");
+    if (txn) {
+        conf(c, "transactional.id", txn);
+    } else {
+        conf(c, "enable.idempotence", "false");
+        conf(c, "max.in.flight", "1");
+    }
     rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, why, sizeof why);
     if (!rk) die("%s", why);
+    rd_kafka_error_t *terr = NULL;
+    if (txn && ((terr = rd_kafka_init_transactions(rk, 30000)) || (terr = rd_kafka_begin_transaction(rk))))
+        die("transaction: %s", rd_kafka_error_string(terr));
 
     while (fgets(line, sizeof line, stdin)) {
         char *cols[5];
@@ -175,6 +187,7 @@ int main(int argc, char **argv)
         free(key);
         count++;
     }
+    if (txn && (terr = rd_kafka_commit_transaction(rk, 60000))) die("commit: %s", rd_kafka_error_string(terr));
     for (int i = 0; i < 600 && delivered < count; i++) rd_kafka_flush(rk, 100);
     for (size_t i = 0; i < count; i++) {
         if (!results[i].done || results[i].err) failed = 1;

@@ -212,12 +212,42 @@ end_services() { # rc
     pg_ensure_up || true
 }
 
+# The commands a test ran with `op`, whose output a failed test shows.
+OPS=""
+OP_ENV=()
+
+# Run `storage-consumer ARGS...` once as NAME with the test's settings, plus
+# the VAR=value words in the OP_ENV array. Its stdout is out NAME, its
+# stderr err NAME, its exit status OP_RC; a sanitizer report fails the test.
+op() { # name args...
+    local name=$1 vars
+    shift
+    OPS="$OPS $name"
+    OP_RC=0
+    mapfile -t vars < <(svc_env "$name") # values hold spaces (conninfo)
+    env "${vars[@]}" ${OP_ENV[@]+"${OP_ENV[@]}"} timeout 120 "$BIN" "$@" \
+        >"$WORK/$(svc "$name").out" 2>"$WORK/$(svc "$name").err" || OP_RC=$?
+    if grep -q 'Sanitizer' "$WORK/$(svc "$name").err"; then
+        fail "$name: sanitizer report: $(grep -A12 'Sanitizer' "$WORK/$(svc "$name").err" | head -30)"
+    fi
+}
+out() { cat "$WORK/$(svc "$1").out"; }
+err() { cat "$WORK/$(svc "$1").err"; }
+
 # The exit trap of a test; COMMAND, if given, undoes a fault the test set
-# up. A suite may define its own, calling end_services.
+# up. A failed test shows its services' last log lines and the output of
+# the commands it ran with `op`. A suite may define its own, calling
+# end_services.
 end_test() { # [command...]
-    local rc=$?
+    local rc=$? name
     [ $# -gt 0 ] && { "$@" >/dev/null 2>&1 || true; }
     end_services "$rc"
+    if [ "$rc" -ne 0 ]; then
+        for name in $OPS; do
+            echo "# --- $name (stdout, stderr) ---" >&2
+            cat "$WORK/$(svc "$name").out" "$WORK/$(svc "$name").err" 2>/dev/null | tail -n 30 | sed 's/^/# | /' >&2
+        done
+    fi
     exit "$rc"
 }
 

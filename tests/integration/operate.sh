@@ -23,41 +23,6 @@ MIGRATION_COUNT=${#MIGRATION_FILES[@]}
 # ---------------------------------------------------------------------------
 # Helpers of this suite.
 
-OPS=""
-
-# The exit trap of a test (begin_test): lib.sh's, and the output of the
-# commands the test ran if it failed.
-end_test() {
-    local rc=$? name
-    end_services "$rc"
-    if [ "$rc" -ne 0 ]; then
-        for name in $OPS; do
-            echo "# --- $name (stdout, stderr) ---" >&2
-            cat "$WORK/$(svc "$name").out" "$WORK/$(svc "$name").err" 2>/dev/null | tail -n 30 | sed 's/^/# | /' >&2
-        done
-    fi
-    exit "$rc"
-}
-
-# Run `storage-consumer ARGS...` once as NAME with the test's settings, plus
-# the VAR=value words in the OP_ENV array. Its stdout is out NAME, its
-# stderr err NAME, its exit status OP_RC.
-op() { # name args...
-    local name=$1
-    shift
-    OPS="$OPS $name"
-    OP_RC=0
-    local vars
-    mapfile -t vars < <(svc_env "$name") # values hold spaces (conninfo)
-    env "${vars[@]}" ${OP_ENV[@]+"${OP_ENV[@]}"} timeout 120 "$BIN" "$@" \
-        >"$WORK/$(svc "$name").out" 2>"$WORK/$(svc "$name").err" || OP_RC=$?
-    if grep -q 'Sanitizer' "$WORK/$(svc "$name").err"; then
-        fail "$name: sanitizer report: $(grep -A12 'Sanitizer' "$WORK/$(svc "$name").err" | head -30)"
-    fi
-}
-out() { cat "$WORK/$(svc "$1").out"; }
-err() { cat "$WORK/$(svc "$1").err"; }
-
 # The line of STAGE in verify NAME's report.
 stage() { # name stage
     grep -E "^$2 " "$WORK/$(svc "$1").out" || fail "verify $1 printed no $2 line"

@@ -193,6 +193,48 @@ EOF
     assert_eq "3/45/2" "$(batch_sum again app-stats skipped)/$(batch_sum again reviews skipped)/$(batch_sum again network-metrics skipped)" "records skipped by the replay"
 }
 
+# Records of committed transactions beside a plain producer's are stored,
+# and a transactional producer trips nothing: the committed offsets reach
+# the high watermarks (lag 0), verify's lag stage is ok, the stalled-fetch
+# check stays quiet past its limit, and a replay reads everything again.
+# librdkafka 2.0.2's mock writes no commit markers (each partition's high
+# watermark is its record count) and does not filter aborted transactions,
+# so neither the markers' offset gaps nor read_committed can be shown here
+# (DESIGN.md: Progress in the database).
+test_records_of_committed_transactions_are_stored_beside_a_plain_producers() {
+    begin_test txn
+    register_apps com.example.txn
+    cc -std=c11 -D_GNU_SOURCE -O1 -o "$WORK/produce" "$TOP/tests/hostile/produce.c" $(pkg-config --cflags --libs rdkafka) ||
+        fail "cannot build tests/hostile/produce.c"
+    local i
+    for i in $(seq 1 6); do
+        review com.example.txn "t$i" "$i" "2026-11-29T10:00:00Z" >"$WORK/txn-$i.json"
+        printf '%s\t%s\t-\t-\t-\n' $((i % 3)) "$WORK/txn-$i.json"
+    done >"$WORK/txn.plan"
+    for i in 1 2 3; do review com.example.txn "plain$i" "$i" "2026-11-29T10:00:00Z"; done | produce "$TOPIC_REVIEWS" -p 0
+    PRODUCE_TRANSACTIONAL_ID=txn-a "$WORK/produce" "$BOOTSTRAP" "$TOPIC_REVIEWS" <"$WORK/txn.plan" >/dev/null ||
+        fail "the transactional producer failed"
+    review com.example.txn plain4 4 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
+
+    start_service txn STORAGE_PIPELINES=reviews STORAGE_FETCH_STALL_SECONDS=3
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 60
+    assert_eq 10 "$(sql "SELECT count(*) FROM reviews")" "reviews stored"
+    sleep 5 # past the stalled-fetch limit
+    assert_running txn
+    stop_clean txn
+    OP_ENV=(STORAGE_PIPELINES=reviews)
+    op verify verify
+    assert_eq 0 "$OP_RC" "verify's exit"
+    assert_contains "$(out verify | grep '^lag ')" "ok" "verify's lag stage"
+    op replay replay reviews --to earliest
+    assert_eq 0 "$OP_RC" "replay's exit"
+    assert_contains "$(out replay)" "reset to earliest on 3 partitions" "the replay"
+    start_service again STORAGE_PIPELINES=reviews STORAGE_FETCH_STALL_SECONDS=3
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 60
+    stop_clean again
+    assert_eq "10 0" "$(batch_sum again reviews skipped) $(batch_sum again reviews inserted)" "the replay read every record again, skipped"
+}
+
 # ---------------------------------------------------------------------------
 # 3. reviews: the latest observation wins; first_seen_at and the sentiment
 # columns are never touched.
