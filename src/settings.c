@@ -171,7 +171,8 @@ static int load_kafka_properties(loader_t *l, settings_t *s)
  * (DESIGN.md: Settings catalog). `--help` prints this table, and the
  * unknown-variable check below derives from it: anything else with the
  * prefix is a typo, and a typo silently ignored is a setting silently not
- * applied. The per-pipeline variables are listed one by one. */
+ * applied. The per-pipeline variables are added for each loaded pipeline
+ * (settings_catalog). */
 static const settings_doc_t catalog_head[] = {
     {"STORAGE_DATABASE_URL", "libpq's PG* variables", "libpq conninfo (host=... dbname=...) or URI (postgresql://...)"},
     {"STORAGE_KAFKA_BOOTSTRAP_SERVERS", "localhost:9092", "Kafka brokers, host:port,..."},
@@ -211,7 +212,6 @@ void settings_print_catalog(FILE *out)
                 catalog[i].default_value);
     fprintf(out, "  %-40s  any librdkafka property, upper-cased, '.' as '_'\n", SETTINGS_RDKAFKA_PREFIX "<PROPERTY>");
 }
-
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define CATALOG_MAX (N_OF(catalog_head) + 1 + N_OF(catalog_tail) + 2 * PIPELINE_MAX)
