@@ -214,6 +214,35 @@ test_a_batch_sent_early_is_not_timed_out_by_a_slow_offset_commit() {
     stop_clean slow
 }
 
+# The same slow offset commits, and a stop while batches flow: the stop
+# finishes the batch being written and the one sent early behind it, and
+# commits both batches' offsets; none is said to be left unstored. (With
+# the early-sent batch declared timed out, a stop landed in its back-off
+# and logged "left uncommitted, it will be redelivered" for a batch
+# PostgreSQL held with its position.)
+test_a_stop_with_slow_offset_commits_finishes_and_commits_the_batches_sent() {
+    begin_fault_test slowstop
+    trap 'end_test broker_ctl broker-rtt 1 0' EXIT
+    broker_ctl coordinator group "$GROUP_PREFIX.reviews" 1 >/dev/null
+    broker_ctl leader "$TOPIC_REVIEWS" 0 2 >/dev/null
+    gen_reviews 1 1000 s | produce "$TOPIC_REVIEWS" -p 0
+    svc_start slowstop STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100 STORAGE_DB_STATEMENT_TIMEOUT_MS=1000
+    wait_for_log slowstop '\[reviews\] partitions assigned' 1
+    broker_ctl broker-rtt 1 2500 >/dev/null
+    wait_for_log slowstop '\[reviews\] batch size=' 2 60
+    assert_eq 0 "$(svc_stop slowstop 60)" "exit status of the stop"
+    broker_ctl broker-rtt 1 0 >/dev/null
+    assert_eq 0 "$(log_count slowstop 'stop requested during the back-off|did not answer before the deadline')" \
+        "batches said to be left or timed out"
+    local stored position
+    stored=$(sql "SELECT count(*) FROM reviews")
+    position=$(sql "SELECT next_offset FROM consumer_offsets WHERE group_id = '$GROUP_PREFIX.reviews' AND partition = 0")
+    assert_eq "$stored" "$position" "the database's position covers exactly the rows stored"
+    assert_eq "$stored" "$(broker_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0)" \
+        "Kafka's committed offset: every stored batch's offsets committed at the stop"
+    assert_eq "$stored" "$(batch_sum slowstop reviews inserted)" "every stored review counted, each once"
+}
+
 # Writers that share keys (two members, a review observed on two
 # partitions) must lock those rows in one order, or they deadlock and a
 # batch is rolled back and retried (40P01). The service upserts in
