@@ -343,12 +343,13 @@ bool settings_is_kubernetes_service_variable(const char *entry)
 
 static int reject_unknown_variables(loader_t *l)
 {
+    size_t count;
+    const settings_doc_t *catalog = settings_catalog(&count);
     for (char *const *e = l->envp; e && *e; e++) {
         const char *eq = strchr(*e, '=');
         if (strncmp(*e, "STORAGE_", 8) != 0 || !eq) continue;
         if (strncmp(*e, SETTINGS_RDKAFKA_PREFIX, strlen(SETTINGS_RDKAFKA_PREFIX)) == 0) continue;
-        size_t n = (size_t)(eq - *e), count;
-        const settings_doc_t *catalog = settings_catalog(&count);
+        size_t n = (size_t)(eq - *e);
         int known = 0;
         for (size_t i = 0; i < count; i++)
             if (strlen(catalog[i].name) == n && strncmp(*e, catalog[i].name, n) == 0) known = 1;

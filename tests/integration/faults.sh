@@ -188,6 +188,19 @@ test_offsets_of_a_refused_commit_reach_kafka_while_the_pipeline_is_idle() {
     assert_eq 0 "$rc" "exit status after SIGTERM"
 }
 
+# Start NAME on COUNT reviews of partition 0, in batches of 100 with a 1 s
+# statement timeout (an attempt's budget: 2 s), then make every offset
+# commit take 2.5 s: the group's coordinator is broker 1, slowed, and the
+# partition's leader another. The test's trap sets broker 1 back.
+start_with_slow_offset_commits() { # name count
+    broker_ctl coordinator group "$GROUP_PREFIX.reviews" 1 >/dev/null
+    broker_ctl leader "$TOPIC_REVIEWS" 0 2 >/dev/null
+    gen_reviews 1 "$2" s | produce "$TOPIC_REVIEWS" -p 0
+    svc_start "$1" STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100 STORAGE_DB_STATEMENT_TIMEOUT_MS=1000
+    wait_for_log "$1" '\[reviews\] partitions assigned' 1
+    broker_ctl broker-rtt 1 2500 >/dev/null
+}
+
 # DESIGN.md: The batch loop. The next batch is sent to PostgreSQL as soon as
 # the one before it is committed there, and waited for only after that one's
 # offsets are committed to Kafka: the wait has the attempt's own deadline,
@@ -199,12 +212,7 @@ test_offsets_of_a_refused_commit_reach_kafka_while_the_pipeline_is_idle() {
 test_a_batch_sent_early_is_not_timed_out_by_a_slow_offset_commit() {
     begin_fault_test slowcommit
     trap 'end_test broker_ctl broker-rtt 1 0' EXIT
-    broker_ctl coordinator group "$GROUP_PREFIX.reviews" 1 >/dev/null
-    broker_ctl leader "$TOPIC_REVIEWS" 0 2 >/dev/null
-    gen_reviews 1 500 s | produce "$TOPIC_REVIEWS" -p 0
-    svc_start slow STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100 STORAGE_DB_STATEMENT_TIMEOUT_MS=1000
-    wait_for_log slow '\[reviews\] partitions assigned' 1
-    broker_ctl broker-rtt 1 2500 >/dev/null
+    start_with_slow_offset_commits slow 500
     wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 500 90
     broker_ctl broker-rtt 1 0 >/dev/null
     assert_eq 500 "$(sql "SELECT count(*) FROM reviews")" "rows stored"
@@ -223,12 +231,7 @@ test_a_batch_sent_early_is_not_timed_out_by_a_slow_offset_commit() {
 test_a_stop_with_slow_offset_commits_finishes_and_commits_the_batches_sent() {
     begin_fault_test slowstop
     trap 'end_test broker_ctl broker-rtt 1 0' EXIT
-    broker_ctl coordinator group "$GROUP_PREFIX.reviews" 1 >/dev/null
-    broker_ctl leader "$TOPIC_REVIEWS" 0 2 >/dev/null
-    gen_reviews 1 1000 s | produce "$TOPIC_REVIEWS" -p 0
-    svc_start slowstop STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100 STORAGE_DB_STATEMENT_TIMEOUT_MS=1000
-    wait_for_log slowstop '\[reviews\] partitions assigned' 1
-    broker_ctl broker-rtt 1 2500 >/dev/null
+    start_with_slow_offset_commits slowstop 1000
     wait_for_log slowstop '\[reviews\] batch size=' 2 60
     assert_eq 0 "$(svc_stop slowstop 60)" "exit status of the stop"
     broker_ctl broker-rtt 1 0 >/dev/null
