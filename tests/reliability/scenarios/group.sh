@@ -203,6 +203,13 @@ expect_takeover() { # leaver survivors...
     expect_below "the survivors' first round after $leaver left ended before an eviction's could ($SESSION_TIMEOUT_MS ms session timeout - $HEARTBEAT_INTERVAL_MS ms heartbeat interval + $ROUND_MS ms round)" \
         "$EVICTION_ROUND_MS" "${end:-never}"
     expect_rounds "$who took over $leaver's partitions" "$take"
+    # Past the bound, the survivors' own account of the rounds, for the report.
+    if [ "$((take / ROUND_MS))" -gt "$GROUP_ROUNDS" ]; then
+        for n in "$@"; do
+            fail_check "  $n after $leaver left: $(awk -v a="$(iso_ms "$left")" '$1 >= a' "$SW/$n.log" |
+                grep -E "\[reviews\] .*($REBALANCE_LINES)" | head -12 | cut -c12-110 | tr '\n' ';')"
+        done
+    fi
     echo "noticed after $(ms "$first"), its round ended after $(ms "${end:-never}"), taken over after $(ms "$take")"
 }
 
