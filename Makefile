@@ -31,10 +31,10 @@ BUILD   ?= build
 
 # The core knows neither Kafka nor PostgreSQL: unit tests link only these.
 CORE_SRC := src/log.c src/settings.c src/env_file.c src/core/timestamp.c src/core/decode.c \
-            src/core/pipeline.c src/core/retry.c src/core/batch.c src/core/app_cache.c src/core/utf8.c \
+            src/core/pipeline.c src/core/pipeline_bind.c src/core/retry.c src/core/batch.c src/core/app_cache.c src/core/utf8.c \
             src/core/clock.c src/worker.c src/metrics.c
 CORE_SRC += src/status_page.c $(BUILD)/pipelines_builtin.c
-APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/catalog.c src/pg/members.c src/pg/store.c src/pg/dead_letters.c src/pg/offsets.c \
+APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/catalog.c src/pg/members.c src/pg/store.c src/pg/copy_text.c src/pg/probe.c src/pg/dead_letters.c src/pg/offsets.c \
             src/kafka/conf.c src/kafka/group.c src/kafka/consumer.c src/kafka/consumer_start.c src/kafka/consumer_fetch.c \
             src/kafka/cluster.c src/kafka/member.c \
             src/supervisor.c src/metrics_http.c src/ops/dead_letters.c src/ops/dead_letters_change.c src/ops/redrive.c \
@@ -107,7 +107,7 @@ sanitize: $(SAN_BUILD)/storage-consumer $(addprefix $(SAN_BUILD)/unit/,$(UNIT_TE
           $(BUILD)/fuzz/fuzz_decode
 
 # Coverage-guided fuzzing of the decoders (libFuzzer, clang), under ASan+UBSan.
-FUZZ_SRC := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/utf8.c $(BUILD)/pipelines_builtin.c \
+FUZZ_SRC := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_bind.c src/core/utf8.c $(BUILD)/pipelines_builtin.c \
             tests/support/shipped_schema.c
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 $(BUILD)/fuzz/json_fast.o: $(FAST_JSON) src/core/json_value.h
@@ -164,7 +164,7 @@ demo: deps
 # end, replay, network-metrics latency under load, CPU and memory cost, two
 # members against two connections, and the charts (bench/run.sh,
 # bench/charts.sh). Everything is built with the release flags above.
-BENCH_CORE := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/utf8.c $(BUILD)/pipelines_builtin.c \
+BENCH_CORE := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_bind.c src/core/utf8.c $(BUILD)/pipelines_builtin.c \
               tests/support/shipped_schema.c
 
 $(BUILD)/bench/bare_pg: bench/bare_pg.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h)

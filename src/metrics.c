@@ -44,6 +44,7 @@ void metrics_record_batch(pipeline_metrics_t *pm, const batch_t *b, const batch_
     atomic_fetch_add_explicit(&pm->inserted, c->inserted, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->updated, c->updated, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->skipped, c->skipped + c->superseded, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pm->skipped_by_probe, c->skipped_by_probe, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->dead_lettered, c->dead_lettered, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->batches, 1, memory_order_relaxed);
     /* Only dead letters this batch inserted: a replay re-reads records
@@ -251,6 +252,9 @@ char *metrics_render(metrics_t *m)
             offsetof(pipeline_metrics_t, updated));
     counter(&o, m, "rows_skipped_total", "Records already stored (redelivery, older observation).",
             offsetof(pipeline_metrics_t, skipped));
+    counter(&o, m, "rows_skipped_by_probe_total",
+            "Of the skipped records, those a probe of their keys found stored before the batch was written: never sent.",
+            offsetof(pipeline_metrics_t, skipped_by_probe));
     counter(&o, m, "batches_total", "Batches committed.", offsetof(pipeline_metrics_t, batches));
     counter(&o, m, "db_retries_total", "Batch retries after a transient database error.",
             offsetof(pipeline_metrics_t, db_retries));

@@ -64,6 +64,7 @@ typedef struct {
 /* Counters of one batch, for the log line and the metrics. */
 typedef struct {
     size_t inserted, updated, skipped, dead_lettered, superseded;
+    size_t skipped_by_probe; /* of `skipped`, found stored before the write, never sent */
 } batch_counts_t;
 
 void batch_init(batch_t *b, const pipeline_def_t *def);

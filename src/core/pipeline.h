@@ -137,6 +137,12 @@ typedef struct {
     /* Built by pipeline_bind: everything after the SELECT of the insert;
      * its conflict target is the natural key. */
     char *conflict_sql;
+    /* Built by pipeline_bind: the probe of a batch's keys (and versions)
+     * before it is written (DESIGN.md: The write path). Parameters: an
+     * array literal per key column, then one of the versions (if any);
+     * returns the 1-based positions of the rows the table already holds
+     * at that version or a newer one. */
+    char *probe_sql;
     bool bound;
 } pipeline_def_t;
 

@@ -7,35 +7,12 @@
 #include "core/app_cache.h"
 #include "core/clock.h"
 #include "log.h"
+#include "pg/copy_text.h"
 #include "pg/dead_letters.h"
 #include "pg/members.h"
 #include "pg/db_internal.h"
 #include "pg/offsets.h"
-
-typedef struct {
-    char *data;
-    size_t len, cap;
-} buf_t;
-
-static void buf_reserve(buf_t *b, size_t extra)
-{
-    if (b->len + extra + 1 <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra + 1) cap *= 2;
-    b->data = realloc(b->data, cap);
-    if (!b->data) abort();
-    b->cap = cap;
-}
-
-static void buf_add(buf_t *b, const char *s, size_t n)
-{
-    buf_reserve(b, n);
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static void buf_str(buf_t *b, const char *s) { buf_add(b, s, strlen(s)); }
+#include "pg/probe.h"
 
 struct store {
     const settings_t *settings;
@@ -61,7 +38,14 @@ struct store {
         int64_t left_ms;   /* of the attempt's time, what sending it left for the wait */
     } in_flight;
     batch_counts_t done;     /* counts of the batch being written */
-    buf_t copy;       /* reused COPY data of one chunk */
+    /* The write path (DESIGN.md: The write path): whether the next batch
+     * first asks which of its rows are stored (the last one found most of
+     * its rows stored: a redelivery, a replay), and what the probe of the
+     * batch being written found: per entry, and how many. */
+    bool probe_next;
+    bool *stored;
+    size_t probed;
+    copy_buf_t copy;       /* reused COPY data of one chunk */
     app_cache_t *apps; /* this pipeline's package_name -> application_id */
     /* The current attempt's deadline (clock_now_ms; 0: none yet): resolving and
      * writing one batch, connecting included, end by it. */
@@ -85,21 +69,21 @@ struct store {
         const batch_t *batch; /* NULL: none */
         uint64_t generation; /* the batch's, when prepared */
         size_t rows;
-        buf_t copy;
+        copy_buf_t copy;
     } prepared;
 };
 
 store_t *store_new(const settings_t *s, const pipeline_def_t *def)
 {
     store_t *st = calloc(1, sizeof *st);
-    buf_t cols = {0};
+    copy_buf_t cols = {0};
     if (!st) abort();
     st->settings = s;
     st->def = def;
-    buf_str(&cols, def->app_column);
+    copy_buf_str(&cols, def->app_column);
     for (size_t i = 0; i < def->field_count; i++) {
-        buf_str(&cols, ", ");
-        buf_str(&cols, def->fields[i].column);
+        copy_buf_str(&cols, ", ");
+        copy_buf_str(&cols, def->fields[i].column);
     }
     /* Rows are upserted in natural-key order: two members whose batches
      * share keys (a review observed on two partitions) then lock those rows
@@ -135,6 +119,7 @@ void store_free(store_t *st)
     free(st->copy.data);
     free(st->prepared.copy.data);
     free(st->pending);
+    free(st->stored);
     free(st->names.list);
     free(st->names.of);
     free(st->names.ids);
@@ -294,45 +279,11 @@ out:
     return rc;
 }
 
-/* COPY text format: backslash, tab, newline and carriage return escaped.
- * Runs without them (most texts are one run) are copied whole: this runs
- * for every column of every row. */
-static void copy_escape(buf_t *b, const char *s)
-{
-    for (;;) {
-        size_t run = strcspn(s, "\\\t\n\r");
-        buf_reserve(b, run + 2);
-        memcpy(b->data + b->len, s, run);
-        b->len += run;
-        s += run;
-        if (!*s) break;
-        b->data[b->len++] = '\\';
-        b->data[b->len++] = *s == '\\' ? '\\' : *s == '\t' ? 't' : *s == '\n' ? 'n' : 'r';
-        s++;
-    }
-    b->data[b->len] = '\0';
-}
-
-/* The COPY text of entry `e`'s row, appended to `out`. */
-static void copy_row(buf_t *out, const batch_t *b, const entry_t *e)
-{
-    char num[24];
-    snprintf(num, sizeof num, "%lld", (long long)e->application_id);
-    buf_str(out, num);
-    for (size_t c = 0; c < b->def->field_count; c++) {
-        const char *v = event_column(&e->event, c);
-        buf_add(out, "\t", 1);
-        if (v) copy_escape(out, v);
-        else buf_add(out, "\\N", 2);
-    }
-    buf_add(out, "\n", 1);
-}
-
 /* The COPY text of the entries pending[0..n), into st->copy. */
 static void copy_text(store_t *st, const batch_t *b, const size_t *pending, size_t n)
 {
     st->copy.len = 0;
-    for (size_t k = 0; k < n; k++) copy_row(&st->copy, b, &b->entries[pending[k]]);
+    for (size_t k = 0; k < n; k++) copy_row_text(&st->copy, b, &b->entries[pending[k]]);
 }
 
 /* COPY the entries pending[0..n) into the stage. Returns 0 or -1 with
@@ -363,7 +314,7 @@ bool store_prepare(store_t *st, batch_t *b)
     st->prepared.copy.len = 0;
     for (size_t i = 0; i < b->count; i++) {
         if (b->entries[i].state != ENTRY_EVENT) continue;
-        copy_row(&st->prepared.copy, b, &b->entries[i]);
+        copy_row_text(&st->prepared.copy, b, &b->entries[i]);
         st->prepared.rows++;
     }
     return true;
@@ -377,7 +328,7 @@ static int copy_events(store_t *st, batch_t *b, size_t n, const char *fused, cha
                        error_class_t *cls)
 {
     if (store_prepared(st, b) && st->prepared.rows == n) {
-        buf_t text = st->prepared.copy;
+        copy_buf_t text = st->prepared.copy;
         st->prepared.copy = st->copy;
         st->copy = text;
     } else {
@@ -483,13 +434,13 @@ static void roll_back(store_t *st)
         db_command(st->conn, "ROLLBACK", st->deadline, why, sizeof why, NULL);
 }
 
-/* The entries to upsert, in batch order, into st->pending. Returns how
- * many. */
+/* The entries to upsert, in batch order, into st->pending: the events the
+ * probe did not find stored. Returns how many. */
 static size_t fill_pending(store_t *st, const batch_t *b)
 {
     size_t n = 0;
     for (size_t i = 0; i < b->count; i++)
-        if (b->entries[i].state == ENTRY_EVENT) st->pending[n++] = i;
+        if (b->entries[i].state == ENTRY_EVENT && !st->stored[i]) st->pending[n++] = i;
     return n;
 }
 
@@ -529,8 +480,10 @@ static int send_one_query(store_t *st, batch_t *b, const store_hook_t *hook, siz
                           error_class_t *cls)
 {
     char *end = end_sql(st, b, hook, n), *query;
-    if (asprintf(&query, "BEGIN; %s; %s", st->copy_sql, end) < 0) abort();
-    int rc = copy_events(st, b, n, query, err, errlen, cls);
+    if (asprintf(&query, "BEGIN; %s%s%s", n ? st->copy_sql : "", n ? "; " : "", end) < 0) abort();
+    /* With every event found stored, only the position is left to commit. */
+    int rc = n ? copy_events(st, b, n, query, err, errlen, cls)
+               : db_send(st->conn, query, st->deadline, err, errlen, cls);
     free(query);
     free(end);
     return rc;
@@ -585,9 +538,10 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
     int rc;
 
     memset(&st->done, 0, sizeof st->done);
+    st->done.skipped = st->done.skipped_by_probe = st->probed;
     if (isolating)
         rc = send_isolating(st, b, hook, n, err, errlen, cls);
-    else if (n && !hook->fn && !has_rejections(b))
+    else if (!hook->fn && !has_rejections(b))
         rc = send_one_query(st, b, hook, n, err, errlen, cls);
     else
         rc = send_step_by_step(st, b, hook, n, err, errlen, cls);
@@ -654,6 +608,23 @@ static int isolate_and_retry(store_t *st, batch_t *b, const store_hook_t *hook, 
     return rc;
 }
 
+/* Ask which events of the batch are stored (probe_stored), so the attempt
+ * sends only the others. A probe the database refuses (a data-class error:
+ * nothing of the batch is at fault) only costs the batch its shortcut.
+ * Returns 0, or -1 with err/cls. */
+static int probe(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
+{
+    long found = probe_stored(st->conn, st->deadline, b, st->pending, fill_pending(st, b), st->stored, err, errlen, cls);
+    if (found >= 0) {
+        st->probed = (size_t)found;
+        return 0;
+    }
+    if (*cls != ERROR_CLASS_DATA) return -1;
+    LOG_WARN_F(st->def->name, LOG_FIELDS(LF_STR("error", err)), "the probe of stored rows failed: writing every row");
+    st->probe_next = false;
+    return 0;
+}
+
 int store_write_start(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
                       error_class_t *cls)
 {
@@ -661,11 +632,15 @@ int store_write_start(store_t *st, batch_t *b, const store_hook_t *hook, char *e
     if (!hook) hook = &none;
 
     st->pending = realloc(st->pending, (b->count ? b->count : 1) * sizeof *st->pending);
-    if (!st->pending) abort();
+    st->stored = realloc(st->stored, (b->count ? b->count : 1) * sizeof *st->stored);
+    if (!st->pending || !st->stored) abort();
+    memset(st->stored, 0, b->count * sizeof *st->stored);
+    st->probed = 0;
     st->in_flight.active = false;
     /* The attempt began with store_resolve, which armed its deadline. */
     if (!st->deadline) arm_deadline(st);
     int rc = store_connect(st, err, errlen, cls);
+    if (rc == 0 && st->probe_next && !hook->fn) rc = probe(st, b, err, errlen, cls);
     if (rc == 0 && send_attempt(st, b, hook, false, err, errlen, cls) != 0)
         rc = isolate_and_retry(st, b, hook, err, errlen, cls);
     if (rc != 0) st->deadline = 0;
@@ -686,6 +661,8 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
     if (rc == 0) {
         st->done.superseded = batch_superseded(b);
         *counts = st->done;
+        /* Probe the next batch when this one found most of its rows stored. */
+        st->probe_next = 2 * counts->skipped > counts->inserted + counts->updated + counts->skipped;
     }
     st->deadline = 0; /* the attempt is over */
     return rc;

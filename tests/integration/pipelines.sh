@@ -193,6 +193,46 @@ EOF
     assert_eq "3/45/2" "$(batch_sum again app-stats skipped)/$(batch_sum again reviews skipped)/$(batch_sum again network-metrics skipped)" "records skipped by the replay"
 }
 
+# A redelivered backlog (DESIGN.md: The write path): once a batch has found
+# most of its rows already stored, the next ones first probe their keys and
+# versions and send only what would change, so a redelivery neither writes
+# nor even locks the rows it skips; a review re-observed meanwhile is still
+# updated, and a new one inserted.
+test_a_redelivered_backlog_is_found_stored_by_a_probe_and_left_unlocked() {
+    begin_test probe
+    register_apps com.example.probe
+    backlog() { local i; for i in $(seq 1 1500); do printf 'p%s|' "$i"; review com.example.probe "p$i" 1 "2026-11-29T10:00:00Z"; done; }
+    { backlog; printf 'x7|'; review com.example.probe x7 1 "2026-11-29T10:00:00Z"; } | produce "$TOPIC_REVIEWS" -K'|'
+    start_service first STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    stop_clean first
+    assert_eq 0 "$(sql "SELECT count(*) FROM reviews WHERE xmax <> '0'")" "rows locked after the first ingest"
+
+    # The next run reads a topic that holds the backlog again, x7 re-observed
+    # and p9999 new, under a new group.
+    TOPIC_REVIEWS=$TOPIC_REVIEWS-next GROUP_PREFIX=$GROUP_PREFIX-next
+    broker_ctl topic-create "$TOPIC_REVIEWS" 3 >/dev/null
+    { backlog; printf 'x7|'; review com.example.probe x7 55 "2026-11-29T11:00:00Z"; printf 'p9999|'
+      review com.example.probe p9999 3 "2026-11-29T11:00:00Z"; } | produce "$TOPIC_REVIEWS" -K'|'
+    start_service next STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    stop_clean next
+
+    local skipped probed batches
+    skipped=$(batch_sum next reviews skipped)
+    probed=$(batch_sum next reviews skipped_by_probe)
+    batches=$(batch_lines next reviews)
+    assert_eq 1500 "$skipped" "records skipped"
+    assert_eq "1/1/55/1502" "$(batch_sum next reviews inserted)/$(batch_sum next reviews updated)/$(sql "SELECT thumbs_up_count FROM reviews WHERE review_id = 'x7'")/$(sql "SELECT count(*) FROM reviews")" \
+        "inserted/updated, x7's thumbs up, rows"
+    # Only the batches before the first that found its rows stored went
+    # through the upsert, which locks even the rows it skips (x7, updated,
+    # carries its update's lock).
+    [ "$probed" -ge $((1500 - 3 * 100)) ] || fail "only $probed of 1500 skipped records were found by the probe ($batches batches)"
+    assert_eq "$((skipped - probed))" "$(sql "SELECT count(*) FROM reviews WHERE xmax <> '0' AND review_id <> 'x7'")" \
+        "rows locked: those the upserts skipped"
+}
+
 # Records of committed transactions beside a plain producer's are stored,
 # and a transactional producer trips nothing: the committed offsets reach
 # the high watermarks (lag 0), verify's lag stage is ok, the stalled-fetch

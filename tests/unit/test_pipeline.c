@@ -235,7 +235,7 @@ static void a_malformed_file_is_refused_with_its_line_or_member(void **state)
                       "on_conflict.update: permission is the natural key");
 }
 
-static void a_declared_pipeline_builds_its_conflict_rule(void **state)
+static void a_declared_pipeline_builds_its_conflict_rule_and_key_probe(void **state)
 {
     (void)state;
     char err[1024];
@@ -268,6 +268,12 @@ static void a_declared_pipeline_builds_its_conflict_rule(void **state)
     assert_string_equal(def->conflict_sql, "ON CONFLICT (application_id, permission) DO UPDATE SET "
                                            "protection_level = EXCLUDED.protection_level, seen_at = EXCLUDED.seen_at "
                                            "WHERE EXCLUDED.seen_at > app_permissions.seen_at");
+    /* Each array cast to its column's type, so the join takes the UNIQUE index. */
+    assert_string_equal(def->probe_sql,
+                        "SELECT s.i FROM unnest($1::bigint[], $2::character varying(255)[], "
+                        "$3::timestamp with time zone[]) WITH ORDINALITY AS s(c0, c1, c2, i) "
+                        "JOIN app_permissions t ON t.application_id = s.c0 AND t.permission = s.c1 "
+                        "WHERE t.seen_at >= s.c2");
     const char *json = "{\"package_name\":\"com.example.a\",\"permission\":\"CAMERA\",\"level\":\"dangerous\","
                        "\"seen_at\":\"2026-11-29T10:00:00Z\"}";
     event_t ev = {0};
@@ -288,7 +294,7 @@ int main(void)
         cmocka_unit_test_setup(a_definition_that_disagrees_with_its_table_is_refused_naming_field_and_column, rebind),
         cmocka_unit_test_setup(a_natural_key_without_a_unique_constraint_is_refused, rebind),
         cmocka_unit_test_setup(a_malformed_file_is_refused_with_its_line_or_member, rebind),
-        cmocka_unit_test_setup(a_declared_pipeline_builds_its_conflict_rule, rebind),
+        cmocka_unit_test_setup(a_declared_pipeline_builds_its_conflict_rule_and_key_probe, rebind),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pipelines_free();

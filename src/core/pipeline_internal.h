@@ -1,0 +1,16 @@
+/* The pipeline registry's inside, shared by its two halves: reading the
+ * definitions (pipeline.c) and binding them to their tables
+ * (pipeline_bind.c). Nothing else includes this. */
+#ifndef STORAGE_PIPELINE_INTERNAL_H
+#define STORAGE_PIPELINE_INTERNAL_H
+
+#include "core/pipeline.h"
+
+/* The definition of pipeline `id`, writable (the built-in file loaded
+ * first if nothing was). */
+pipeline_def_t *pipeline_entry(pipeline_id_t id);
+
+/* The field that fills `column`, or NULL. */
+const field_spec_t *pipeline_field_by_column(const pipeline_def_t *d, const char *column);
+
+#endif

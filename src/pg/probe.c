@@ -1,0 +1,47 @@
+#include "pg/probe.h"
+
+#include <stdlib.h>
+
+#include "pg/db_internal.h"
+
+long probe_stored(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, const size_t *pending, size_t n,
+                  bool *stored, char *err, size_t errlen, error_class_t *cls)
+{
+    const pipeline_def_t *def = b->def;
+    const char **texts = malloc((n ? n : 1) * sizeof *texts);
+    int64_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    char *params[3];
+    int np = 0;
+    if (!texts || !ids) abort();
+    /* One array per column, in the probe's order: the application's id
+     * (when the key has it), the key field, the version. */
+    if (def->key_includes_app) {
+        for (size_t k = 0; k < n; k++) ids[k] = b->entries[pending[k]].application_id;
+        params[np++] = db_array_literal(NULL, ids, n);
+    }
+    int columns[2] = {pipeline_field_index(def, def->key_field), def->version_index};
+    for (int c = 0; c < 2; c++) {
+        if (columns[c] < 0) continue;
+        /* Key and version fields are required: never NULL in an event. */
+        for (size_t k = 0; k < n; k++) texts[k] = event_column(&b->entries[pending[k]].event, (size_t)columns[c]);
+        params[np++] = db_array_literal(texts, NULL, n);
+    }
+    long found = -1;
+    PGresult *res = db_query(conn, def->probe_sql, np, (const char *const *)params, NULL, NULL, deadline_ms, err,
+                             errlen, cls);
+    if (res) {
+        found = 0;
+        for (int r = 0; r < PQntuples(res); r++) {
+            long i = strtol(PQgetvalue(res, r, 0), NULL, 10) - 1; /* WITH ORDINALITY counts from 1 */
+            if (i >= 0 && (size_t)i < n && !stored[pending[i]]) {
+                stored[pending[i]] = true;
+                found++;
+            }
+        }
+        PQclear(res);
+    }
+    for (int i = 0; i < np; i++) free(params[i]);
+    free(texts);
+    free(ids);
+    return found;
+}
