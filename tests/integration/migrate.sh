@@ -20,7 +20,8 @@ MIGRATION_NAMES="0001_app_stats.sql
 0004_dead_letter_events.sql
 0005_dead_letter_resolution.sql
 0006_consumer_offsets.sql
-0007_dead_letter_acknowledgement.sql"
+0007_dead_letter_acknowledgement.sql
+0008_reviews_fillfactor.sql"
 MIGRATION_COUNT=$(wc -l <<<"$MIGRATION_NAMES")
 
 # Run `storage-consumer migrate` against $DB with only the given STORAGE_*

@@ -1,0 +1,11 @@
+-- Each hourly crawl observes most reviews again with a newer last_synced_at:
+-- most of the reviews pipeline's writes are updates (DESIGN.md: The write
+-- path). None of the columns an update sets is indexed, so PostgreSQL can
+-- make it a HOT update (no new index entries) when the row's page has room
+-- for the new version. Leaving a fifth of each page free gives it that
+-- room: measured on 200,000 reviews re-observed once, HOT updates went from
+-- 2 % to about 27 % of the updates and PostgreSQL's CPU per re-observed row
+-- fell by about a fifth; the table's pages hold a fifth fewer rows when
+-- written (74 MB of heap became 94 MB; the indexes are unchanged). Only pages
+-- written from now on are affected.
+ALTER TABLE reviews SET (fillfactor = 80);
