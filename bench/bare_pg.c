@@ -1,41 +1,51 @@
-/* bare_pg — the benchmark's baseline: how fast PostgreSQL itself takes the
- * reviews of the message file by the fastest path we know, with the
- * service's batch size and transaction boundaries, and nothing else (no
- * Kafka, no decoding, no lookups on the clock).
+/* bare_pg — the benchmark's baselines: how fast PostgreSQL itself takes the
+ * reviews of the message files, with the service's batch size and
+ * transaction boundaries, and nothing else (no Kafka, no decoding, no lookups
+ * on the clock).
  *
- *   bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] [--connections N --partitions P]
+ *   bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --recrawl RECRAWL_FILE
+ *   bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --connections N --partitions P
  *
- * MESSAGES_FILE holds one message per line, "KEY<TAB>JSON" (bench/gen-reviews.awk).
- * Untimed: read the file, decode every message with the project's decoder
- * (src/core/decode.c), resolve every package_name with one query, and build
- * each batch's COPY data. Timed, per batch of BATCH_SIZE (500) rows, one
- * transaction each:
+ * MESSAGES_FILE holds one message per line, "KEY<TAB>JSON" (bench/gen-reviews.awk);
+ * RECRAWL_FILE the next crawl of the same reviews (gen-reviews.awk
+ * mode=recrawl: every review again with a newer last_synced_at, some changed,
+ * some new). Untimed: read the files, decode every message with the
+ * project's decoder (src/core/decode.c), resolve every package_name with one
+ * query, and build each batch's COPY data. Timed, per batch of BATCH_SIZE
+ * (500) rows, one transaction each, a CHECKPOINT before each pass (so no pass
+ * pays for the previous one's dirty pages) and a VACUUM ANALYZE between
+ * passes (a crawl meets a table autovacuum has long since seen), in this
+ * order on one connection:
  *
- *   BEGIN; COPY bare_stage FROM STDIN; INSERT INTO reviews (...) SELECT ...
- *   FROM bare_stage ON CONFLICT (review_id) DO UPDATE ... RETURNING (xmax = 0);
- *   COMMIT
- *
- * into a per-session staging table (ON COMMIT DELETE ROWS). Two passes: fresh
- * (the reviews table must be empty: every row is inserted), then a replay of
- * the same rows (every row skipped by the last_synced_at guard). A CHECKPOINT
- * precedes each pass, so no pass pays for the previous one's dirty pages, and
- * a VACUUM ANALYZE the replay (bench/run.sh does the same for the service).
+ *   the limits PostgreSQL itself sets (DESIGN.md: Benchmark):
+ *   limit_copy     the first crawl, plain COPY into the empty table: inserting;
+ *   limit_update   the recrawl: COPY into a staging table, one UPDATE ... FROM
+ *                  of the rows the table holds, plain COPY of the new ones:
+ *                  updating;
+ *   limit_probe    the recrawl again: SELECT review_id, last_synced_at ...
+ *                  WHERE review_id = ANY($1): finding that nothing changes;
+ *   then, the table emptied, the service's first method (COPY into a
+ *   per-session staging table + one INSERT ... SELECT ... ON CONFLICT ...
+ *   RETURNING per batch), a second baseline:
+ *   fresh          the first crawl into the empty table;
+ *   reobserve      the recrawl;
+ *   replay         the recrawl again, every row skipped by the guard.
  *
  * --connections N (N > 1, with --partitions P, the topic's partition count):
  * the scale-out baseline (DESIGN.md: Benchmark). Every message goes to the
  * partition Kafka's producer puts it in (librdkafka's default partitioner,
  * CRC-32 of the key modulo P), partition p to connection p % N, as a group of
  * N members shares the topic; each connection, on a thread of its own, writes
- * its rows in batches of BATCH_SIZE by the same path, and the pass lasts from
- * the start of the first batch to the end of the last one anywhere. Fresh pass
- * only (the database must start empty); its line adds connections=N and
- * partition_rows=COUNT,COUNT,... (messages per partition, for the caller to
- * check against the topic).
+ * its rows in batches of BATCH_SIZE by the staging upsert, and the pass lasts
+ * from the start of the first batch to the end of the last one anywhere.
+ * The fresh pass only (the database must start empty); its line adds
+ * connections=N and partition_rows=COUNT,COUNT,... (messages per partition,
+ * for the caller to check against the topic).
  *
  * The SQL is written here with libpq, independently of src/pg/store.c, so the
- * baseline does not move when the service's store changes; the conflict
- * clause is the reviews upsert of DESIGN.md: Tables and natural keys / src/core/pipeline.c, and the
- * program says so loudly if the two ever differ.
+ * baselines do not move when the service's store changes; the conflict
+ * clause is the reviews upsert of DESIGN.md: Tables and natural keys, and the
+ * program says so loudly if the service's ever differs.
  *
  * Output: one line per pass on stdout, "key=value" pairs:
  *   pass=fresh rows=200000 batches=400 seconds=... rows_per_s=... inserted=...
@@ -85,9 +95,18 @@ static const char CONFLICT_SQL[] =
 static const char STAGE_SQL[] =
     "CREATE TEMP TABLE bare_stage ON COMMIT DELETE ROWS AS SELECT " COLUMN_LIST
     " FROM reviews WITH NO DATA";
-static const char COPY_SQL[] = "COPY bare_stage (" COLUMN_LIST ") FROM STDIN";
+static const char COPY_STAGE_SQL[] = "COPY bare_stage (" COLUMN_LIST ") FROM STDIN";
+static const char COPY_TABLE_SQL[] = "COPY reviews (" COLUMN_LIST ") FROM STDIN";
 static const char INSERT_PREFIX[] =
     "INSERT INTO reviews (" COLUMN_LIST ") SELECT " COLUMN_LIST " FROM bare_stage ";
+/* The update limit: what a re-observation changes, without a guard (the
+ * rows are known newer). */
+static const char UPDATE_SQL[] =
+    "UPDATE reviews r SET thumbs_up_count = s.thumbs_up_count, score = s.score, content = s.content, "
+    "reply_content = s.reply_content, replied_at = s.replied_at, app_version = s.app_version, "
+    "last_synced_at = s.last_synced_at FROM bare_stage s WHERE r.review_id = s.review_id";
+static const char PROBE_SQL[] =
+    "SELECT review_id, last_synced_at FROM reviews WHERE review_id = ANY($1::varchar[])";
 
 typedef struct {
     char *data;
@@ -124,38 +143,60 @@ static void copy_escape(buf_t *b, const char *s)
     }
     buf_add(b, run, (size_t)(s - run));
 }
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-/* One connection's share of a pass: its batches (COPY data, owned), and what
- * its timed run found. */
+/* One batch of rows, in the forms the passes send: the COPY text of every
+ * row, of those whose key the first crawl had (`old`) and of the others
+ * (`new`), and the keys as an array literal. */
 typedef struct {
+    buf_t copy, copy_old, copy_new, keys;
+    size_t rows, rows_new;
+} batch_data_t;
+
+/* A crawl cut into batches. */
+typedef struct {
+    batch_data_t *b;
+    size_t n, cap;
+} crawl_t;
+
+/* The batch the next row of C goes to: a new one every BATCH rows. */
+static batch_data_t *crawl_row_batch(crawl_t *c, size_t batch)
+{
+    if (c->n == 0 || c->b[c->n - 1].rows == batch) {
+        if (c->n == c->cap) {
+            c->cap = c->cap ? c->cap * 2 : 1024;
+            c->b = realloc(c->b, c->cap * sizeof *c->b);
+            if (!c->b) abort();
+        }
+        memset(&c->b[c->n++], 0, sizeof *c->b);
+    }
+    return &c->b[c->n - 1];
+}
+
+static void crawl_free(crawl_t *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->b[i].copy.data);
+        free(c->b[i].copy_old.data);
+        free(c->b[i].copy_new.data);
+        free(c->b[i].keys.data);
+    }
+    free(c->b);
+}
+
+typedef struct worker worker_t;
+/* A pass's way of writing one batch; adds to the worker's counts. */
+typedef void method_fn(worker_t *w, const batch_data_t *b);
+
+/* One connection's share of a pass: its crawl's batches, the method, and
+ * what its timed run found. */
+struct worker {
     PGconn *conn;
     long backend_pid;
     const char *insert_sql;
-    buf_t *batches;
-    size_t *rows; /* rows in each batch */
-    size_t nbatches, bcap;
+    const crawl_t *crawl;
+    method_fn *method;
     double *ms; /* each batch's duration, filled by the run */
     size_t inserted, updated, rows_done;
-} worker_t;
-
-/* The buffer the next row of W goes to: a new batch every BATCH rows. */
-static buf_t *worker_row_buf(worker_t *w, size_t batch)
-{
-    if (w->nbatches == 0 || w->rows[w->nbatches - 1] == batch) {
-        if (w->nbatches == w->bcap) {
-            w->bcap = w->bcap ? w->bcap * 2 : 1024;
-            w->batches = realloc(w->batches, w->bcap * sizeof *w->batches);
-            w->rows = realloc(w->rows, w->bcap * sizeof *w->rows);
-            if (!w->batches || !w->rows) abort();
-        }
-        memset(&w->batches[w->nbatches], 0, sizeof *w->batches);
-        w->rows[w->nbatches++] = 0;
-    }
-    w->rows[w->nbatches - 1]++;
-    return &w->batches[w->nbatches - 1];
-}
+};
 
 /* CRC-32 (IEEE, reflected), the hash librdkafka's default partitioner
  * ("consistent_random") takes of a message key. */
@@ -277,30 +318,77 @@ static double percentile(const double *sorted, size_t n, double q)
     return sorted[i];
 }
 
+/* COPY TEXT (the rows of one batch) with the COPY ... FROM STDIN query SQL. */
+static void copy_in(PGconn *c, const char *sql, const buf_t *text)
+{
+    PQclear(expect(c, PQexec(c, sql), PGRES_COPY_IN, sql));
+    if (PQputCopyData(c, text->data, (int)text->len) != 1 || PQputCopyEnd(c, NULL) != 1)
+        die("COPY data: %s", PQerrorMessage(c));
+    PGresult *res = PQgetResult(c);
+    PQclear(expect(c, res, PGRES_COMMAND_OK, "COPY end"));
+    while ((res = PQgetResult(c))) PQclear(res);
+}
+
+/* The service's first method: staging table, then the guarded upsert. */
+static void method_upsert(worker_t *w, const batch_data_t *b)
+{
+    PGconn *c = w->conn;
+    exec_ok(c, "BEGIN");
+    copy_in(c, COPY_STAGE_SQL, &b->copy);
+    PGresult *res = expect(c, PQexec(c, w->insert_sql), PGRES_TUPLES_OK, "INSERT ... ON CONFLICT");
+    for (int r = 0; r < PQntuples(res); r++) {
+        if (PQgetvalue(res, r, 0)[0] == 't') w->inserted++;
+        else w->updated++;
+    }
+    PQclear(res);
+    exec_ok(c, "COMMIT");
+}
+
+/* The insert limit: plain COPY into the table. */
+static void method_copy(worker_t *w, const batch_data_t *b)
+{
+    exec_ok(w->conn, "BEGIN");
+    copy_in(w->conn, COPY_TABLE_SQL, &b->copy);
+    exec_ok(w->conn, "COMMIT");
+    w->inserted += b->rows;
+}
+
+/* The update limit: the rows the table holds updated from the staging
+ * table by one UPDATE ... FROM, the new ones copied in. */
+static void method_update(worker_t *w, const batch_data_t *b)
+{
+    PGconn *c = w->conn;
+    exec_ok(c, "BEGIN");
+    if (b->rows > b->rows_new) {
+        copy_in(c, COPY_STAGE_SQL, &b->copy_old);
+        PGresult *res = expect(c, PQexec(c, UPDATE_SQL), PGRES_COMMAND_OK, "UPDATE ... FROM");
+        w->updated += strtoul(PQcmdTuples(res), NULL, 10);
+        PQclear(res);
+    }
+    if (b->rows_new) copy_in(c, COPY_TABLE_SQL, &b->copy_new);
+    exec_ok(c, "COMMIT");
+    w->inserted += b->rows_new;
+}
+
+/* The skip limit: the keys' stored versions, read. */
+static void method_probe(worker_t *w, const batch_data_t *b)
+{
+    const char *param = b->keys.data;
+    PGresult *res = expect(w->conn, PQexecParams(w->conn, PROBE_SQL, 1, NULL, &param, NULL, NULL, 0),
+                           PGRES_TUPLES_OK, "probe");
+    if ((size_t)PQntuples(res) != b->rows) die("the probe found %d of %zu keys", PQntuples(res), b->rows);
+    PQclear(res);
+}
+
 /* Runs every batch of the worker W (a pthread start routine). */
 static void *worker_run(void *arg)
 {
     worker_t *w = arg;
-    PGconn *c = w->conn;
     w->inserted = w->updated = w->rows_done = 0;
-    for (size_t i = 0; i < w->nbatches; i++) {
+    for (size_t i = 0; i < w->crawl->n; i++) {
         double b0 = now_s(CLOCK_MONOTONIC);
-        exec_ok(c, "BEGIN");
-        PQclear(expect(c, PQexec(c, COPY_SQL), PGRES_COPY_IN, "COPY"));
-        if (PQputCopyData(c, w->batches[i].data, (int)w->batches[i].len) != 1 ||
-            PQputCopyEnd(c, NULL) != 1)
-            die("COPY data: %s", PQerrorMessage(c));
-        PGresult *res = PQgetResult(c);
-        PQclear(expect(c, res, PGRES_COMMAND_OK, "COPY end"));
-        while ((res = PQgetResult(c))) PQclear(res);
-        res = expect(c, PQexec(c, w->insert_sql), PGRES_TUPLES_OK, "INSERT ... ON CONFLICT");
-        for (int r = 0; r < PQntuples(res); r++) {
-            if (PQgetvalue(res, r, 0)[0] == 't') w->inserted++;
-            else w->updated++;
-        }
-        PQclear(res);
-        exec_ok(c, "COMMIT");
-        w->rows_done += w->rows[i];
+        w->method(w, &w->crawl->b[i]);
+        w->rows_done += w->crawl->b[i].rows;
         w->ms[i] = (now_s(CLOCK_MONOTONIC) - b0) * 1e3;
     }
     return NULL;
@@ -313,9 +401,9 @@ static void run_pass(worker_t *ws, size_t nw, const char *name, long postmaster,
 {
     size_t nbatches = 0, inserted = 0, updated = 0, rows = 0;
     for (size_t k = 0; k < nw; k++) {
-        ws[k].ms = calloc(ws[k].nbatches ? ws[k].nbatches : 1, sizeof *ws[k].ms);
+        ws[k].ms = calloc(ws[k].crawl->n ? ws[k].crawl->n : 1, sizeof *ws[k].ms);
         if (!ws[k].ms) abort();
-        nbatches += ws[k].nbatches;
+        nbatches += ws[k].crawl->n;
     }
     double *ms = calloc(nbatches ? nbatches : 1, sizeof *ms);
     pthread_t *threads = calloc(nw, sizeof *threads);
@@ -341,7 +429,7 @@ static void run_pass(worker_t *ws, size_t nw, const char *name, long postmaster,
     double sum = 0;
     size_t j = 0;
     for (size_t k = 0; k < nw; k++) {
-        for (size_t i = 0; i < ws[k].nbatches; i++) sum += ms[j++] = ws[k].ms[i];
+        for (size_t i = 0; i < ws[k].crawl->n; i++) sum += ms[j++] = ws[k].ms[i];
         inserted += ws[k].inserted, updated += ws[k].updated, rows += ws[k].rows_done;
         free(ws[k].ms);
         ws[k].ms = NULL;
@@ -361,6 +449,17 @@ static void run_pass(worker_t *ws, size_t nw, const char *name, long postmaster,
     free(ms);
 }
 
+/* Untimed, between passes: the table as autovacuum would long since have
+ * left it (and autovacuum must not pick it during the next pass). This
+ * session's pending table statistics are flushed first: flushed after the
+ * VACUUM, the last second of writes would count as new and wake autovacuum. */
+static void settle(PGconn *c)
+{
+    PQclear(PQexec(c, "SELECT pg_stat_force_next_flush()")); /* PostgreSQL 15+; harmless if absent */
+    PQclear(PQexec(c, "SELECT 1"));
+    exec_ok(c, "VACUUM ANALYZE reviews");
+}
+
 /* A connection with the service's session settings (DESIGN.md: Errors) and
  * the staging table; the backend's pid in *BACKEND_PID. */
 static PGconn *connect_session(const char *conninfo, long *backend_pid)
@@ -378,7 +477,8 @@ static PGconn *connect_session(const char *conninfo, long *backend_pid)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] [--connections N --partitions P]\n");
+    fprintf(stderr, "usage: bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --recrawl RECRAWL_FILE\n"
+                    "       bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --connections N --partitions P\n");
     exit(2);
 }
 
@@ -394,9 +494,85 @@ static size_t positive_arg(const char *opt, const char *v)
     return n;
 }
 
+/* What reading a message file needs and keeps. */
+typedef struct {
+    const pipeline_def_t *def;
+    struct hsearch_data *apps;  /* package_name -> application id */
+    struct hsearch_data *first; /* the first crawl's review ids (single connection) */
+    bool recrawl;               /* reading the recrawl: rows split by `first` */
+    size_t batch, nconn, nparts;
+    size_t *part_rows; /* messages per partition (nparts) */
+} reader_t;
+
+/* Read and decode every message of PATH with the project's decoder, bind
+ * its application id and append it to its batch, as the service would send
+ * it: to CRAWLS[0], or with several connections to the crawl of the
+ * connection that owns the message's partition. Returns the count. */
+static size_t read_crawl(const reader_t *rd, const char *path, crawl_t *crawls)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) die("cannot open %s", path);
+    size_t n = 0;
+    event_t ev;
+    rejection_t rej;
+    char *line = NULL;
+    size_t linecap = 0;
+    ssize_t len;
+    buf_t row = {0};
+    event_init(&ev);
+    while ((len = getline(&line, &linecap, f)) > 0) {
+        if (line[len - 1] == '\n') line[--len] = '\0';
+        char *value = memchr(line, '\t', (size_t)len);
+        if (!value) die("line %zu of %s has no key/value tab", n + 1, path);
+        size_t part = rd->nparts ? crc32_ieee((const unsigned char *)line, (size_t)(value - line)) % rd->nparts : 0;
+        value++;
+        if (decode_record(rd->def, value, (size_t)(line + len - value), &ev, &rej) != 0)
+            die("message %zu of %s rejected by the decoder (%s: %s); the bench data must be valid", n + 1,
+                path, rej.error_type, rej.detail);
+        ENTRY q = {(char *)event_package_name(&ev), NULL}, *found;
+        if (!hsearch_r(q, FIND, &found, rd->apps))
+            die("message %zu: package_name %s is not registered", n + 1, event_package_name(&ev));
+        row.len = 0;
+        buf_str(&row, found->data);
+        for (size_t col = 0; col < NCOLUMNS; col++) {
+            const char *v = event_column(&ev, col);
+            buf_add(&row, "\t", 1);
+            if (v) copy_escape(&row, v);
+            else buf_add(&row, "\\N", 2);
+        }
+        buf_add(&row, "\n", 1);
+        batch_data_t *b = crawl_row_batch(&crawls[rd->nconn > 1 ? part % rd->nconn : 0], rd->batch);
+        buf_add(&b->copy, row.data, row.len);
+        /* review_id: hexadecimal digits and dashes, no quoting needed */
+        const char *key = event_column(&ev, 0);
+        buf_str(&b->keys, b->rows ? "," : "{");
+        buf_str(&b->keys, key);
+        ENTRY k = {(char *)key, NULL};
+        if (rd->recrawl && !hsearch_r(k, FIND, &found, rd->first)) {
+            buf_add(&b->copy_new, row.data, row.len);
+            b->rows_new++;
+        } else if (rd->recrawl) {
+            buf_add(&b->copy_old, row.data, row.len);
+        } else if (rd->first) {
+            if (!(k.key = strdup(key)) || !hsearch_r(k, ENTER, &found, rd->first)) abort();
+        }
+        b->rows++;
+        rd->part_rows[part]++;
+        n++;
+    }
+    for (size_t k = 0; k < (rd->nconn > 1 ? rd->nconn : 1); k++)
+        for (size_t i = 0; i < crawls[k].n; i++) buf_str(&crawls[k].b[i].keys, "}");
+    fclose(f);
+    free(line);
+    free(row.data);
+    event_free(&ev);
+    if (n == 0) die("no messages in %s", path);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
-    const char *pos[3] = {NULL, NULL, NULL};
+    const char *pos[3] = {NULL, NULL, NULL}, *recrawl_path = NULL;
     size_t npos = 0, nconn = 1, nparts = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--connections") || !strcmp(argv[i], "--partitions")) {
@@ -405,6 +581,9 @@ int main(int argc, char **argv)
             if (argv[i][2] == 'c') nconn = v;
             else nparts = v;
             i++;
+        } else if (!strcmp(argv[i], "--recrawl")) {
+            if (i + 1 >= argc) usage();
+            recrawl_path = argv[++i];
         } else if (argv[i][0] == '-' || npos == 3) {
             usage();
         } else {
@@ -415,6 +594,11 @@ int main(int argc, char **argv)
     if (nconn > 1 && nparts == 0) {
         fprintf(stderr, "bare_pg: --connections %zu needs --partitions (the topic's partition count), "
                         "to split the rows as Kafka does\n", nconn);
+        return 2;
+    }
+    if ((nconn > 1) == (recrawl_path != NULL)) {
+        fprintf(stderr, "bare_pg: give --recrawl (one connection: the limits and the production mix) "
+                        "or --connections (the scale-out baseline), not both nor neither\n");
         return 2;
     }
     const char *conninfo = pos[0], *path = pos[1];
@@ -436,11 +620,14 @@ int main(int argc, char **argv)
     char *insert_sql;
     if (asprintf(&insert_sql, "%s%s RETURNING (xmax = 0)", INSERT_PREFIX, CONFLICT_SQL) < 0) abort();
     worker_t *ws = calloc(nconn, sizeof *ws);
-    if (!ws) abort();
+    crawl_t *crawls = calloc(nconn, sizeof *crawls), recrawl = {0};
+    if (!ws || !crawls) abort();
     long postmaster = -1;
     for (size_t k = 0; k < nconn; k++) {
         ws[k].conn = connect_session(conninfo, &ws[k].backend_pid);
         ws[k].insert_sql = insert_sql;
+        ws[k].crawl = &crawls[k];
+        ws[k].method = method_upsert;
     }
     PGconn *c = ws[0].conn;
     {
@@ -451,60 +638,25 @@ int main(int argc, char **argv)
     /* Untimed: every package_name, resolved once. */
     PGresult *apps_res = expect(c, PQexec(c, "SELECT package_name, id FROM apps_registry_application"),
                                 PGRES_TUPLES_OK, "apps");
-    struct hsearch_data apps;
+    struct hsearch_data apps, first;
     memset(&apps, 0, sizeof apps);
+    memset(&first, 0, sizeof first);
     if (!hcreate_r((size_t)PQntuples(apps_res) * 2 + 16, &apps)) abort();
     for (int r = 0; r < PQntuples(apps_res); r++) {
         ENTRY e = {PQgetvalue(apps_res, r, 0), PQgetvalue(apps_res, r, 1)}, *found;
         if (!hsearch_r(e, ENTER, &found, &apps)) abort();
     }
-
-    /* Untimed: read and decode every message with the project's decoder,
-     * bind its application id and append it to its batch's COPY data, as
-     * the service would send it; with several connections, to the batches
-     * of the connection that owns the message's partition. */
-    FILE *f = fopen(path, "r");
-    if (!f) die("cannot open %s", path);
-    size_t n = 0;
-    size_t *part_rows = calloc(nparts ? nparts : 1, sizeof *part_rows);
-    if (!part_rows) abort();
-    event_t ev;
-    rejection_t rej;
-    char *line = NULL;
-    size_t linecap = 0;
-    ssize_t len;
-    event_init(&ev);
+    /* Untimed: the crawls decoded and cut into batches. */
+    reader_t rd = {.def = def, .apps = &apps, .batch = batch, .nconn = nconn, .nparts = nparts};
+    rd.part_rows = calloc(nparts ? nparts : 1, sizeof *rd.part_rows);
+    if (!rd.part_rows || (recrawl_path && !hcreate_r(1 << 21, &first))) abort();
+    if (recrawl_path) rd.first = &first;
     double d0 = now_s(CLOCK_MONOTONIC);
-    while ((len = getline(&line, &linecap, f)) > 0) {
-        if (line[len - 1] == '\n') line[--len] = '\0';
-        char *value = memchr(line, '\t', (size_t)len);
-        if (!value) die("line %zu of %s has no key/value tab", n + 1, path);
-        size_t part = nparts ? crc32_ieee((const unsigned char *)line, (size_t)(value - line)) % nparts : 0;
-        value++;
-        if (decode_record(def, value, (size_t)(line + len - value), &ev, &rej) != 0)
-            die("message %zu rejected by the decoder (%s: %s); the bench data must be valid", n + 1,
-                rej.error_type, rej.detail);
-        ENTRY q = {(char *)event_package_name(&ev), NULL}, *found;
-        if (!hsearch_r(q, FIND, &found, &apps))
-            die("message %zu: package_name %s is not registered", n + 1, event_package_name(&ev));
-        buf_t *b = worker_row_buf(&ws[nconn > 1 ? part % nconn : 0], batch);
-        buf_str(b, found->data);
-        for (size_t col = 0; col < NCOLUMNS; col++) {
-            const char *v = event_column(&ev, col);
-            buf_add(b, "\t", 1);
-            if (v) copy_escape(b, v);
-            else buf_add(b, "\\N", 2);
-        }
-        buf_add(b, "\n", 1);
-        part_rows[part]++;
-        n++;
+    size_t n = read_crawl(&rd, path, crawls), n2 = 0;
+    if (recrawl_path) {
+        rd.recrawl = true;
+        n2 = read_crawl(&rd, recrawl_path, &recrawl);
     }
-    fclose(f);
-    free(line);
-    event_free(&ev);
-    hdestroy_r(&apps);
-    PQclear(apps_res);
-    if (n == 0) die("no messages in %s", path);
     double decode_s = now_s(CLOCK_MONOTONIC) - d0;
 
     PGresult *res = expect(c, PQexec(c, "SELECT count(*) FROM reviews"), PGRES_TUPLES_OK, "count");
@@ -512,40 +664,49 @@ int main(int argc, char **argv)
         die("the reviews table must start empty (it has %s rows)", PQgetvalue(res, 0, 0));
     PQclear(res);
 
-    printf("messages=%zu batch_size=%zu decode_seconds=%.2f conflict_clause_matches_service=%d\n", n,
-           batch, decode_s, clause_matches);
+    printf("messages=%zu recrawl_messages=%zu batch_size=%zu decode_seconds=%.2f conflict_clause_matches_service=%d\n",
+           n, n2, batch, decode_s, clause_matches);
     fflush(stdout);
     if (nconn > 1) {
         buf_t extra = {0};
         buf_str(&extra, " partition_rows=");
         for (size_t p = 0; p < nparts; p++) {
             char num[32];
-            snprintf(num, sizeof num, "%s%zu", p ? "," : "", part_rows[p]);
+            snprintf(num, sizeof num, "%s%zu", p ? "," : "", rd.part_rows[p]);
             buf_str(&extra, num);
         }
         run_pass(ws, nconn, "fresh", postmaster, extra.data);
         free(extra.data);
     } else {
-        run_pass(ws, 1, "fresh", postmaster, "");
-        /* Untimed: a replay meets a table that autovacuum has long since
-         * seen (and autovacuum must not pick it during the pass). This
-         * session's pending table statistics are flushed first: flushed
-         * after the VACUUM, the last second of inserts would count as new
-         * and wake autovacuum. */
-        PQclear(PQexec(c, "SELECT pg_stat_force_next_flush()")); /* PostgreSQL 15+; harmless if absent */
-        PQclear(PQexec(c, "SELECT 1"));
-        exec_ok(c, "VACUUM ANALYZE reviews");
-        run_pass(ws, 1, "replay", postmaster, "");
+        /* The passes, in the order of the header; each crawl is the first,
+         * or the recrawl (every row of its passes after limit_update known). */
+        static const struct {
+            const char *name;
+            method_fn *method;
+            bool recrawl;
+        } passes[] = {{"limit_copy", method_copy, false},   {"limit_update", method_update, true},
+                      {"limit_probe", method_probe, true},  {"fresh", method_upsert, false},
+                      {"reobserve", method_upsert, true},   {"replay", method_upsert, true}};
+        for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
+            if (!strcmp(passes[i].name, "fresh")) exec_ok(c, "TRUNCATE reviews");
+            if (i > 0) settle(c);
+            ws[0].method = passes[i].method;
+            ws[0].crawl = passes[i].recrawl ? &recrawl : &crawls[0];
+            run_pass(ws, 1, passes[i].name, postmaster, "");
+        }
+        hdestroy_r(&first); /* its keys stay allocated until exit */
     }
 
     for (size_t k = 0; k < nconn; k++) {
-        for (size_t i = 0; i < ws[k].nbatches; i++) free(ws[k].batches[i].data);
-        free(ws[k].batches);
-        free(ws[k].rows);
+        crawl_free(&crawls[k]);
         PQfinish(ws[k].conn);
     }
+    crawl_free(&recrawl);
+    hdestroy_r(&apps);
+    PQclear(apps_res);
+    free(crawls);
     free(ws);
-    free(part_rows);
+    free(rd.part_rows);
     free(insert_sql);
     return 0;
 }

@@ -2,13 +2,20 @@
 # make bench: one command, one run, everything side by side on this machine,
 # against one throw-away PostgreSQL and one broker helper, with one data set.
 #
-#   1. bare PostgreSQL (bench/bare_pg): the same rows, decoded up front, written
-#      by the fastest path we know (COPY into a per-session staging table +
-#      one INSERT ... SELECT ... ON CONFLICT ... RETURNING per 500-row batch,
-#      one transaction each): fresh, then a replay (every row skipped);
+#   1. bare PostgreSQL (bench/bare_pg): the same rows, decoded up front, in
+#      500-row batches, one transaction each: first the limits PostgreSQL
+#      itself sets — plain COPY of the first crawl into the empty table
+#      (inserting), the next crawl (every review re-observed an hour later,
+#      a third changed, a tenth new) by one UPDATE ... FROM plus COPY of the
+#      new (updating), and a probe of its keys and versions (finding nothing
+#      changes) — then the service's first method (COPY into a staging table
+#      + INSERT ... SELECT ... ON CONFLICT) on the same three: fresh,
+#      reobserve, replay;
 #   2. storage-consumer end to end (release build, STORAGE_PIPELINES=reviews):
-#      the same messages, already in the broker, consumed from offset 0 to lag
-#      0; then a replay under a new group prefix (every row skipped);
+#      the first crawl, already in the broker, consumed from offset 0 to lag
+#      0 (fresh); the next crawl from its own topic (reobserve); the next
+#      crawl again under a new group prefix (replay: byte-identical
+#      redeliveries, every row skipped);
 #   3. latency isolation: the fresh ingest once more with all three pipelines,
 #      while bench/latency publishes a network-metrics message every 100 ms
 #      and measures publish -> row committed and visible;
@@ -60,6 +67,7 @@ TIMEOUT_S=${BENCH_TIMEOUT_S:-240}
 PROFILE=${BENCH_PROFILE:-0}
 PERF_PID=
 BATCH=500
+RECRAWL=$((REVIEWS + REVIEWS / 10)) # the next crawl: every review again, and a tenth new
 OUT=${BENCH_OUT:-$BUILD}
 case $OUT in /*) ;; *) OUT=$top/$OUT ;; esac
 LOGS=$OUT/bench-logs
@@ -171,7 +179,7 @@ status_kb() { # PID FIELD
 
 say "starting PostgreSQL 15 and the broker helper (reviews: $PARTITIONS partitions)"
 DB=$("$PG" start "$WORK/pg")
-BOOTSTRAP=$("$BROKER" start "$WORK/kafka" 3 reviews:"$PARTITIONS" app-stats:3 network-metrics:3)
+BOOTSTRAP=$("$BROKER" start "$WORK/kafka" 3 reviews:"$PARTITIONS" reviews-recrawl:"$PARTITIONS" app-stats:3 network-metrics:3)
 BROKER_PID=$(cat "$WORK/kafka/pid")
 db_url() { echo "${DB/dbname=postgres/dbname=$1}"; }
 psql_db() { local d=$1; shift; command psql "$(db_url "$d")" -X -q -v ON_ERROR_STOP=1 "$@"; }
@@ -184,6 +192,8 @@ awk -v mode=apps -v apps="$APPS" -f "$top/bench/gen-reviews.awk" >"$WORK/apps.ts
 [ "$(sort -u -k1,1 "$WORK/apps.tsv" | wc -l)" -eq "$APPS" ] || die "the generator did not write $APPS distinct apps"
 awk -v mode=reviews -v n="$REVIEWS" -v apps="$APPS" -f "$top/bench/gen-reviews.awk" >"$WORK/reviews.tsv"
 [ "$(wc -l <"$WORK/reviews.tsv")" -eq "$REVIEWS" ] || die "the generator did not write $REVIEWS messages"
+awk -v mode=recrawl -v apps="$APPS" -f "$top/bench/gen-reviews.awk" "$WORK/reviews.tsv" >"$WORK/recrawl.tsv"
+[ "$(wc -l <"$WORK/recrawl.tsv")" -eq "$RECRAWL" ] || die "the generator did not write the next crawl's $RECRAWL messages"
 AVG_BYTES=$(awk -F'\t' '{ s += length($2) } END { printf "%.0f", s / NR }' "$WORK/reviews.tsv")
 
 # ---- 0. the decoder alone ----------------------------------------------------
@@ -213,25 +223,32 @@ SQL
         { cat "$WORK/migrate-$1.log" >&2; die "storage-consumer migrate failed on $1"; }
 }
 
-say "producing the $REVIEWS messages to the reviews topic (kcat, zstd)"
-kcat -P -b "$BOOTSTRAP" -t reviews -K $'\t' -X compression.codec=zstd <"$WORK/reviews.tsv" ||
-    die "kcat could not produce the reviews"
-HIGH=()
-total=0
-for ((p = 0; p < PARTITIONS; p++)); do
-    reply=$("$BROKER" ctl "$WORK/kafka" watermarks reviews "$p") || die "watermarks reviews [$p]: $reply"
-    read -r _ low high <<<"$reply"
-    # The mock silently drops the oldest message sets beyond ~5 MiB or
-    # 100,000 sets per partition: a low watermark above 0 means lost data.
-    [ "$low" -eq 0 ] || die "reviews [$p] low watermark is $low, not 0: the broker's retention dropped \
+# Produce FILE to TOPIC and check that the broker kept every message: sets
+# HIGH (its high watermarks by partition).
+produce_topic() { # TOPIC FILE COUNT
+    local p reply low high total=0
+    kcat -P -b "$BOOTSTRAP" -t "$1" -K $'\t' -X compression.codec=zstd <"$2" || die "kcat could not produce to $1"
+    HIGH=()
+    for ((p = 0; p < PARTITIONS; p++)); do
+        reply=$("$BROKER" ctl "$WORK/kafka" watermarks "$1" "$p") || die "watermarks $1 [$p]: $reply"
+        read -r _ low high <<<"$reply"
+        # The mock silently drops the oldest message sets beyond ~5 MiB or
+        # 100,000 sets per partition: a low watermark above 0 means lost data.
+        [ "$low" -eq 0 ] || die "$1 [$p] low watermark is $low, not 0: the broker's retention dropped \
 messages (raise BENCH_REVIEW_PARTITIONS=$PARTITIONS, or produce less)"
-    HIGH[p]=$high
-    total=$((total + high))
-done
-[ "$total" -eq "$REVIEWS" ] || die "the reviews topic holds $total messages, expected $REVIEWS"
-echo "reviews topic: ${HIGH[*]} messages per partition, low watermark 0 everywhere" >&2
+        HIGH[p]=$high
+        total=$((total + high))
+    done
+    [ "$total" -eq "$3" ] || die "the $1 topic holds $total messages, expected $3"
+    echo "$1 topic: ${HIGH[*]} messages per partition, low watermark 0 everywhere" >&2
+}
+say "producing the $RECRAWL messages of the next crawl to reviews-recrawl, then the $REVIEWS of the first to reviews (kcat, zstd)"
+produce_topic reviews-recrawl "$WORK/recrawl.tsv" "$RECRAWL"
+HIGH_RECRAWL=("${HIGH[@]}")
+produce_topic reviews "$WORK/reviews.tsv" "$REVIEWS"
 
-declare -A R # results: R[window.key]; windows bare_N, barerep_N, fresh_N, replay_N, all
+declare -A R # results: R[window.key]; windows (each _N: round N) lcopy, lupd, lprobe (the limits), bare,
+# barereob, barerep (bare_pg by the staging upsert), fresh, reob, replay (the service), bare2, two, all
 
 # ---- 1. bare PostgreSQL ------------------------------------------------------
 
@@ -243,20 +260,30 @@ bare_parse() { # OUT PASS W
     R[$w.messages]=${R[$w.rows]}
     R[$w.broker_cpu_s]=0
     R[$w.other_cpu_s]=$(calc %.2f "${R[$w.machine_cpu_s]} - ${R[$w.client_cpu_s]} - ${R[$w.pg_cpu_s]}")
+    R[$w.backend_us_per_msg]=$(calc %.1f "${R[$w.backend_cpu_s]} * 1e6 / ${R[$w.rows]}")
 }
 
 bare_round() { # ROUND
     local r=$1 out=$WORK/bare-$1.txt
     fresh_db "bench_bare_$r"
-    "$BARE" "$(db_url "bench_bare_$r")" "$WORK/reviews.tsv" "$BATCH" >"$out" 2>"$WORK/bare-$r.log" ||
+    "$BARE" "$(db_url "bench_bare_$r")" "$WORK/reviews.tsv" "$BATCH" --recrawl "$WORK/recrawl.tsv" >"$out" 2>"$WORK/bare-$r.log" ||
         { cat "$WORK/bare-$r.log" >&2; die "bare_pg failed"; }
     cat "$WORK/bare-$r.log" >&2
     grep -q 'conflict_clause_matches_service=1' "$out" || CLAUSE_MATCH=0
+    bare_parse "$out" limit_copy "lcopy_$r"
+    bare_parse "$out" limit_update "lupd_$r"
+    bare_parse "$out" limit_probe "lprobe_$r"
     bare_parse "$out" fresh "bare_$r"
+    bare_parse "$out" reobserve "barereob_$r"
     bare_parse "$out" replay "barerep_$r"
-    [ "${R[bare_$r.inserted]}" -eq "$REVIEWS" ] || die "bare_pg fresh pass inserted ${R[bare_$r.inserted]} rows, expected $REVIEWS"
-    [ "${R[barerep_$r.skipped]}" -eq "$REVIEWS" ] || die "bare_pg replay pass skipped ${R[barerep_$r.skipped]} rows, expected $REVIEWS"
-    echo "bare PostgreSQL: fresh ${R[bare_$r.rows_per_s]} rows/s, replay ${R[barerep_$r.rows_per_s]} rows/s" >&2
+    local new=$((RECRAWL - REVIEWS)) w
+    for w in "lcopy inserted $REVIEWS" "lupd updated $REVIEWS" "lupd inserted $new" "lprobe skipped $RECRAWL" \
+        "bare inserted $REVIEWS" "barereob updated $REVIEWS" "barereob inserted $new" "barerep skipped $RECRAWL"; do
+        set -- $w
+        [ "${R[$1_$r.$2]}" -eq "$3" ] || die "bare_pg's $1 pass $2 ${R[$1_$r.$2]} rows, expected $3"
+    done
+    echo "bare PostgreSQL: limits: copy ${R[lcopy_$r.rows_per_s]}, update ${R[lupd_$r.rows_per_s]}, probe ${R[lprobe_$r.rows_per_s]} rows/s;" \
+        "staging upsert: fresh ${R[bare_$r.rows_per_s]}, reobserve ${R[barereob_$r.rows_per_s]}, replay ${R[barerep_$r.rows_per_s]} rows/s" >&2
 }
 
 # ---- 5. scale-out ------------------------------------------------------------
@@ -344,7 +371,7 @@ two_member_round() { # ROUND
     [ "$rows" -eq "$REVIEWS" ] && [ "$distinct" -eq "$REVIEWS" ] ||
         die "after two members the reviews table holds $rows rows ($distinct distinct review ids), expected exactly $REVIEWS"
     # The window: both logs' batch lines, by end time.
-    { batch_lines "$a" reviews; batch_lines "$b" reviews; } | sort -k7,7 >"$WORK/service-$w.batches"
+    { batch_lines "$a" reviews; batch_lines "$b" reviews; } | sort -k8,8 >"$WORK/service-$w.batches"
     t0=$(date -u -d "$(assignments "$a" | cut -d' ' -f1)" +%s%3N)
     t1=$(date -u -d "$(assignments "$b" | cut -d' ' -f1)" +%s%3N)
     [ "$t1" -gt "$t0" ] && t0=$t1
@@ -357,12 +384,12 @@ two_member_round() { # ROUND
 
 # ---- 2. storage-consumer -----------------------------------------------------
 
-# Batch lines of PIPELINE in LOG: "size inserted updated skipped dead duration_ms end_time".
+# Batch lines of PIPELINE in LOG: "size inserted updated skipped dead duration_ms skipped_by_probe end_time".
 batch_lines() { # LOG PIPELINE
     [ -f "$1" ] || return 0 # the service has not opened it yet
     awk -v comp="[$2]" '$3 == comp && $4 == "batch" {
         for (i = 5; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-        print v["size"], v["inserted"], v["updated"], v["skipped"], v["dead_lettered"], v["duration_ms"], $1
+        print v["size"], v["inserted"], v["updated"], v["skipped"], v["dead_lettered"], v["duration_ms"], v["skipped_by_probe"] + 0, $1
     }' "$1"
 }
 
@@ -371,10 +398,12 @@ consumed() { # LOG PIPELINE
 }
 
 # Start storage-consumer in the background: NAME DB PIPELINES GROUP_PREFIX
-# [FETCH_WAIT_MAX_MS]. Everything else is the service's default.
+# [FETCH_WAIT_MAX_MS]; the reviews pipeline reads TOPIC (default: reviews).
+# Everything else is the service's default.
+TOPIC=reviews
 start_service() {
-    local extra=()
-    [ -n "${5:-}" ] && extra=(STORAGE_RDKAFKA_FETCH_WAIT_MAX_MS="$5")
+    local extra=(STORAGE_TOPIC_REVIEWS="$TOPIC")
+    [ -n "${5:-}" ] && extra+=(STORAGE_RDKAFKA_FETCH_WAIT_MAX_MS="$5")
     env STORAGE_DATABASE_URL="$(db_url "$2")" STORAGE_KAFKA_BOOTSTRAP_SERVERS="$BOOTSTRAP" \
         STORAGE_PIPELINES="$3" STORAGE_GROUP_PREFIX="$4" STORAGE_SESSION_TIMEOUT_MS=6000 "${extra[@]}" \
         STORAGE_HEARTBEAT_DIR="$WORK/heartbeat-$1" STORAGE_LOG_LEVEL=info STORAGE_LOG_FORMAT=text \
@@ -383,7 +412,7 @@ start_service() {
 }
 
 # Wait until the reviews pipeline logged COUNT consumed messages. Its batch
-# line comes after the Kafka commit: COUNT=$REVIEWS is lag 0.
+# line comes after the Kafka commit: COUNT=$EXPECT is lag 0.
 wait_reviews() { # NAME COUNT
     local log=$WORK/service-$1.log deadline=$((SECONDS + TIMEOUT_S))
     while [ "$(consumed "$log" reviews)" -lt "$2" ]; do
@@ -402,17 +431,18 @@ wait_reviews() { # NAME COUNT
 # for it: the offsets may reach the high watermarks up to that long after
 # the last batch line, and not longer.
 COMMITTED_WAIT_S=10
-check_committed() { # GROUP
-    local p reply deadline=$((SECONDS + COMMITTED_WAIT_S))
+check_committed() { # GROUP (on TOPIC)
+    local p reply deadline=$((SECONDS + COMMITTED_WAIT_S)) high=("${HIGH[@]}")
+    [ "$TOPIC" = reviews ] || high=("${HIGH_RECRAWL[@]}")
     for ((p = 0; p < PARTITIONS; p++)); do
         while :; do
-            if ! reply=$("$BROKER" ctl "$WORK/kafka" committed "$1" reviews "$p" 2>&1); then
+            if ! reply=$("$BROKER" ctl "$WORK/kafka" committed "$1" "$TOPIC" "$p" 2>&1); then
                 echo "bench: warning: cannot read committed offsets ($reply); lag 0 is taken from the log only" >&2
                 return 0
             fi
-            [ "${reply#ok }" = "${HIGH[p]}" ] && break
+            [ "${reply#ok }" = "${high[p]}" ] && break
             [ $SECONDS -lt $deadline ] ||
-                die "group $1 committed ${reply#ok } on reviews [$p], high watermark ${HIGH[p]} (${COMMITTED_WAIT_S} s after the last batch)"
+                die "group $1 committed ${reply#ok } on $TOPIC [$p], high watermark ${high[p]} (${COMMITTED_WAIT_S} s after the last batch)"
             sleep 0.1
         done
     done
@@ -460,11 +490,11 @@ analyse_lines() { # NAME LINES [START_MS]
     R[$1.start_ms]=$(calc %.1f "${3:-$t0 - $(echo "$first" | cut -d' ' -f6)}")
     R[$1.end_ms]=$t1
     awk -v t0="${R[$1.start_ms]}" -v t1="$t1" '
-        { n++; size += $1; ins += $2; upd += $3; skip += $4; dead += $5; d[n] = $6; busy += $6 }
+        { n++; size += $1; ins += $2; upd += $3; skip += $4; dead += $5; d[n] = $6; busy += $6; probe += $7 }
         END {
             secs = (t1 - t0) / 1000
             for (i = 2; i <= n; i++) { x = d[i]; for (j = i - 1; j >= 1 && d[j] > x; j--) d[j + 1] = d[j]; d[j + 1] = x }
-            printf "batches=%d messages=%d inserted=%d updated=%d skipped=%d dead_lettered=%d seconds=%.3f ", n, size, ins, upd, skip, dead, secs
+            printf "batches=%d messages=%d inserted=%d updated=%d skipped=%d skipped_by_probe=%d dead_lettered=%d seconds=%.3f ", n, size, ins, upd, skip, probe, dead, secs
             printf "rows_per_s=%.0f msgs_per_s=%.0f batch_ms_mean=%.2f batch_ms_p50=%.2f batch_ms_p99=%.2f batch_ms_max=%.2f busy_pct=%.1f mean_batch=%.1f\n", \
                 (ins + upd) / secs, size / secs, busy / n, d[int(0.5 * n) + 1], d[int(0.99 * n) + 1], d[n], 100 * busy / (t1 - t0), size / n
         }' "$lines" >"$WORK/analysis-$1.txt"
@@ -503,15 +533,17 @@ profile_stop() { # NAME
     } >"$WORK/profile-$1.txt"
 }
 
+# The service from TOPIC's offset 0 to lag 0: EXPECT messages.
+EXPECT=$REVIEWS
 ingest() { # NAME DB PIPELINES GROUP_PREFIX [FETCH_WAIT_MAX_MS]
     local profile=0
-    [ "$PROFILE" = 1 ] && case $1 in "fresh_$ROUNDS" | "replay_$ROUNDS") profile=1 ;; esac
+    [ "$PROFILE" = 1 ] && case $1 in "fresh_$ROUNDS" | "reob_$ROUNDS" | "replay_$ROUNDS") profile=1 ;; esac
     psql_db postgres -c CHECKPOINT
     start_service "$@"
     wait_reviews "$1" 1
     [ $profile = 1 ] && profile_start "$1"
     snapshot "$1" 0
-    wait_reviews "$1" "$REVIEWS"
+    wait_reviews "$1" "$EXPECT"
     snapshot "$1" 1
     [ $profile = 1 ] && profile_stop "$1"
     return 0
@@ -520,6 +552,7 @@ ingest() { # NAME DB PIPELINES GROUP_PREFIX [FETCH_WAIT_MAX_MS]
 service_round() { # ROUND
     local r=$1 db=bench_svc_$1 rows
     fresh_db "$db"
+    TOPIC=reviews EXPECT=$REVIEWS
     ingest "fresh_$r" "$db" reviews "bench-fresh-$r"
     check_committed "bench-fresh-$r.reviews"
     stop_service "fresh_$r" "$db"
@@ -527,25 +560,35 @@ service_round() { # ROUND
     rows=$(psql_db "$db" -At -c "SELECT count(*) FROM reviews")
     [ "$rows" -eq "$REVIEWS" ] || die "the reviews table holds $rows rows after the ingest, expected $REVIEWS"
     [ "${R[fresh_$r.inserted]}" -eq "$REVIEWS" ] || die "the service logged ${R[fresh_$r.inserted]} inserted rows, expected $REVIEWS"
-    # The replay: a new group prefix, the same messages, every row skipped.
-    # Untimed VACUUM ANALYZE first, as bare_pg does before its replay pass: a
-    # replay meets a table autovacuum has long since seen, and autovacuum must
-    # not pick it during the measurement.
+    # The next crawl, then the same again under a new group prefix (every
+    # row skipped). Untimed VACUUM ANALYZE before each, as bare_pg does: a
+    # crawl meets a table autovacuum has long since seen, and autovacuum
+    # must not pick it during the measurement.
+    TOPIC=reviews-recrawl EXPECT=$RECRAWL
+    psql_db "$db" -c "VACUUM ANALYZE reviews"
+    ingest "reob_$r" "$db" reviews "bench-reob-$r"
+    check_committed "bench-reob-$r.reviews"
+    stop_service "reob_$r" "$db"
+    analyse "reob_$r"
+    [ "${R[reob_$r.updated]}" -eq "$REVIEWS" ] && [ "${R[reob_$r.inserted]}" -eq $((RECRAWL - REVIEWS)) ] ||
+        die "the next crawl updated ${R[reob_$r.updated]} and inserted ${R[reob_$r.inserted]} rows, expected $REVIEWS and $((RECRAWL - REVIEWS))"
     psql_db "$db" -c "VACUUM ANALYZE reviews"
     ingest "replay_$r" "$db" reviews "bench-replay-$r"
     check_committed "bench-replay-$r.reviews"
     stop_service "replay_$r" "$db"
     analyse "replay_$r"
-    [ "${R[replay_$r.skipped]}" -ge "$REVIEWS" ] || die "the replay skipped ${R[replay_$r.skipped]} rows, expected $REVIEWS"
+    [ "${R[replay_$r.skipped]}" -ge "$RECRAWL" ] || die "the replay skipped ${R[replay_$r.skipped]} rows, expected $RECRAWL"
     R[replay_$r.rows_per_s]=${R[replay_$r.msgs_per_s]}
+    TOPIC=reviews EXPECT=$REVIEWS
     settle "$db" # the replay updated its consumer_offsets rows with every batch
-    echo "storage-consumer: fresh ${R[fresh_$r.rows_per_s]} rows/s, replay ${R[replay_$r.rows_per_s]} rows/s" >&2
+    echo "storage-consumer: fresh ${R[fresh_$r.rows_per_s]}, reobserve ${R[reob_$r.rows_per_s]}, replay ${R[replay_$r.rows_per_s]} rows/s" \
+        "(${R[replay_$r.skipped_by_probe]} of the replay's rows found stored by the probe)" >&2
 }
 
 for ((r = 1; r <= ROUNDS; r++)); do
-    say "round $r/$ROUNDS, 1. bare PostgreSQL: decode up front (untimed), then $((REVIEWS / BATCH)) batches of $BATCH, fresh then replay"
+    say "round $r/$ROUNDS, 1. bare PostgreSQL: decode up front (untimed), then batches of $BATCH: the limits, then the staging upsert"
     bare_round "$r"
-    say "round $r/$ROUNDS, 2. storage-consumer (STORAGE_PIPELINES=reviews) from offset 0 to lag 0, then a replay (new group prefix)"
+    say "round $r/$ROUNDS, 2. storage-consumer (STORAGE_PIPELINES=reviews) from offset 0 to lag 0: fresh, the next crawl, its replay"
     service_round "$r"
     say "round $r/$ROUNDS, 5. bare PostgreSQL, two connections (the rows split by partition), fresh"
     bare_two_round "$r"
@@ -622,12 +665,18 @@ derive() { # P
         R[$w.pg_us]=$(calc %.2f "${R[$w.pg_cpu_s]} * 1e6 / ${R[$w.messages]}")
         R[$w.broker_us]=$(calc %.2f "${R[$w.broker_cpu_s]} * 1e6 / ${R[$w.messages]}")
         R[$w.cpu_ratio]=$(calc %.3f "${R[$w.client_cpu_s]} / ${R[$w.pg_cpu_s]}")
-        case $1 in bare*) s=${R[$w.seconds]} ;; *) s=${R[$w.window_s]} ;; esac
+        case $1 in bare* | lcopy | lupd | lprobe) s=${R[$w.seconds]} ;; *) s=${R[$w.window_s]} ;; esac
         R[$w.other_pct]=$(calc %.1f "100 * ${R[$w.other_cpu_s]} / ($s * $NCPU)")
     done
 }
-for p in bare barerep fresh replay bare2 two; do derive $p; done
+for p in lcopy lupd lprobe bare barereob barerep fresh reob replay bare2 two; do derive $p; done
 for ((r = 1; r <= ROUNDS; r++)); do
+    # The production mix against PostgreSQL's own limits: rows/s, and its
+    # backend CPU per row (the service's sessions over their whole run).
+    for w in fresh:lcopy reob:lupd replay:lprobe; do
+        R[limit_$r.${w%%:*}]=$(calc %.3f "${R[${w%%:*}_$r.rows_per_s]} / ${R[${w#*:}_$r.rows_per_s]}")
+        R[pgcpu_$r.${w%%:*}]=$(calc %.3f "${R[${w%%:*}_$r.backend_us_per_msg]} / ${R[${w#*:}_$r.backend_us_per_msg]}")
+    done
     R[ratio_$r.fresh]=$(calc %.3f "${R[fresh_$r.rows_per_s]} / ${R[bare_$r.rows_per_s]}")
     R[ratio_$r.replay]=$(calc %.3f "${R[replay_$r.rows_per_s]} / ${R[barerep_$r.rows_per_s]}")
     R[ratio_$r.two]=$(calc %.3f "${R[two_$r.rows_per_s]} / ${R[bare2_$r.rows_per_s]}")
@@ -654,6 +703,16 @@ med_us() { calc %.1f "$(med "$1" "$2")"; }         # P KEY(client_us|pg_us|broke
 med_other() { calc %.0f "$(med "$1" other_pct)"; } # P
 
 BARE_FRESH=$(calc %.0f "$(med bare rows_per_s)")
+BARE_REOB=$(calc %.0f "$(med barereob rows_per_s)")
+LIMIT_COPY=$(calc %.0f "$(med lcopy rows_per_s)")
+LIMIT_UPDATE=$(calc %.0f "$(med lupd rows_per_s)")
+LIMIT_PROBE=$(calc %.0f "$(med lprobe rows_per_s)")
+SVC_REOB=$(calc %.0f "$(med reob rows_per_s)")
+TO_COPY=$(calc %.2f "$(med limit fresh)")
+TO_UPDATE=$(calc %.2f "$(med limit reob)")
+TO_PROBE=$(calc %.2f "$(med limit replay)")
+# PostgreSQL backend CPU us per row: the service's phase, its limit's.
+pg_row() { calc %.1f "$(med "$1" backend_us_per_msg)"; } # P
 BARE_REPLAY=$(calc %.0f "$(med barerep rows_per_s)")
 BARE_TWO=$(calc %.0f "$(med bare2 rows_per_s)")
 SVC_FRESH=$(calc %.0f "$(med fresh rows_per_s)")
@@ -665,13 +724,12 @@ RATIO_TWO=$(calc %.2f "$SVC_TWO / $BARE_TWO")
 RATIO_TWO_TO_ONE=$(calc %.2f "$SVC_TWO / $SVC_FRESH")
 RATIO_ALL=$(calc %.2f "${R[all.rows_per_s]} / $BARE_FRESH")
 RSS_ALL=()
-for ((r = 1; r <= ROUNDS; r++)); do RSS_ALL+=("${R[fresh_$r.rss_mb]}" "${R[replay_$r.rss_mb]}" "${R[two_$r.rss_mb]}"); done
+for ((r = 1; r <= ROUNDS; r++)); do RSS_ALL+=("${R[fresh_$r.rss_mb]}" "${R[reob_$r.rss_mb]}" "${R[replay_$r.rss_mb]}" "${R[two_$r.rss_mb]}"); done
 RSS_ALL+=("${R[all.rss_mb]}")
 PEAK_RSS=$(printf '%s\n' "${RSS_ALL[@]}" | sort -g | tail -1)
 CPU_FRESH=$(med fresh cpu_us_per_msg)
 CPU_REPLAY=$(med replay cpu_us_per_msg)
 CPU_RATIO=$(med_ratio fresh)
-CPU_RATIO_REPLAY=$(med_ratio replay)
 REV=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
 DIRTY=$([ -n "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" ] && echo "+dirty" || true)
 json_list() { local IFS=,; echo "[$*]"; }
@@ -682,7 +740,12 @@ json_list() { local IFS=,; echo "[$*]"; }
 TARGETS="reviews_ratio_to_bare_pg $RATIO_FRESH >= 0.95 $(spread ratio fresh %.2f) fresh_reviews_/_bare_PostgreSQL
 replay_ratio_to_bare_pg $RATIO_REPLAY >= 0.8 $(spread ratio replay %.2f) replay_/_bare_PostgreSQL_replay
 cpu_ratio_to_postgres $CPU_RATIO <= 0.15 $(spread fresh cpu_ratio %.2f) service_CPU/msg_/_PostgreSQL_CPU/row,_fresh
-cpu_ratio_to_postgres_replay $CPU_RATIO_REPLAY <= 0.15 $(spread replay cpu_ratio %.2f) service_CPU/msg_/_PostgreSQL_CPU/row,_replay
+fresh_ratio_to_copy_limit $TO_COPY >= 0.9 $(spread limit fresh %.2f) fresh_/_plain_COPY_(the_insert_limit)
+reobserve_ratio_to_update_limit $TO_UPDATE >= 0.9 $(spread limit reob %.2f) reobserve_/_UPDATE_..._FROM_(the_update_limit)
+replay_ratio_to_probe_limit $TO_PROBE >= 0.8 $(spread limit replay %.2f) replay_/_the_key_and_version_probe
+pg_cpu_ratio_fresh $(calc %.2f "$(med pgcpu fresh)") <= 1.15 $(spread pgcpu fresh %.2f) PostgreSQL_CPU/row,_fresh_/_plain_COPY's
+pg_cpu_ratio_reobserve $(calc %.2f "$(med pgcpu reob)") <= 1.15 $(spread pgcpu reob %.2f) PostgreSQL_CPU/row,_reobserve_/_UPDATE_..._FROM's
+pg_cpu_ratio_replay $(calc %.2f "$(med pgcpu replay)") <= 1.15 $(spread pgcpu replay %.2f) PostgreSQL_CPU/row,_replay_/_the_probe's
 two_member_ratio_to_bare_pg $RATIO_TWO >= 0.85 $(spread ratio two %.2f) two_members_/_bare_PostgreSQL_two_connections
 network_metrics_p99_ms $LP99 <= 25 - network-metrics_p99_ms_during_the_ingest_(once)
 peak_rss_mb $PEAK_RSS <= 64 $(printf '%s\n' "${RSS_ALL[@]}" | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { print a "-" b }') peak_RSS_MiB_(the_largest_of_every_ingest)
@@ -694,7 +757,9 @@ met() { awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN { print (op == ">=" ? v >= t :
 # autoanalyze is left out).
 WINDOWS=
 for ((r = 1; r <= ROUNDS; r++)); do
-    for w in bare_$r barerep_$r fresh_$r replay_$r bare2_$r two_$r; do WINDOWS="$WINDOWS $w:${R[$w.start_ms]}:${R[$w.end_ms]}"; done
+    for w in lcopy_$r lupd_$r lprobe_$r bare_$r barereob_$r barerep_$r fresh_$r reob_$r replay_$r bare2_$r two_$r; do
+        WINDOWS="$WINDOWS $w:${R[$w.start_ms]}:${R[$w.end_ms]}"
+    done
 done
 WINDOWS="$WINDOWS all:${R[all.start_ms]}:${R[all.end_ms]}"
 AUTOVAC=
@@ -737,12 +802,26 @@ printf 'synchronous_commit on; %d CPUs; 1, 2 and 5 alternate over %d rounds (fre
 printf '%-42s %8s %-15s %6s  %-34s %13s %8s\n' "throughput" "rows/s" "spread" "x bare" "rounds" "batch ms" "others"
 row "1. bare PostgreSQL, fresh" bare 1.00
 row "2. storage-consumer, fresh (reviews only)" fresh "$RATIO_FRESH"
+row "1. bare PostgreSQL, reobserve" barereob 1.00
+row "2. storage-consumer, reobserve" reob "$(calc %.2f "$SVC_REOB / $BARE_REOB")"
 row "1. bare PostgreSQL, replay (all skipped)" barerep 1.00
 row "2. storage-consumer, replay (all skipped)" replay "$RATIO_REPLAY"
 row "5. bare PostgreSQL, two connections, fresh" bare2 1.00
 row "5. storage-consumer, two members, fresh" two "$RATIO_TWO"
 printf '%-42s %8s %-15s %6s  %-34s %13s %7s%%\n' "3. storage-consumer, fresh, all pipelines" "${R[all.rows_per_s]}" "-" "$RATIO_ALL" "(once)" \
     "$(calc %.1f "${R[all.batch_ms_p50]}")/$(calc %.1f "${R[all.batch_ms_p99]}")" "$(calc %.0f "100 * ${R[all.other_cpu_s]} / (${R[all.window_s]} * $NCPU)")"
+printf '\n%-42s %8s %-15s %6s  %-34s %13s %8s\n' "the limits PostgreSQL sets" "rows/s" "spread" "x limit" "rounds" "batch ms" "others"
+row "1. limit: plain COPY, first crawl" lcopy 1.00
+row "2. storage-consumer, fresh" fresh "$TO_COPY"
+row "1. limit: UPDATE ... FROM + COPY, next crawl" lupd 1.00
+row "2. storage-consumer, reobserve" reob "$TO_UPDATE"
+row "1. limit: probe keys+versions, next crawl" lprobe 1.00
+row "2. storage-consumer, replay" replay "$TO_PROBE"
+printf '   PostgreSQL backend CPU us per row, limit / staging upsert / service: fresh %s / %s / %s; reobserve %s / %s / %s;\n' \
+    "$(pg_row lcopy)" "$(pg_row bare)" "$(pg_row fresh)" "$(pg_row lupd)" "$(pg_row barereob)" "$(pg_row reob)"
+printf '   replay %s / %s / %s; %s of the replay'"'"'s %s rows found stored by the probe (round 1)\n' \
+    "$(pg_row lprobe)" "$(pg_row barerep)" "$(pg_row replay)" "${R[replay_1.skipped_by_probe]}" "$RECRAWL"
+printf '   (the next crawl: %d messages, every review of the first again an hour later, a third changed, a tenth new)\n\n' "$RECRAWL"
 printf '   ratio to bare per round: fresh %s; replay %s; two members %s\n' "$(rounds_of ratio fresh %.2f)" \
     "$(rounds_of ratio replay %.2f)" "$(rounds_of ratio two %.2f)"
 printf '   two members / one member: %s (median of the rows/s; rounds %s)\n' "$RATIO_TWO_TO_ONE" "$(rounds_of ratio two_to_one %.2f)"
@@ -811,6 +890,25 @@ cat >"$JSON" <<JSON
   "bare_pg_replay_rows_per_s": $BARE_REPLAY,
   "reviews_rows_per_s": $SVC_FRESH,
   "reviews_ratio_to_bare_pg": $RATIO_FRESH,
+  "recrawl_messages": $RECRAWL,
+  "reobserve_rows_per_s": $SVC_REOB,
+  "bare_pg_reobserve_rows_per_s": $BARE_REOB,
+  "limit_copy_rows_per_s": $LIMIT_COPY,
+  "limit_update_rows_per_s": $LIMIT_UPDATE,
+  "limit_probe_rows_per_s": $LIMIT_PROBE,
+  "fresh_ratio_to_copy_limit": $TO_COPY,
+  "reobserve_ratio_to_update_limit": $TO_UPDATE,
+  "replay_ratio_to_probe_limit": $TO_PROBE,
+  "pg_cpu_us_per_row_fresh": $(pg_row fresh),
+  "pg_cpu_us_per_row_reobserve": $(pg_row reob),
+  "pg_cpu_us_per_row_replay": $(pg_row replay),
+  "pg_cpu_us_per_row_limit_copy": $(pg_row lcopy),
+  "pg_cpu_us_per_row_limit_update": $(pg_row lupd),
+  "pg_cpu_us_per_row_limit_probe": $(pg_row lprobe),
+  "pg_cpu_us_per_row_bare_pg_fresh": $(pg_row bare),
+  "pg_cpu_us_per_row_bare_pg_reobserve": $(pg_row barereob),
+  "pg_cpu_us_per_row_bare_pg_replay": $(pg_row barerep),
+  "replay_rows_skipped_by_probe_round1": ${R[replay_1.skipped_by_probe]},
   "replay_rows_per_s": $SVC_REPLAY,
   "replay_ratio_to_bare_pg": $RATIO_REPLAY,
   "bare_pg_two_conn_rows_per_s": $BARE_TWO,
@@ -831,7 +929,6 @@ cat >"$JSON" <<JSON
   "cpu_us_per_message_two_members": $(med two cpu_us_per_msg),
   "cpu_us_per_message_all_pipelines": ${R[all.cpu_us_per_msg]},
   "cpu_ratio_to_postgres": $CPU_RATIO,
-  "cpu_ratio_to_postgres_replay": $CPU_RATIO_REPLAY,
   "apps": $APPS,
   "decode_us_per_message": $DECODE_FAST,
   "decode_us_per_message_jansson_alone": $DECODE_REF,
@@ -845,6 +942,10 @@ cat >"$JSON" <<JSON
   "postgres_cpu_us_per_row_reviews": $(med_us fresh pg_us),
   "bare_pg_rows_per_s_rounds": $(json_list $(rounds_of bare rows_per_s)),
   "reviews_rows_per_s_rounds": $(json_list $(rounds_of fresh rows_per_s)),
+  "reobserve_rows_per_s_rounds": $(json_list $(rounds_of reob rows_per_s)),
+  "limit_copy_rows_per_s_rounds": $(json_list $(rounds_of lcopy rows_per_s)),
+  "limit_update_rows_per_s_rounds": $(json_list $(rounds_of lupd rows_per_s)),
+  "limit_probe_rows_per_s_rounds": $(json_list $(rounds_of lprobe rows_per_s)),
   "bare_pg_replay_rows_per_s_rounds": $(json_list $(rounds_of barerep rows_per_s)),
   "replay_rows_per_s_rounds": $(json_list $(rounds_of replay rows_per_s)),
   "bare_pg_two_conn_rows_per_s_rounds": $(json_list $(rounds_of bare2 rows_per_s)),

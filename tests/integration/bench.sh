@@ -26,17 +26,21 @@ test_bench_json_has_every_figure_and_a_judged_target_for_each_goal() {
         replay_rows_per_s replay_ratio_to_bare_pg bare_pg_two_conn_rows_per_s two_member_rows_per_s \
         two_member_ratio_to_bare_pg two_member_ratio_to_one_member all_pipelines_reviews_rows_per_s \
         network_metrics_p50_ms network_metrics_p99_ms cpu_us_per_message cpu_us_per_message_replay \
-        cpu_us_per_message_two_members cpu_ratio_to_postgres cpu_ratio_to_postgres_replay apps peak_rss_mb \
-        decode_us_per_message decode_us_per_message_jansson_alone; do
+        cpu_us_per_message_two_members cpu_ratio_to_postgres apps peak_rss_mb \
+        decode_us_per_message decode_us_per_message_jansson_alone reobserve_rows_per_s fresh_ratio_to_copy_limit \
+        reobserve_ratio_to_update_limit replay_ratio_to_probe_limit pg_cpu_us_per_row_fresh pg_cpu_us_per_row_reobserve \
+        pg_cpu_us_per_row_replay limit_copy_rows_per_s limit_update_rows_per_s limit_probe_rows_per_s; do
         value=$(jq -r ".$key | numbers" "$OUT/bench.json")
         [ -n "$value" ] || fail "bench.json has no number under $key"
     done
-    for key in bare_pg_two_conn_rows_per_s_rounds two_member_rows_per_s_rounds reviews_rows_per_s_rounds; do
+    for key in bare_pg_two_conn_rows_per_s_rounds two_member_rows_per_s_rounds reviews_rows_per_s_rounds \
+        reobserve_rows_per_s_rounds limit_copy_rows_per_s_rounds limit_update_rows_per_s_rounds limit_probe_rows_per_s_rounds; do
         assert_eq 1 "$(jq ".$key | length" "$OUT/bench.json")" "$key: one value per round"
     done
-    assert_eq 8 "$(jq '.targets | length' "$OUT/bench.json")" "the number of targets"
-    for name in reviews_ratio_to_bare_pg replay_ratio_to_bare_pg cpu_ratio_to_postgres cpu_ratio_to_postgres_replay \
-        two_member_ratio_to_bare_pg network_metrics_p99_ms peak_rss_mb apps; do
+    assert_eq 13 "$(jq '.targets | length' "$OUT/bench.json")" "the number of targets"
+    for name in reviews_ratio_to_bare_pg replay_ratio_to_bare_pg cpu_ratio_to_postgres \
+        two_member_ratio_to_bare_pg network_metrics_p99_ms peak_rss_mb apps fresh_ratio_to_copy_limit \
+        reobserve_ratio_to_update_limit replay_ratio_to_probe_limit; do
         # Each: the figure itself, its limit, and met as the comparison says.
         jq -e --arg n "$name" '.targets[$n] as $t | ($t.value == .[$n]) and ($t.limit | type == "number")
             and ($t.met == (if $t.op == ">=" then $t.value >= $t.limit else $t.value <= $t.limit end))' \
