@@ -25,7 +25,9 @@
 #      storage-consumer members of one group against the same backlog, timed
 #      from when both own their partitions to the last batch committed
 #      (DESIGN.md: Benchmark); the database must then hold exactly the
-#      backlog's rows, or the bench fails.
+#      backlog's rows, or the bench fails;
+#   6. TLS: the fresh ingest over TCP, plain and with sslmode=verify-full,
+#      alternating BENCH_TLS_ROUNDS times.
 #
 # 1, 2 and 5 run BENCH_ROUNDS times, alternating (bare, service, bare two
 # connections, two members, ...), each round on fresh databases; the table
@@ -41,7 +43,7 @@
 # [200000], BENCH_APPS [10000] (registered apps, the reviews spread over
 # them), BENCH_REVIEW_PARTITIONS [6], BENCH_FETCH_WAIT_MAX_MS [10] (phase 3,
 # see there), BENCH_IDLE_LATENCY_S [3], BENCH_DEFAULT_FETCH_S [5] (phase 3b),
-# BENCH_TIMEOUT_S [240] (per ingest), BENCH_PROFILE [0]: 1 samples the
+# BENCH_TIMEOUT_S [240] (per ingest), BENCH_TLS_ROUNDS [2] (phase 6), BENCH_PROFILE [0]: 1 samples the
 # service with `perf record` (cpu-clock, call graphs) during the last round's
 # fresh and replay ingests and writes where its CPU went, by library and by
 # function, to $BUILD/bench-logs/profile-NAME.txt (perf adds its own cost to
@@ -65,6 +67,7 @@ IDLE_S=${BENCH_IDLE_LATENCY_S:-3}
 DEFAULT_FETCH_S=${BENCH_DEFAULT_FETCH_S:-5}
 TIMEOUT_S=${BENCH_TIMEOUT_S:-240}
 PROFILE=${BENCH_PROFILE:-0}
+TLS_ROUNDS=${BENCH_TLS_ROUNDS:-2}
 PERF_PID=
 BATCH=500
 RECRAWL=$((REVIEWS + REVIEWS / 10)) # the next crawl: every review again, and a tenth new
@@ -401,10 +404,12 @@ consumed() { # LOG PIPELINE
 # [FETCH_WAIT_MAX_MS]; the reviews pipeline reads TOPIC (default: reviews).
 # Everything else is the service's default.
 TOPIC=reviews
+# Its database URL is $URL_OF DB (default: the Unix socket).
+URL_OF=db_url
 start_service() {
     local extra=(STORAGE_TOPIC_REVIEWS="$TOPIC")
     [ -n "${5:-}" ] && extra+=(STORAGE_RDKAFKA_FETCH_WAIT_MAX_MS="$5")
-    env STORAGE_DATABASE_URL="$(db_url "$2")" STORAGE_KAFKA_BOOTSTRAP_SERVERS="$BOOTSTRAP" \
+    env STORAGE_DATABASE_URL="$($URL_OF "$2")" STORAGE_KAFKA_BOOTSTRAP_SERVERS="$BOOTSTRAP" \
         STORAGE_PIPELINES="$3" STORAGE_GROUP_PREFIX="$4" STORAGE_SESSION_TIMEOUT_MS=6000 "${extra[@]}" \
         STORAGE_HEARTBEAT_DIR="$WORK/heartbeat-$1" STORAGE_LOG_LEVEL=info STORAGE_LOG_FORMAT=text \
         "$BIN" run >"$WORK/service-$1.log" 2>&1 &
@@ -650,6 +655,40 @@ LATENCY_PID=
 stop_service nmdefault bench_lat
 read -r DN DP50 DP99 DMAX <<<"$(lat_stats "$WORK/latency-default.txt" "$FIRST_DONE" 9e15)"
 
+# ---- 6. TLS ---------------------------------------------------------------------
+# The fresh ingest over TCP to 127.0.0.1, plain and over TLS (sslmode=verify-full,
+# a CA and a server certificate made here), alternating: what TLS costs the
+# service end to end.
+say "6. TLS: the fresh ingest over TCP, plain then with sslmode=verify-full, $TLS_ROUNDS rounds"
+CERTS=$WORK/certs
+mkdir -p "$CERTS"
+. "$top/tests/support/certs.sh"
+make_cert ca "storage-consumer bench CA" self 2
+make_cert server localhost ca 2 "DNS:localhost,IP:127.0.0.1"
+serve_cert "$DB" "$WORK/pg" server
+PG_PORT=$(cat "$WORK/pg/port")
+tcp_url() { echo "host=127.0.0.1 port=$PG_PORT dbname=$1 user=postgres sslmode=disable"; }
+tls_url() { echo "host=localhost port=$PG_PORT dbname=$1 user=postgres sslmode=verify-full sslrootcert=$CERTS/ca.crt"; }
+for ((r = 1; r <= TLS_ROUNDS; r++)); do
+    for w in tcp tls; do
+        fresh_db "bench_${w}_$r"
+        URL_OF=${w}_url
+        ingest "${w}_$r" "bench_${w}_$r" reviews "bench-$w-$r"
+        # Every session of the service is what the round says it is.
+        [ "$(psql_db "bench_${w}_$r" -At -c "SELECT string_agg(DISTINCT s.ssl::text, ',') FROM pg_stat_ssl s
+            JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'storage-consumer'")" = \
+            "$([ $w = tls ] && echo true || echo false)" ] || die "the service's sessions in the $w round are not all ${w^^}"
+        check_committed "bench-$w-$r.reviews"
+        stop_service "${w}_$r" "bench_${w}_$r"
+        analyse "${w}_$r"
+        psql_db postgres -c "DROP DATABASE bench_${w}_$r"
+    done
+    R[ratio_$r.tls]=$(calc %.3f "${R[tls_$r.rows_per_s]} / ${R[tcp_$r.rows_per_s]}")
+    echo "storage-consumer over TCP: plain ${R[tcp_$r.rows_per_s]}, TLS ${R[tls_$r.rows_per_s]} rows/s" >&2
+done
+URL_OF=db_url
+TLS_RATIO=$(calc %.2f "$(median $(for ((r = 1; r <= TLS_ROUNDS; r++)); do echo "${R[ratio_$r.tls]}"; done))")
+
 # ---- aggregation ---------------------------------------------------------------
 
 # Figures derived per round from the measured ones, as R[P_r.KEY]: CPU us per
@@ -822,6 +861,8 @@ printf '   PostgreSQL backend CPU us per row, limit / staging upsert / service: 
 printf '   replay %s / %s / %s; %s of the replay'"'"'s %s rows found stored by the probe (round 1)\n' \
     "$(pg_row lprobe)" "$(pg_row barerep)" "$(pg_row replay)" "${R[replay_1.skipped_by_probe]}" "$RECRAWL"
 printf '   (the next crawl: %d messages, every review of the first again an hour later, a third changed, a tenth new)\n\n' "$RECRAWL"
+printf '6. fresh over TCP, TLS (sslmode=verify-full) / plain: %s (median of %d alternating rounds: %s)\n\n' "$TLS_RATIO" "$TLS_ROUNDS" \
+    "$(for ((r = 1; r <= TLS_ROUNDS; r++)); do printf '%s/%s ' "$(calc %.0f "${R[tls_$r.rows_per_s]}")" "$(calc %.0f "${R[tcp_$r.rows_per_s]}")"; done)"
 printf '   ratio to bare per round: fresh %s; replay %s; two members %s\n' "$(rounds_of ratio fresh %.2f)" \
     "$(rounds_of ratio replay %.2f)" "$(rounds_of ratio two %.2f)"
 printf '   two members / one member: %s (median of the rows/s; rounds %s)\n' "$RATIO_TWO_TO_ONE" "$(rounds_of ratio two_to_one %.2f)"
@@ -892,6 +933,9 @@ cat >"$JSON" <<JSON
   "reviews_ratio_to_bare_pg": $RATIO_FRESH,
   "recrawl_messages": $RECRAWL,
   "reobserve_rows_per_s": $SVC_REOB,
+  "tcp_rows_per_s": $(calc %.0f "$(median $(for ((r = 1; r <= TLS_ROUNDS; r++)); do echo "${R[tcp_$r.rows_per_s]}"; done))"),
+  "tls_rows_per_s": $(calc %.0f "$(median $(for ((r = 1; r <= TLS_ROUNDS; r++)); do echo "${R[tls_$r.rows_per_s]}"; done))"),
+  "tls_ratio_to_plain": $TLS_RATIO,
   "bare_pg_reobserve_rows_per_s": $BARE_REOB,
   "limit_copy_rows_per_s": $LIMIT_COPY,
   "limit_update_rows_per_s": $LIMIT_UPDATE,

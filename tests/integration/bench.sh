@@ -9,7 +9,7 @@
 # The release build next to the sanitizer build (make test builds bench-bins).
 RELEASE=${BENCH_BUILD:-$(cd "$BUILD/.." && pwd)}
 OUT=$WORK/bench
-SMALL=(BENCH_REVIEWS=10000 BENCH_APPS=1000 BENCH_ROUNDS=1 BENCH_IDLE_LATENCY_S=1 BENCH_DEFAULT_FETCH_S=1 BENCH_TIMEOUT_S=60)
+SMALL=(BENCH_REVIEWS=10000 BENCH_APPS=1000 BENCH_ROUNDS=1 BENCH_TLS_ROUNDS=1 BENCH_IDLE_LATENCY_S=1 BENCH_DEFAULT_FETCH_S=1 BENCH_TIMEOUT_S=60)
 
 # One short bench for the tests below to read.
 env BUILD="$RELEASE" BENCH_OUT="$OUT" "${SMALL[@]}" "$TOP/bench/run.sh" >"$WORK/bench.out" 2>"$WORK/bench.err"
@@ -29,7 +29,8 @@ test_bench_json_has_every_figure_and_a_judged_target_for_each_goal() {
         cpu_us_per_message_two_members cpu_ratio_to_postgres apps peak_rss_mb \
         decode_us_per_message decode_us_per_message_jansson_alone reobserve_rows_per_s fresh_ratio_to_copy_limit \
         reobserve_ratio_to_update_limit replay_ratio_to_probe_limit pg_cpu_us_per_row_fresh pg_cpu_us_per_row_reobserve \
-        pg_cpu_us_per_row_replay limit_copy_rows_per_s limit_update_rows_per_s limit_probe_rows_per_s; do
+        pg_cpu_us_per_row_replay limit_copy_rows_per_s limit_update_rows_per_s limit_probe_rows_per_s \
+        tcp_rows_per_s tls_rows_per_s tls_ratio_to_plain; do
         value=$(jq -r ".$key | numbers" "$OUT/bench.json")
         [ -n "$value" ] || fail "bench.json has no number under $key"
     done

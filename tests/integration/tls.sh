@@ -14,23 +14,7 @@ APP=com.example.tls
 CERTS=$WORK/certs
 mkdir -p "$CERTS"
 
-# A key and a certificate NAME for subject CN, signed by authority CA (or
-# self-signed when CA is "self"), valid DAYS (0: expired a second later).
-make_cert() { # name cn ca days [san]
-    local name=$1 cn=$2 ca=$3 days=$4 san=${5:-}
-    openssl req -newkey rsa:2048 -nodes -keyout "$CERTS/$name.key" -out "$CERTS/$name.csr" -subj "/CN=$cn" \
-        2>/dev/null
-    if [ "$ca" = self ]; then
-        openssl x509 -req -in "$CERTS/$name.csr" -signkey "$CERTS/$name.key" -out "$CERTS/$name.crt" \
-            -days "$days" -extfile <(printf 'basicConstraints=critical,CA:true\nkeyUsage=keyCertSign,cRLSign\n') \
-            2>/dev/null
-    else
-        openssl x509 -req -in "$CERTS/$name.csr" -CA "$CERTS/$ca.crt" -CAkey "$CERTS/$ca.key" \
-            -CAcreateserial -out "$CERTS/$name.crt" -days "$days" \
-            ${san:+-extfile <(printf 'subjectAltName=%s\n' "$san")} 2>/dev/null
-    fi
-    chmod 600 "$CERTS/$name.key"
-}
+. "$TOP/tests/support/certs.sh"
 
 make_cert ca "storage-consumer test CA" self 2
 make_cert other-ca "another CA" self 2
@@ -39,21 +23,13 @@ make_cert foreign localhost other-ca 2 "DNS:localhost,IP:127.0.0.1"
 make_cert expired localhost ca 0 "DNS:localhost,IP:127.0.0.1"
 make_cert client postgres ca 2
 
-# The server's files, readable by the server's user, and pg_hba: TLS with a
-# verified client certificate on TCP; the Unix socket stays for the suite.
-cp "$CERTS"/server.* "$CERTS"/foreign.* "$CERTS"/expired.* "$CERTS/ca.crt" "$PG_DIR/"
-[ "$(id -u)" -eq 0 ] && chown postgres: "$PG_DIR"/server.* "$PG_DIR"/foreign.* "$PG_DIR"/expired.* "$PG_DIR/ca.crt"
+# pg_hba: TLS with a verified client certificate on TCP; the Unix socket
+# stays for the suite.
 printf 'local all all trust\nhostssl all all 127.0.0.1/32 trust clientcert=verify-full\n' >"$PG_DIR/data/pg_hba.conf"
 [ "$(id -u)" -eq 0 ] && chown postgres: "$PG_DIR/data/pg_hba.conf"
 
 # Serve certificate NAME (server, foreign or expired).
-serve_cert() { # name
-    psql "$(pg_root)" -X -q -v ON_ERROR_STOP=1 \
-        -c "ALTER SYSTEM SET ssl = on" -c "ALTER SYSTEM SET ssl_cert_file = '$PG_DIR/$1.crt'" \
-        -c "ALTER SYSTEM SET ssl_key_file = '$PG_DIR/$1.key'" -c "ALTER SYSTEM SET ssl_ca_file = '$PG_DIR/ca.crt'" \
-        -c "SELECT pg_reload_conf()" >/dev/null
-    sleep 0.5
-}
+serve() { serve_cert "$(pg_root)" "$PG_DIR" "$1"; }
 
 # The test's database over TLS, verified both ways.
 tls_db() { # dbname
@@ -61,7 +37,7 @@ tls_db() { # dbname
 }
 
 test_a_backlog_is_stored_over_tls_with_both_certificates_verified() {
-    serve_cert server
+    serve server
     begin_test tls_backlog
     DB=$(tls_db test_tls_backlog)
     export DB
@@ -84,7 +60,7 @@ test_a_backlog_is_stored_over_tls_with_both_certificates_verified() {
 # Start the service against a server presenting certificate NAME: it must
 # exit 1 before any pipeline starts, saying why.
 expect_refused_at_start() { # name test expected-text
-    serve_cert "$1"
+    serve "$1"
     begin_test "$2"
     DB=$(tls_db postgres)
     export DB
