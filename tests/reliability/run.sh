@@ -30,6 +30,33 @@ for tool in kcat psql awk split; do
     command -v "$tool" >/dev/null || { echo "reliability: $tool is missing (make deps)" >&2; exit 2; }
 done
 
+# The suite runs in a network namespace of its own, where the network
+# scenarios' nft rules and host names (scenarios/network.sh) apply and the
+# machine's network is never touched: PostgreSQL (TCP on 127.0.0.1 and a
+# Unix socket), the brokers, the service and the harness all run inside.
+# Outside it, this script makes the namespace, runs itself there, and
+# deletes the namespace and its /etc/netns directory however the run ends.
+# No namespace, no nft: the suite fails, it does not skip.
+if [ -z "${RELIABILITY_NETNS:-}" ]; then
+    for tool in ip nft; do
+        command -v "$tool" >/dev/null || { echo "reliability: FAILED: $tool is missing (make deps installs iproute2 and nftables); the network scenarios need it" >&2; exit 2; }
+    done
+    NETNS=storage-reliability-$$
+    netns_cleanup() {
+        ip netns del "$NETNS" 2>/dev/null
+        rm -rf "/etc/netns/$NETNS"
+    }
+    trap netns_cleanup EXIT
+    trap 'exit 130' INT TERM
+    mkdir -p "/etc/netns/$NETNS" 2>/dev/null && echo "127.0.0.1 localhost" >"/etc/netns/$NETNS/hosts" &&
+        ip netns add "$NETNS" && ip -n "$NETNS" link set lo up && ip netns exec "$NETNS" nft list ruleset >/dev/null || {
+        echo "reliability: FAILED: cannot make a network namespace with nft rules in it (ip netns add and nft need root)" >&2
+        exit 2
+    }
+    RELIABILITY_NETNS=$NETNS ip netns exec "$NETNS" "$HERE/run.sh" "$@"
+    exit $?
+fi
+
 RWORK=$(mktemp -d /tmp/storage-reliability.XXXXXX)
 chmod 755 "$RWORK"
 PG_DIR=$RWORK/pg
@@ -68,6 +95,7 @@ san) FLAVOUR="sanitizer build (ASan+UBSan)" ;;
 *) FLAVOUR="release build (-O2)" ;;
 esac
 echo "# storage-consumer reliability suite: $BIN, $FLAVOUR"
+echo "# network namespace $RELIABILITY_NETNS (ip netns), its loopback alone"
 echo "# PostgreSQL $(psql "$ROOT_DB" -X -At -c 'SHOW server_version'), mock Kafka cluster of 3 brokers at $BOOTSTRAP"
 
 # Progress lines of the scenarios (note, fail_check) go to fd 3.
