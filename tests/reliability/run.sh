@@ -188,6 +188,8 @@ run_scenario coordinator_moves
 run_scenario fetch_errors
 run_scenario commit_errors
 run_scenario latency_spikes
+run_scenario net_postgres
+run_scenario net_brokers
 run_scenario retention
 run_scenario group_churn
 run_scenario zombie_member
