@@ -53,7 +53,12 @@ if [ -z "${RELIABILITY_NETNS:-}" ]; then
         echo "reliability: FAILED: cannot make a network namespace with nft rules in it (ip netns add and nft need root)" >&2
         exit 2
     }
-    RELIABILITY_NETNS=$NETNS ip netns exec "$NETNS" "$HERE/run.sh" "$@"
+    # In the background, so that a signal to this script alone stops the
+    # run inside (whose own trap cleans up) before the namespace goes.
+    RELIABILITY_NETNS=$NETNS ip netns exec "$NETNS" "$HERE/run.sh" "$@" &
+    inner=$!
+    trap 'kill -TERM "$inner" 2>/dev/null; wait "$inner"; exit 130' INT TERM
+    wait "$inner"
     exit $?
 fi
 
@@ -67,7 +72,13 @@ SUITE_T0=$(date +%s)
 for f in "$HERE"/scenarios/*.sh; do . "$f"; done
 
 suite_cleanup() {
-    local d
+    local d c
+    # Stopped by a signal mid-scenario: the scenario first (its own trap
+    # undoes its faults), then the processes it recorded.
+    if [ -n "${SCENARIO_PID:-}" ]; then
+        for c in "$SCENARIO_PID" $(descendants "$SCENARIO_PID"); do kill -TERM "$c" 2>/dev/null || true; done
+        wait "$SCENARIO_PID" 2>/dev/null
+    fi
     for d in "$RWORK"/*/; do
         [ -f "$d/services" ] || [ -f "$d/bg.pids" ] || continue
         SVC_DIR=${d%/} svc_cleanup
@@ -143,6 +154,7 @@ run_scenario() { # name (a number after it, an older call's limit, is ignored)
         "scenario_$name"
     ) >"$dir/trace.log" 2>&1 &
     pid=$!
+    SCENARIO_PID=$pid
     while kill -0 "$pid" 2>/dev/null; do
         last=$(last_progress "$dir")
         if [ $(($(date +%s) - ${last:-$t0})) -gt "$WATCHDOG_S" ]; then
@@ -160,6 +172,7 @@ run_scenario() { # name (a number after it, an older call's limit, is ignored)
         sleep 1
     done
     wait "$pid" 2>/dev/null
+    SCENARIO_PID=
     local secs=$(($(date +%s) - t0))
     local check
     check=$(cat "$dir/check" 2>/dev/null || echo "")
