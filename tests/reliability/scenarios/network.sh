@@ -23,7 +23,7 @@ NET_KAFKA_HOST=kafka.reliability.test
 # deadline in whole seconds); a loop turns within a poll (200 ms; its
 # commits go to healthy brokers here).
 NET_PING_MS=2000
-net_attempt_ms() { echo $((${1:-2500} + 1000)); } # [statement_timeout_ms]
+net_attempt_ms() { echo $((2500 + 1000)); } # svc_env's STORAGE_DB_STATEMENT_TIMEOUT_MS
 net_notice_ms() { echo $((NET_PING_MS + $(net_attempt_ms) + ($(net_attempt_ms) + 999) / 1000 * 1000 + 200)); }
 # A refused connection (a reset) fails at once: a ping period and a poll.
 NET_NOTICE_REFUSED_MS=$((NET_PING_MS + 200))
@@ -106,11 +106,11 @@ expect_unready() { # port from_ms until_ms what
 
 # After a heal at HEAL_MS: NAME logs a batch again and /readyz on PORT says
 # ready within LIMIT_MS. Prints the milliseconds it took.
-expect_progress() { # name port heal_ms limit_ms what [batch regex]
+expect_progress() { # name port heal_ms limit_ms what
     local before r
-    before=$(log_count "$1" "${6:-\] batch size=}")
+    before=$(batches "$1")
     while :; do
-        if [ "$(log_count "$1" "${6:-\] batch size=}")" -gt "$before" ] && r=$(readyz "$2") && [ "${r%%;*}" = 200 ]; then
+        if [ "$(batches "$1")" -gt "$before" ] && r=$(readyz "$2") && [ "${r%%;*}" = 200 ]; then
             echo $(($(now_ms) - $3))
             return
         fi
@@ -165,7 +165,7 @@ net_scenario_begin() { # name seed
     relay_start
 }
 
-# PostgreSQL unreachable in four ways, then slow, one process through them
+# PostgreSQL unreachable in four ways and slow, one process through them
 # all: blackholed both ways past the attempt's deadline; its answers dropped
 # while a COMMIT is in flight (the outcome unknown to the service: the
 # retry must change nothing); connections reset; +200 ms a round trip; its
@@ -282,7 +282,8 @@ broker_ports() {
 scenario_net_brokers() {
     net_scenario_begin net_brokers 42
     net_start s1
-    local ports b p k fetch_stall_ms=15000 t0 t_heal p_one p_coord p_all
+    # svc_env's STORAGE_FETCH_STALL_SECONDS.
+    local ports b p fetch_stall_ms=15000 t0 t_heal p_one p_coord p_all
     ports=$(broker_ports)
     [ "$(echo "$ports" | wc -l)" = 3 ] || fail_check "cannot read the brokers' ports: [$ports]"
     port_of() { echo "$ports" | awk -v b="$1" '$1 == b {print $2}'; }
