@@ -48,7 +48,7 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
 .PHONY: all clean test deps sanitize tsan demo fuzz bench bench-bins reliability install image-test
 
-all: $(BUILD)/storage-consumer $(BUILD)/kafka-mock-broker
+all: $(BUILD)/storage-consumer $(BUILD)/kafka-mock-broker $(BUILD)/delay-relay
 
 # The schema is compiled in: a deployed binary needs no migrations directory.
 $(BUILD)/migrations.c: $(MIGRATIONS) scripts/embed-migrations.sh
@@ -72,6 +72,11 @@ $(BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(BUILD)/obj/json_fast.o $(wil
 $(BUILD)/kafka-mock-broker: tests/support/kafka_mock_broker.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LDLIBS)
+
+# The reliability suite's slow link to PostgreSQL (no tc netem in every kernel).
+$(BUILD)/delay-relay: tests/support/delay_relay.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $<
 
 # Sanitizer builds live in their own directory so they never mix with release objects.
 SAN_BUILD := $(BUILD)/san

@@ -15,6 +15,11 @@
 #
 # openssl makes the tls suite's certificate authorities and certificates.
 #
+# iproute2 (ip netns) and nftables (nft) give the reliability suite a
+# network namespace of its own, where its network scenarios drop and reset
+# packets by port without touching the machine's network; the suite fails
+# without them.
+#
 # chromium (headless) loads the status page in the status suite; with
 # --no-install-recommends it comes without fonts, hence fonts-liberation
 # for a readable screenshot.
@@ -27,7 +32,7 @@ set -eu
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libsimdjson-dev libmicrohttpd-dev libcmocka-dev
 postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev
 systemd prometheus python3-yaml docker-compose groff-base man-db strace jq gnuplot-nox libxml2-utils
-chromium fonts-liberation openssl"
+chromium fonts-liberation openssl iproute2 nftables"
 
 case "${1:-}" in
 "") ;;

@@ -678,6 +678,9 @@ scenario_cleanup() {
             esac
         fi
     done
+    # The network's faults (scenarios/network.sh) end with their scenario.
+    net_heal >/dev/null 2>&1 || true
+    net_names_all
     sql_root "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'rel-%'" >/dev/null 2>&1 || true
     pg_ensure_up || true
     broker_ctl broker-up -1 >/dev/null 2>&1 || true

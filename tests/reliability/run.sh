@@ -30,6 +30,38 @@ for tool in kcat psql awk split; do
     command -v "$tool" >/dev/null || { echo "reliability: $tool is missing (make deps)" >&2; exit 2; }
 done
 
+# The suite runs in a network namespace of its own, where the network
+# scenarios' nft rules and host names (scenarios/network.sh) apply and the
+# machine's network is never touched: PostgreSQL (TCP on 127.0.0.1 and a
+# Unix socket), the brokers, the service and the harness all run inside.
+# Outside it, this script makes the namespace, runs itself there, and
+# deletes the namespace and its /etc/netns directory however the run ends.
+# No namespace, no nft: the suite fails, it does not skip.
+if [ -z "${RELIABILITY_NETNS:-}" ]; then
+    for tool in ip nft; do
+        command -v "$tool" >/dev/null || { echo "reliability: FAILED: $tool is missing (make deps installs iproute2 and nftables); the network scenarios need it" >&2; exit 2; }
+    done
+    NETNS=storage-reliability-$$
+    netns_cleanup() {
+        ip netns del "$NETNS" 2>/dev/null
+        rm -rf "/etc/netns/$NETNS"
+    }
+    trap netns_cleanup EXIT
+    trap 'exit 130' INT TERM
+    mkdir -p "/etc/netns/$NETNS" 2>/dev/null && echo "127.0.0.1 localhost" >"/etc/netns/$NETNS/hosts" &&
+        ip netns add "$NETNS" && ip -n "$NETNS" link set lo up && ip netns exec "$NETNS" nft list ruleset >/dev/null || {
+        echo "reliability: FAILED: cannot make a network namespace with nft rules in it (ip netns add and nft need root)" >&2
+        exit 2
+    }
+    # In the background, so that a signal to this script alone stops the
+    # run inside (whose own trap cleans up) before the namespace goes.
+    RELIABILITY_NETNS=$NETNS ip netns exec "$NETNS" "$HERE/run.sh" "$@" &
+    inner=$!
+    trap 'kill -TERM "$inner" 2>/dev/null; wait "$inner"; exit 130' INT TERM
+    wait "$inner"
+    exit $?
+fi
+
 RWORK=$(mktemp -d /tmp/storage-reliability.XXXXXX)
 chmod 755 "$RWORK"
 PG_DIR=$RWORK/pg
@@ -40,7 +72,13 @@ SUITE_T0=$(date +%s)
 for f in "$HERE"/scenarios/*.sh; do . "$f"; done
 
 suite_cleanup() {
-    local d
+    local d c
+    # Stopped by a signal mid-scenario: the scenario first (its own trap
+    # undoes its faults), then the processes it recorded.
+    if [ -n "${SCENARIO_PID:-}" ]; then
+        for c in "$SCENARIO_PID" $(descendants "$SCENARIO_PID"); do kill -TERM "$c" 2>/dev/null || true; done
+        wait "$SCENARIO_PID" 2>/dev/null
+    fi
     for d in "$RWORK"/*/; do
         [ -f "$d/services" ] || [ -f "$d/bg.pids" ] || continue
         SVC_DIR=${d%/} svc_cleanup
@@ -68,6 +106,7 @@ san) FLAVOUR="sanitizer build (ASan+UBSan)" ;;
 *) FLAVOUR="release build (-O2)" ;;
 esac
 echo "# storage-consumer reliability suite: $BIN, $FLAVOUR"
+echo "# network namespace $RELIABILITY_NETNS (ip netns), its loopback alone"
 echo "# PostgreSQL $(psql "$ROOT_DB" -X -At -c 'SHOW server_version'), mock Kafka cluster of 3 brokers at $BOOTSTRAP"
 
 # Progress lines of the scenarios (note, fail_check) go to fd 3.
@@ -115,6 +154,7 @@ run_scenario() { # name (a number after it, an older call's limit, is ignored)
         "scenario_$name"
     ) >"$dir/trace.log" 2>&1 &
     pid=$!
+    SCENARIO_PID=$pid
     while kill -0 "$pid" 2>/dev/null; do
         last=$(last_progress "$dir")
         if [ $(($(date +%s) - ${last:-$t0})) -gt "$WATCHDOG_S" ]; then
@@ -132,6 +172,7 @@ run_scenario() { # name (a number after it, an older call's limit, is ignored)
         sleep 1
     done
     wait "$pid" 2>/dev/null
+    SCENARIO_PID=
     local secs=$(($(date +%s) - t0))
     local check
     check=$(cat "$dir/check" 2>/dev/null || echo "")
@@ -160,6 +201,8 @@ run_scenario coordinator_moves
 run_scenario fetch_errors
 run_scenario commit_errors
 run_scenario latency_spikes
+run_scenario net_postgres
+run_scenario net_brokers
 run_scenario retention
 run_scenario group_churn
 run_scenario zombie_member
