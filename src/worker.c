@@ -321,43 +321,59 @@ static int finish_batch(worker_t *w, slot_t *sl, batch_counts_t *counts)
     return 0;
 }
 
-/* Read the unresolved dead letters of the pipeline's topic again when
- * due, for the status page (DESIGN.md: Status page): the HTTP thread
- * reads the snapshot and never opens a connection. A failure keeps the
- * last snapshot; the probes learn of an outage from the ping and the
- * batches. */
-static void refresh_dead_letters(worker_t *w, int64_t *next_refresh)
+/* Whether PostgreSQL answered an idle pipeline's question (rc 0), for
+ * /readyz: the first silence is a warning, the return a note. */
+static void note_db_answer(worker_t *w, int rc, const char *err)
 {
-    if (!w->metrics || !w->store.unresolved || clock_now_ms() < *next_refresh) return;
-    int64_t counts[METRICS_ERROR_TYPES];
-    char err[1024];
-    error_class_t cls = ERROR_CLASS_FATAL;
-    if (w->store.unresolved(w->store.ctx, w->settings->topic[w->def->id], counts, METRICS_ERROR_TYPES, err,
-                            sizeof err, &cls) == 0)
-        metrics_unresolved_dead_letters(w->metrics, counts);
-    else
-        LOG_DEBUG(w->def->name, "unresolved dead letters not read: %s", err);
-    *next_refresh = clock_now_ms() + WORKER_DEAD_LETTERS_REFRESH_MS;
-}
-
-/* An idle pipeline's turn: check PostgreSQL when it has not been heard from
- * for WORKER_DB_PING_MS, and refresh the lag gauges (DESIGN.md: Probes and
- * metrics). Never fails the pipeline: a batch that meets the outage does
- * that, after its retries. */
-static void idle_checks(worker_t *w, int64_t *next_ping, int64_t *next_refresh)
-{
-    refresh_dead_letters(w, next_refresh);
-    if (w->metrics && w->consumer.lag)
-        w->consumer.lag(w->consumer.ctx, w->metrics->lag, w->metrics->committed_lag, METRICS_MAX_PARTITIONS);
-    if (!w->store.ping || clock_now_ms() < *next_ping) return;
-    char err[1024];
-    error_class_t cls = ERROR_CLASS_FATAL;
-    int rc = w->store.ping(w->store.ctx, err, sizeof err, &cls);
     bool was_failing = w->metrics && atomic_load_explicit(&w->metrics->db_state, memory_order_relaxed) == DB_STATE_FAILING;
     if (rc != 0 && !was_failing) LOG_WARN(w->def->name, "PostgreSQL does not answer (the pipeline is not ready): %s", err);
     if (rc != 0) note_error(w, "PostgreSQL does not answer", err);
     if (rc == 0 && was_failing) LOG_INFO(w->def->name, "PostgreSQL answers again");
     metrics_db_state(w->metrics, rc == 0);
+}
+
+/* Read the unresolved dead letters of the pipeline's topic again when
+ * due, for the status page (DESIGN.md: Status page): the HTTP thread
+ * reads the snapshot and never opens a connection. A failure keeps the
+ * last snapshot; one that is not the database refusing the query (a
+ * connection lost, an attempt's deadline passed) is PostgreSQL not
+ * answering, for /readyz as a failed ping is. Returns whether it asked and
+ * heard nothing. */
+static bool refresh_dead_letters(worker_t *w, int64_t *next_refresh)
+{
+    if (!w->metrics || !w->store.unresolved || clock_now_ms() < *next_refresh) return false;
+    int64_t counts[METRICS_ERROR_TYPES];
+    char err[1024];
+    error_class_t cls = ERROR_CLASS_FATAL;
+    int rc = w->store.unresolved(w->store.ctx, w->settings->topic[w->def->id], counts, METRICS_ERROR_TYPES, err,
+                                 sizeof err, &cls);
+    *next_refresh = clock_now_ms() + WORKER_DEAD_LETTERS_REFRESH_MS;
+    if (rc == 0) {
+        metrics_unresolved_dead_letters(w->metrics, counts);
+        return false;
+    }
+    LOG_DEBUG(w->def->name, "unresolved dead letters not read: %s", err);
+    if (cls != ERROR_CLASS_TRANSIENT) return false;
+    note_db_answer(w, rc, err);
+    return true;
+}
+
+/* An idle pipeline's turn: check PostgreSQL when it has not been heard from
+ * for WORKER_DB_PING_MS, and refresh the lag gauges (DESIGN.md: Probes and
+ * metrics). A refresh of the dead letters that heard nothing stands for the
+ * ping: asking again would only wait another attempt. Never fails the
+ * pipeline: a batch that meets the outage does that, after its retries. */
+static void idle_checks(worker_t *w, int64_t *next_ping, int64_t *next_refresh)
+{
+    bool silent = refresh_dead_letters(w, next_refresh);
+    if (w->metrics && w->consumer.lag)
+        w->consumer.lag(w->consumer.ctx, w->metrics->lag, w->metrics->committed_lag, METRICS_MAX_PARTITIONS);
+    if (silent) *next_ping = clock_now_ms() + WORKER_DB_PING_MS;
+    if (!w->store.ping || clock_now_ms() < *next_ping) return;
+    char err[1024];
+    error_class_t cls = ERROR_CLASS_FATAL;
+    int rc = w->store.ping(w->store.ctx, err, sizeof err, &cls);
+    note_db_answer(w, rc, err);
     *next_ping = clock_now_ms() + WORKER_DB_PING_MS;
 }
 

@@ -614,7 +614,9 @@ static int isolate_and_retry(store_t *st, batch_t *b, const store_hook_t *hook, 
  * Returns 0, or -1 with err/cls. */
 static int probe(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
-    long found = probe_stored(st->conn, st->deadline, b, st->pending, fill_pending(st, b), st->stored, err, errlen, cls);
+    size_t n = fill_pending(st, b);
+    if (n == 0) return 0;
+    long found = probe_stored(st->conn, st->deadline, b, st->pending, n, st->stored, err, errlen, cls);
     if (found >= 0) {
         st->probed = (size_t)found;
         return 0;
