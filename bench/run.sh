@@ -687,7 +687,6 @@ for ((r = 1; r <= TLS_ROUNDS; r++)); do
     echo "storage-consumer over TCP: plain ${R[tcp_$r.rows_per_s]}, TLS ${R[tls_$r.rows_per_s]} rows/s" >&2
 done
 URL_OF=db_url
-TLS_RATIO=$(calc %.2f "$(median $(for ((r = 1; r <= TLS_ROUNDS; r++)); do echo "${R[ratio_$r.tls]}"; done))")
 
 # ---- aggregation ---------------------------------------------------------------
 
@@ -723,11 +722,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 
 # VALUES of KEY over the rounds of window prefix P.
-over_rounds() { # P KEY
+over_rounds() { # P KEY [N: the number of rounds, ROUNDS unless given]
     local r
-    for ((r = 1; r <= ROUNDS; r++)); do printf '%s ' "${R[$1_$r.$2]}"; done
+    for ((r = 1; r <= ${3:-ROUNDS}; r++)); do printf '%s ' "${R[$1_$r.$2]}"; done
 }
 med() { median $(over_rounds "$1" "$2"); }
+TLS_RATIO=$(calc %.2f "$(median $(over_rounds ratio tls "$TLS_ROUNDS"))")
 # "MIN-MAX" of KEY over the rounds, in printf format FMT.
 spread() { # P KEY FMT
     over_rounds "$1" "$2" | tr ' ' '\n' | grep . | sort -g |
@@ -933,8 +933,8 @@ cat >"$JSON" <<JSON
   "reviews_ratio_to_bare_pg": $RATIO_FRESH,
   "recrawl_messages": $RECRAWL,
   "reobserve_rows_per_s": $SVC_REOB,
-  "tcp_rows_per_s": $(calc %.0f "$(median $(for ((r = 1; r <= TLS_ROUNDS; r++)); do echo "${R[tcp_$r.rows_per_s]}"; done))"),
-  "tls_rows_per_s": $(calc %.0f "$(median $(for ((r = 1; r <= TLS_ROUNDS; r++)); do echo "${R[tls_$r.rows_per_s]}"; done))"),
+  "tcp_rows_per_s": $(calc %.0f "$(median $(over_rounds tcp rows_per_s "$TLS_ROUNDS"))"),
+  "tls_rows_per_s": $(calc %.0f "$(median $(over_rounds tls rows_per_s "$TLS_ROUNDS"))"),
   "tls_ratio_to_plain": $TLS_RATIO,
   "bare_pg_reobserve_rows_per_s": $BARE_REOB,
   "limit_copy_rows_per_s": $LIMIT_COPY,

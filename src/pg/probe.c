@@ -9,15 +9,17 @@ long probe_stored(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, const 
 {
     const pipeline_def_t *def = b->def;
     const char **texts = malloc((n ? n : 1) * sizeof *texts);
-    int64_t *ids = malloc((n ? n : 1) * sizeof *ids);
     char *params[3];
     int np = 0;
-    if (!texts || !ids) abort();
+    if (!texts) abort();
     /* One array per column, in the probe's order: the application's id
      * (when the key has it), the key field, the version. */
     if (def->key_includes_app) {
+        int64_t *ids = malloc((n ? n : 1) * sizeof *ids);
+        if (!ids) abort();
         for (size_t k = 0; k < n; k++) ids[k] = b->entries[pending[k]].application_id;
         params[np++] = db_array_literal(NULL, ids, n);
+        free(ids);
     }
     int columns[2] = {pipeline_field_index(def, def->key_field), def->version_index};
     for (int c = 0; c < 2; c++) {
@@ -42,6 +44,5 @@ long probe_stored(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, const 
     }
     for (int i = 0; i < np; i++) free(params[i]);
     free(texts);
-    free(ids);
     return found;
 }
