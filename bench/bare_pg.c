@@ -3,7 +3,7 @@
  * transaction boundaries, and nothing else (no Kafka, no decoding, no lookups
  * on the clock).
  *
- *   bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --recrawl RECRAWL_FILE
+ *   bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --recrawl RECRAWL_FILE --passes limits|upsert
  *   bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --connections N --partitions P
  *
  * MESSAGES_FILE holds one message per line, "KEY<TAB>JSON" (bench/gen-reviews.awk);
@@ -14,19 +14,21 @@
  * query, and build each batch's COPY data. Timed, per batch of BATCH_SIZE
  * (500) rows, one transaction each, a CHECKPOINT before each pass (so no pass
  * pays for the previous one's dirty pages) and a VACUUM ANALYZE between
- * passes (a crawl meets a table autovacuum has long since seen), in this
- * order on one connection:
+ * passes (a crawl meets a table autovacuum has long since seen), three passes
+ * in this order on one connection, on a new database (the table empty and
+ * never written, as the service's first phase meets it; DESIGN.md:
+ * Benchmark):
  *
- *   the limits PostgreSQL itself sets (DESIGN.md: Benchmark):
+ *   --passes limits: the limits PostgreSQL itself sets:
  *   limit_copy     the first crawl, plain COPY into the empty table: inserting;
  *   limit_update   the recrawl: COPY into a staging table, one UPDATE ... FROM
  *                  of the rows the table holds, plain COPY of the new ones:
  *                  updating;
  *   limit_probe    the recrawl again: SELECT review_id, last_synced_at ...
  *                  WHERE review_id = ANY($1): finding that nothing changes;
- *   then, the table emptied, the service's first method (COPY into a
- *   per-session staging table + one INSERT ... SELECT ... ON CONFLICT ...
- *   RETURNING per batch), a second baseline:
+ *   --passes upsert: the service's first method (COPY into a per-session
+ *   staging table + one INSERT ... SELECT ... ON CONFLICT ... RETURNING per
+ *   batch), a second baseline:
  *   fresh          the first crawl into the empty table;
  *   reobserve      the recrawl;
  *   replay         the recrawl again, every row skipped by the guard.
@@ -477,7 +479,7 @@ static PGconn *connect_session(const char *conninfo, long *backend_pid)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --recrawl RECRAWL_FILE\n"
+    fprintf(stderr, "usage: bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --recrawl RECRAWL_FILE --passes limits|upsert\n"
                     "       bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --connections N --partitions P\n");
     exit(2);
 }
@@ -572,7 +574,7 @@ static size_t read_crawl(const reader_t *rd, const char *path, crawl_t *crawls)
 
 int main(int argc, char **argv)
 {
-    const char *pos[3] = {NULL, NULL, NULL}, *recrawl_path = NULL;
+    const char *pos[3] = {NULL, NULL, NULL}, *recrawl_path = NULL, *series = NULL;
     size_t npos = 0, nconn = 1, nparts = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--connections") || !strcmp(argv[i], "--partitions")) {
@@ -581,9 +583,10 @@ int main(int argc, char **argv)
             if (argv[i][2] == 'c') nconn = v;
             else nparts = v;
             i++;
-        } else if (!strcmp(argv[i], "--recrawl")) {
+        } else if (!strcmp(argv[i], "--recrawl") || !strcmp(argv[i], "--passes")) {
             if (i + 1 >= argc) usage();
-            recrawl_path = argv[++i];
+            *(argv[i][2] == 'r' ? &recrawl_path : &series) = argv[i + 1];
+            i++;
         } else if (argv[i][0] == '-' || npos == 3) {
             usage();
         } else {
@@ -599,6 +602,11 @@ int main(int argc, char **argv)
     if ((nconn > 1) == (recrawl_path != NULL)) {
         fprintf(stderr, "bare_pg: give --recrawl (one connection: the limits and the production mix) "
                         "or --connections (the scale-out baseline), not both nor neither\n");
+        return 2;
+    }
+    bool limits = series && !strcmp(series, "limits");
+    if ((recrawl_path != NULL) != (series != NULL) || (series && !limits && strcmp(series, "upsert") != 0)) {
+        fprintf(stderr, "bare_pg: --recrawl needs --passes limits or --passes upsert (each series on a new database)\n");
         return 2;
     }
     const char *conninfo = pos[0], *path = pos[1];
@@ -678,21 +686,22 @@ int main(int argc, char **argv)
         run_pass(ws, nconn, "fresh", postmaster, extra.data);
         free(extra.data);
     } else {
-        /* The passes, in the order of the header; each crawl is the first,
-         * or the recrawl (every row of its passes after limit_update known). */
+        /* The series' passes, in the order of the header; each crawl is the
+         * first, or the recrawl (every row of its passes after the first
+         * known). */
         static const struct {
             const char *name;
             method_fn *method;
             bool recrawl;
-        } passes[] = {{"limit_copy", method_copy, false},   {"limit_update", method_update, true},
-                      {"limit_probe", method_probe, true},  {"fresh", method_upsert, false},
-                      {"reobserve", method_upsert, true},   {"replay", method_upsert, true}};
-        for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
-            if (!strcmp(passes[i].name, "fresh")) exec_ok(c, "TRUNCATE reviews");
+        } passes[2][3] = {{{"limit_copy", method_copy, false}, {"limit_update", method_update, true},
+                           {"limit_probe", method_probe, true}},
+                          {{"fresh", method_upsert, false}, {"reobserve", method_upsert, true},
+                           {"replay", method_upsert, true}}};
+        for (size_t i = 0; i < 3; i++) {
             if (i > 0) settle(c);
-            ws[0].method = passes[i].method;
-            ws[0].crawl = passes[i].recrawl ? &recrawl : &crawls[0];
-            run_pass(ws, 1, passes[i].name, postmaster, "");
+            ws[0].method = passes[!limits][i].method;
+            ws[0].crawl = passes[!limits][i].recrawl ? &recrawl : &crawls[0];
+            run_pass(ws, 1, passes[!limits][i].name, postmaster, "");
         }
         hdestroy_r(&first); /* its keys stay allocated until exit */
     }

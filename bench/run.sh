@@ -8,9 +8,10 @@
 #      (inserting), the next crawl (every review re-observed an hour later,
 #      a third changed, a tenth new) by one UPDATE ... FROM plus COPY of the
 #      new (updating), and a probe of its keys and versions (finding nothing
-#      changes) — then the service's first method (COPY into a staging table
-#      + INSERT ... SELECT ... ON CONFLICT) on the same three: fresh,
-#      reobserve, replay;
+#      changes) — then, on a second new database, the service's first method
+#      (COPY into a staging table + INSERT ... SELECT ... ON CONFLICT) on the
+#      same three: fresh, reobserve, replay; each series meets the table as
+#      the service's phases do (its first pass on a table never written);
 #   2. storage-consumer end to end (release build, STORAGE_PIPELINES=reviews):
 #      the first crawl, already in the broker, consumed from offset 0 to lag
 #      0 (fresh); the next crawl from its own topic (reobserve); the next
@@ -267,15 +268,25 @@ bare_parse() { # OUT PASS W
 }
 
 bare_round() { # ROUND
-    local r=$1 out=$WORK/bare-$1.txt
-    fresh_db "bench_bare_$r"
-    "$BARE" "$(db_url "bench_bare_$r")" "$WORK/reviews.tsv" "$BATCH" --recrawl "$WORK/recrawl.tsv" >"$out" 2>"$WORK/bare-$r.log" ||
-        { cat "$WORK/bare-$r.log" >&2; die "bare_pg failed"; }
-    cat "$WORK/bare-$r.log" >&2
-    grep -q 'conflict_clause_matches_service=1' "$out" || CLAUSE_MATCH=0
+    local r=$1 series out
+    # Each series on a new database: its first pass meets the table as the
+    # service's fresh phase does, empty and never written.
+    for series in limits upsert; do
+        out=$WORK/bare-$series-$r.txt
+        fresh_db "bench_bare_${series}_$r"
+        "$BARE" "$(db_url "bench_bare_${series}_$r")" "$WORK/reviews.tsv" "$BATCH" --recrawl "$WORK/recrawl.tsv" \
+            --passes "$series" >"$out" 2>"$WORK/bare-$series-$r.log" ||
+            { cat "$WORK/bare-$series-$r.log" >&2; die "bare_pg --passes $series failed"; }
+        cat "$WORK/bare-$series-$r.log" >&2
+        grep -q 'conflict_clause_matches_service=1' "$out" || CLAUSE_MATCH=0
+        # Dropped, so that no autovacuum of it runs during a later measurement.
+        psql_db postgres -c "DROP DATABASE bench_bare_${series}_$r"
+    done
+    out=$WORK/bare-limits-$r.txt
     bare_parse "$out" limit_copy "lcopy_$r"
     bare_parse "$out" limit_update "lupd_$r"
     bare_parse "$out" limit_probe "lprobe_$r"
+    out=$WORK/bare-upsert-$r.txt
     bare_parse "$out" fresh "bare_$r"
     bare_parse "$out" reobserve "barereob_$r"
     bare_parse "$out" replay "barerep_$r"
@@ -374,7 +385,7 @@ two_member_round() { # ROUND
     [ "$rows" -eq "$REVIEWS" ] && [ "$distinct" -eq "$REVIEWS" ] ||
         die "after two members the reviews table holds $rows rows ($distinct distinct review ids), expected exactly $REVIEWS"
     # The window: both logs' batch lines, by end time.
-    { batch_lines "$a" reviews; batch_lines "$b" reviews; } | sort -k8,8 >"$WORK/service-$w.batches"
+    { batch_lines "$a" reviews; batch_lines "$b" reviews; } | sort -k9,9 >"$WORK/service-$w.batches"
     t0=$(date -u -d "$(assignments "$a" | cut -d' ' -f1)" +%s%3N)
     t1=$(date -u -d "$(assignments "$b" | cut -d' ' -f1)" +%s%3N)
     [ "$t1" -gt "$t0" ] && t0=$t1
@@ -387,12 +398,14 @@ two_member_round() { # ROUND
 
 # ---- 2. storage-consumer -----------------------------------------------------
 
-# Batch lines of PIPELINE in LOG: "size inserted updated skipped dead duration_ms skipped_by_probe end_time".
+# Batch lines of PIPELINE in LOG: "size inserted updated skipped dead duration_ms skipped_by_probe
+# inserted_by_copy end_time".
 batch_lines() { # LOG PIPELINE
     [ -f "$1" ] || return 0 # the service has not opened it yet
     awk -v comp="[$2]" '$3 == comp && $4 == "batch" {
         for (i = 5; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-        print v["size"], v["inserted"], v["updated"], v["skipped"], v["dead_lettered"], v["duration_ms"], v["skipped_by_probe"] + 0, $1
+        print v["size"], v["inserted"], v["updated"], v["skipped"], v["dead_lettered"], v["duration_ms"], v["skipped_by_probe"] + 0,
+            v["inserted_by_copy"] + 0, $1
     }' "$1"
 }
 
@@ -495,11 +508,12 @@ analyse_lines() { # NAME LINES [START_MS]
     R[$1.start_ms]=$(calc %.1f "${3:-$t0 - $(echo "$first" | cut -d' ' -f6)}")
     R[$1.end_ms]=$t1
     awk -v t0="${R[$1.start_ms]}" -v t1="$t1" '
-        { n++; size += $1; ins += $2; upd += $3; skip += $4; dead += $5; d[n] = $6; busy += $6; probe += $7 }
+        { n++; size += $1; ins += $2; upd += $3; skip += $4; dead += $5; d[n] = $6; busy += $6; probe += $7; copied += $8 }
         END {
             secs = (t1 - t0) / 1000
             for (i = 2; i <= n; i++) { x = d[i]; for (j = i - 1; j >= 1 && d[j] > x; j--) d[j + 1] = d[j]; d[j + 1] = x }
-            printf "batches=%d messages=%d inserted=%d updated=%d skipped=%d skipped_by_probe=%d dead_lettered=%d seconds=%.3f ", n, size, ins, upd, skip, probe, dead, secs
+            printf "batches=%d messages=%d inserted=%d updated=%d skipped=%d skipped_by_probe=%d inserted_by_copy=%d dead_lettered=%d seconds=%.3f ", \
+                n, size, ins, upd, skip, probe, copied, dead, secs
             printf "rows_per_s=%.0f msgs_per_s=%.0f batch_ms_mean=%.2f batch_ms_p50=%.2f batch_ms_p99=%.2f batch_ms_max=%.2f busy_pct=%.1f mean_batch=%.1f\n", \
                 (ins + upd) / secs, size / secs, busy / n, d[int(0.5 * n) + 1], d[int(0.99 * n) + 1], d[n], 100 * busy / (t1 - t0), size / n
         }' "$lines" >"$WORK/analysis-$1.txt"
@@ -587,7 +601,8 @@ service_round() { # ROUND
     TOPIC=reviews EXPECT=$REVIEWS
     settle "$db" # the replay updated its consumer_offsets rows with every batch
     echo "storage-consumer: fresh ${R[fresh_$r.rows_per_s]}, reobserve ${R[reob_$r.rows_per_s]}, replay ${R[replay_$r.rows_per_s]} rows/s" \
-        "(${R[replay_$r.skipped_by_probe]} of the replay's rows found stored by the probe)" >&2
+        "(${R[fresh_$r.inserted_by_copy]} of the fresh rows COPYed into the table," \
+        "${R[replay_$r.skipped_by_probe]} of the replay's rows found stored by the probe)" >&2
 }
 
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -953,6 +968,7 @@ cat >"$JSON" <<JSON
   "pg_cpu_us_per_row_bare_pg_reobserve": $(pg_row barereob),
   "pg_cpu_us_per_row_bare_pg_replay": $(pg_row barerep),
   "replay_rows_skipped_by_probe_round1": ${R[replay_1.skipped_by_probe]},
+  "fresh_rows_inserted_by_copy_round1": ${R[fresh_1.inserted_by_copy]},
   "replay_rows_per_s": $SVC_REPLAY,
   "replay_ratio_to_bare_pg": $RATIO_REPLAY,
   "bare_pg_two_conn_rows_per_s": $BARE_TWO,

@@ -65,6 +65,7 @@ typedef struct {
 typedef struct {
     size_t inserted, updated, skipped, dead_lettered, superseded;
     size_t skipped_by_probe; /* of `skipped`, found stored before the write, never sent */
+    size_t inserted_by_copy; /* of `inserted`, COPYed straight into the table */
 } batch_counts_t;
 
 void batch_init(batch_t *b, const pipeline_def_t *def);

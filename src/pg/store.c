@@ -21,6 +21,7 @@ struct store {
     char *columns;    /* "application_id, crawled_at, ..." */
     char *copy_sql;   /* COPY storage_stage (...) FROM STDIN */
     char *insert_sql; /* INSERT INTO table (...) SELECT ... FROM storage_stage ON CONFLICT ... */
+    char *direct_sql; /* COPY table (...) FROM STDIN */
     /* The consumer group whose progress each committed batch records in
      * consumer_offsets (NULL: none, as for redrive, whose records are dead
      * letters, not a group's position). */
@@ -45,6 +46,10 @@ struct store {
     bool probe_next;
     bool *stored;
     size_t probed;
+    /* Whether the next batch is COPYed straight into the table (the last one
+     * inserted every row: a fresh ingest), and whether the attempt in hand
+     * is. */
+    bool direct_next, direct;
     copy_buf_t copy;       /* reused COPY data of one chunk */
     app_cache_t *apps; /* this pipeline's package_name -> application_id */
     /* The current attempt's deadline (clock_now_ms; 0: none yet): resolving and
@@ -90,6 +95,7 @@ store_t *store_new(const settings_t *s, const pipeline_def_t *def)
      * in the same order and wait for each other instead of deadlocking. */
     char key[128];
     if (asprintf(&st->copy_sql, "COPY storage_stage (%s) FROM STDIN", cols.data) < 0 ||
+        asprintf(&st->direct_sql, "COPY %s (%s) FROM STDIN", def->table, cols.data) < 0 ||
         asprintf(&st->insert_sql,
                  "INSERT INTO %s (%s) SELECT %s FROM storage_stage ORDER BY %s %s RETURNING (xmax = 0)",
                  def->table, cols.data, cols.data, pipeline_key_columns(def, ", ", key, sizeof key),
@@ -114,6 +120,7 @@ void store_free(store_t *st)
     free(st->columns);
     free(st->copy_sql);
     free(st->insert_sql);
+    free(st->direct_sql);
     free(st->progress_group);
     free(st->epochs);
     free(st->copy.data);
@@ -335,6 +342,7 @@ static int copy_events(store_t *st, batch_t *b, size_t n, const char *fused, cha
         copy_text(st, b, st->pending, n);
     }
     if (fused) return db_copy_send(st->conn, fused, st->copy.data, st->copy.len, st->deadline, err, errlen, cls);
+    /* Only the fused query COPYs straight into the table (send_one_query). */
     return db_copy_in(st->conn, st->copy_sql, st->copy.data, st->copy.len, st->deadline, err, errlen, cls);
 }
 
@@ -475,12 +483,15 @@ static char *end_sql(store_t *st, const batch_t *b, const store_hook_t *hook, si
 
 /* The usual batch, events alone: one query, BEGIN; COPY into the stage; the
  * upsert; the position; COMMIT (DESIGN.md: The batch loop). Only the COPY's
- * start is waited for. */
+ * start is waited for. A batch predicted new (st->direct) is COPYed straight
+ * into the table instead, with no upsert. */
 static int send_one_query(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err, size_t errlen,
                           error_class_t *cls)
 {
-    char *end = end_sql(st, b, hook, n), *query;
-    if (asprintf(&query, "BEGIN; %s%s%s", n ? st->copy_sql : "", n ? "; " : "", end) < 0) abort();
+    char *end = end_sql(st, b, hook, st->direct ? 0 : n), *query;
+    if (asprintf(&query, "BEGIN; %s%s%s", n ? (st->direct ? st->direct_sql : st->copy_sql) : "", n ? "; " : "",
+                 end) < 0)
+        abort();
     /* With every event found stored, only the position is left to commit. */
     int rc = n ? copy_events(st, b, n, query, err, errlen, cls)
                : db_send(st->conn, query, st->deadline, err, errlen, cls);
@@ -539,12 +550,16 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
 
     memset(&st->done, 0, sizeof st->done);
     st->done.skipped = st->done.skipped_by_probe = st->probed;
-    if (isolating)
+    st->direct = false;
+    if (isolating) {
         rc = send_isolating(st, b, hook, n, err, errlen, cls);
-    else if (!hook->fn && !has_rejections(b))
+    } else if (!hook->fn && !has_rejections(b)) {
+        st->direct = st->direct_next && n > 0 && st->probed == 0;
+        if (st->direct) upserted_at_the_end = 0;
         rc = send_one_query(st, b, hook, n, err, errlen, cls);
-    else
+    } else {
         rc = send_step_by_step(st, b, hook, n, err, errlen, cls);
+    }
     /* Only a first attempt uses the text prepared ahead: a later one may have
      * rejected records meanwhile. */
     if (st->prepared.batch == b) st->prepared.batch = NULL;
@@ -569,6 +584,10 @@ static int wait_attempt(store_t *st, char *err, size_t errlen, error_class_t *cl
         ExecStatusType status = PQresultStatus(res);
         if (!failed && status == PGRES_TUPLES_OK) {
             count_upsert(res, st->in_flight.rows, &st->done);
+        } else if (!failed && status == PGRES_COMMAND_OK && st->direct && strncmp(PQcmdStatus(res), "COPY ", 5) == 0) {
+            size_t copied = strtoul(PQcmdTuples(res), NULL, 10);
+            st->done.inserted += copied;
+            st->done.inserted_by_copy += copied;
         } else if (!failed && status != PGRES_COMMAND_OK) {
             db_describe(st->conn, res, err, errlen);
             *cls = db_classify(st->conn, res);
@@ -608,6 +627,29 @@ static int isolate_and_retry(store_t *st, batch_t *b, const store_hook_t *hook, 
     return rc;
 }
 
+/* After a failed attempt. One that COPYed straight into the table met a
+ * stored key, or one a concurrent writer stored first (23505, or a deadlock
+ * with it), or a value the table refuses: the batch is written again at once
+ * by the guarded upsert, which judges every row, and isolates refused values
+ * if it must. Any other attempt: isolate_and_retry. Returns 0, or -1 with
+ * err/cls. */
+static int retry_after(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
+                       error_class_t *cls)
+{
+    if (!st->direct) return isolate_and_retry(st, b, hook, err, errlen, cls);
+    st->direct = st->direct_next = false;
+    char state[6];
+    const char *sqlstate = retry_sqlstate_of(err, state);
+    roll_back(st);
+    if (*cls != ERROR_CLASS_DATA && !(sqlstate && strcmp(sqlstate, "40P01") == 0)) return -1;
+    LOG_DEBUG_F(st->def->name, LOG_FIELDS(LF_STR("error", err)),
+                "a batch predicted new was refused by the table: writing it by the upsert");
+    int rc = send_attempt(st, b, hook, false, err, errlen, cls);
+    if (rc == 0) rc = wait_attempt(st, err, errlen, cls);
+    if (rc != 0) rc = isolate_and_retry(st, b, hook, err, errlen, cls);
+    return rc;
+}
+
 /* Ask which events of the batch are stored (probe_stored), so the attempt
  * sends only the others. A probe the database refuses (a data-class error:
  * nothing of the batch is at fault) only costs the batch its shortcut.
@@ -644,7 +686,7 @@ int store_write_start(store_t *st, batch_t *b, const store_hook_t *hook, char *e
     int rc = store_connect(st, err, errlen, cls);
     if (rc == 0 && st->probe_next && !hook->fn) rc = probe(st, b, err, errlen, cls);
     if (rc == 0 && send_attempt(st, b, hook, false, err, errlen, cls) != 0)
-        rc = isolate_and_retry(st, b, hook, err, errlen, cls);
+        rc = retry_after(st, b, hook, err, errlen, cls);
     if (rc != 0) st->deadline = 0;
     return rc;
 }
@@ -658,13 +700,15 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
     if (st->in_flight.active) st->deadline = clock_now_ms() + (st->in_flight.left_ms > 1 ? st->in_flight.left_ms : 1);
     if (st->in_flight.active && wait_attempt(st, err, errlen, cls) != 0) {
         store_hook_t hook = st->in_flight.hook;
-        rc = isolate_and_retry(st, b, &hook, err, errlen, cls);
+        rc = retry_after(st, b, &hook, err, errlen, cls);
     }
     if (rc == 0) {
         st->done.superseded = batch_superseded(b);
         *counts = st->done;
-        /* Probe the next batch when this one found most of its rows stored. */
+        /* Probe the next batch when this one found most of its rows stored;
+         * COPY it straight into the table when this one inserted every row. */
         st->probe_next = 2 * counts->skipped > counts->inserted + counts->updated + counts->skipped;
+        st->direct_next = counts->inserted > 0 && counts->updated == 0 && counts->skipped == 0;
     }
     st->deadline = 0; /* the attempt is over */
     return rc;

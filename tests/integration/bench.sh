@@ -135,4 +135,15 @@ test_bare_pg_two_connections_need_the_partition_count() {
     assert_contains "$err" "--connections must be a whole number" "error message"
 }
 
+test_bare_pg_limits_and_upsert_are_asked_for_one_series_at_a_time() {
+    local rc=0 err
+    err=$("$RELEASE/bench/bare_pg" "dbname=none" /dev/null --recrawl /dev/null 2>&1) || rc=$?
+    assert_eq 2 "$rc" "exit status"
+    assert_contains "$err" "--recrawl needs --passes limits or --passes upsert" "error message"
+    rc=0
+    err=$("$RELEASE/bench/bare_pg" "dbname=none" /dev/null --recrawl /dev/null --passes both 2>&1) || rc=$?
+    assert_eq 2 "$rc" "exit status"
+    assert_contains "$err" "--recrawl needs --passes limits or --passes upsert" "error message"
+}
+
 run_tests

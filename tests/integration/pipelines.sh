@@ -233,6 +233,48 @@ test_a_redelivered_backlog_is_found_stored_by_a_probe_and_left_unlocked() {
         "rows locked: those the upserts skipped"
 }
 
+# A fresh ingest (DESIGN.md: The write path): once a batch has inserted
+# every row, the next is COPYed straight into the table, with no staging
+# table and no upsert. A batch so predicted that meets a stored key (a
+# re-observation amid new reviews) is written again at once by the guarded
+# upsert, in the same attempt: nothing is dead-lettered or retried, the
+# stored review is updated, and the batches after it go back to COPY once
+# one inserts every row again.
+test_a_fresh_backlog_is_copied_into_the_table_and_a_stored_key_falls_back_to_the_upsert() {
+    begin_test direct
+    register_apps com.example.direct
+    fresh() { local i; for i in $(seq "$1" "$2"); do printf 'd%s|' "$i"; review com.example.direct "d$i" 1 "2026-11-29T10:00:00Z"; done; }
+    fresh 1 1500 | produce "$TOPIC_REVIEWS" -K'|'
+    start_service direct STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100 STORAGE_LOG_LEVEL=debug
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    local copied
+    copied=$(batch_sum direct reviews inserted_by_copy)
+    # Only the batches up to the first that inserted all its rows upserted.
+    [ "$copied" -ge $((1500 - 3 * 100)) ] || fail "only $copied of 1500 new rows were COPYed into the table ($(batch_lines direct reviews) batches)"
+    assert_eq "1500/0/0" "$(batch_sum direct reviews inserted)/$(batch_sum direct reviews updated)/$(batch_sum direct reviews skipped)" \
+        "inserted/updated/skipped of the first backlog"
+
+    # More new reviews with d7 re-observed among them, read by the same
+    # running service: d7's batch is predicted new and meets d7 stored.
+    { fresh 1501 1800; printf 'd7|'; review com.example.direct d7 77 "2026-11-29T11:00:00Z"; fresh 1801 2400; } |
+        produce "$TOPIC_REVIEWS" -K'|'
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    stop_clean direct
+    assert_eq "2400/1/0/0" "$(batch_sum direct reviews inserted)/$(batch_sum direct reviews updated)/$(batch_sum direct reviews skipped)/$(batch_sum direct reviews dead_lettered)" \
+        "inserted/updated/skipped/dead-lettered in all"
+    assert_eq "77/2400" "$(sql "SELECT thumbs_up_count FROM reviews WHERE review_id = 'd7'")/$(sql "SELECT count(*) FROM reviews")" \
+        "d7's thumbs up, rows"
+    assert_eq 1 "$(grep -c 'a batch predicted new was refused by the table' "$(svc_log direct)")" "fallbacks to the upsert"
+    assert_contains "$(grep -F 'a batch predicted new was refused' "$(svc_log direct)")" "23505" "the fallback's reason"
+    # d7's batch was written by the upsert alone; the second backlog's other
+    # batches by COPY again, but the one after d7's.
+    assert_eq 0 "$(grep -E 'info +\[reviews\] batch size=.* updated=1 ' "$(svc_log direct)" | grep -oE ' inserted_by_copy=[0-9]+' | cut -d= -f2)" \
+        "rows COPYed in d7's batch"
+    copied=$(batch_sum direct reviews inserted_by_copy)
+    [ "$copied" -ge $((2400 - 3 * 100 - 2 * 100)) ] || fail "only $copied of 2400 new rows were COPYed into the table"
+    assert_eq 0 "$(grep -cE 'retry|isolating' "$(svc_log direct)")" "retries or isolation"
+}
+
 # Records of committed transactions beside a plain producer's are stored,
 # and a transactional producer trips nothing: the committed offsets reach
 # the high watermarks (lag 0), verify's lag stage is ok, the stalled-fetch
