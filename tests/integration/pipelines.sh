@@ -275,6 +275,37 @@ test_a_fresh_backlog_is_copied_into_the_table_and_a_stored_key_falls_back_to_the
     assert_eq 0 "$(grep -cE 'retry|isolating' "$(svc_log direct)")" "retries or isolation"
 }
 
+# A concurrent writer of a new key (DESIGN.md: The write path): another
+# transaction inserts c250, a newer observation, and holds it uncommitted
+# while the service COPYs a batch predicted new that holds c250 too. The
+# COPY waits for that transaction, then meets c250 stored (23505); the batch
+# is written again by the guarded upsert, which keeps the newer row and
+# stores the rest, with no retry and no dead letter.
+test_a_new_key_a_concurrent_writer_stores_first_is_settled_by_the_upsert() {
+    begin_test race
+    register_apps com.example.race
+    fresh() { local i; for i in $(seq "$1" "$2"); do printf 'c%s|' "$i"; review com.example.race "c$i" 1 "2026-11-29T10:00:00Z"; done; }
+    fresh 1 200 | produce "$TOPIC_REVIEWS" -K'|'
+    start_service race STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100 STORAGE_LOG_LEVEL=debug
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    sql "BEGIN; INSERT INTO reviews (application_id, review_id, score, thumbs_up_count, reviewed_at, last_synced_at)
+         SELECT id, 'c250', 5, 99, '2026-11-29T09:00:00Z', '2026-11-29T12:00:00Z'
+         FROM apps_registry_application WHERE package_name = 'com.example.race';
+         SELECT pg_sleep(4); COMMIT" >/dev/null &
+    local writer=$!
+    wait_for_sql "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(4)%' AND state = 'active' AND pid <> pg_backend_pid()" 1
+    fresh 201 300 | produce "$TOPIC_REVIEWS" -K'|'
+    wait "$writer" || fail "the concurrent writer failed"
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    stop_clean race
+    assert_eq "299/0/1/0" "$(batch_sum race reviews inserted)/$(batch_sum race reviews updated)/$(batch_sum race reviews skipped)/$(batch_sum race reviews dead_lettered)" \
+        "inserted/updated/skipped/dead-lettered"
+    assert_eq "99/300" "$(sql "SELECT thumbs_up_count FROM reviews WHERE review_id = 'c250'")/$(sql "SELECT count(*) FROM reviews")" \
+        "c250's thumbs up (the concurrent writer's newer row), rows"
+    assert_contains "$(grep -F 'a batch predicted new was refused by the table' "$(svc_log race)")" "23505" "the fallback's reason"
+    assert_eq 0 "$(grep -cE 'retry|isolating' "$(svc_log race)")" "retries or isolation"
+}
+
 # Records of committed transactions beside a plain producer's are stored,
 # and a transactional producer trips nothing: the committed offsets reach
 # the high watermarks (lag 0), verify's lag stage is ok, the stalled-fetch
