@@ -69,6 +69,12 @@ typedef struct {
 } batch_counts_t;
 
 void batch_init(batch_t *b, const pipeline_def_t *def);
+
+/* Sort the entry indexes idx[0..n) in key order: the application's id (when
+ * the key has it), then the key's text, byte by byte. The keys must be
+ * distinct (batch_deduplicate). The order a batch is COPYed in (DESIGN.md:
+ * The write path). */
+void batch_sort_by_key(const batch_t *b, size_t *idx, size_t n);
 void batch_free(batch_t *b);
 
 /* Take `count` records (borrowed) and decode each into its entry. */

@@ -158,6 +158,46 @@ static void keys_sharing_a_long_prefix_are_told_apart_and_repeats_found(void **s
     batch_free(&b);
 }
 
+/* The order a batch is COPYed in: reviews by review_id alone, byte by byte;
+ * app_stats by the application's id first, then crawled_at. */
+static void a_batch_is_ordered_by_its_natural_key_the_application_first_when_the_key_has_it(void **state)
+{
+    (void)state;
+    static const char *reviews[] = {
+        "{\"package_name\":\"com.example.a\",\"review_id\":\"gp:b\",\"score\":4,\"thumbs_up_count\":0,\"reviewed_at\":\"2026-11-01T00:00:00Z\",\"last_synced_at\":\"2026-11-29T10:00:00Z\"}",
+        "{\"package_name\":\"com.example.z\",\"review_id\":\"gp:B\",\"score\":4,\"thumbs_up_count\":0,\"reviewed_at\":\"2026-11-01T00:00:00Z\",\"last_synced_at\":\"2026-11-29T10:00:00Z\"}",
+        "{\"package_name\":\"com.example.a\",\"review_id\":\"gp:a\",\"score\":4,\"thumbs_up_count\":0,\"reviewed_at\":\"2026-11-01T00:00:00Z\",\"last_synced_at\":\"2026-11-29T10:00:00Z\"}"};
+    static const char *stats[] = {"{\"package_name\":\"com.example.a\",\"crawled_at\":\"2026-11-29T09:00:00Z\"}",
+                                  "{\"package_name\":\"com.example.b\",\"crawled_at\":\"2026-11-29T08:00:00Z\"}",
+                                  "{\"package_name\":\"com.example.a\",\"crawled_at\":\"2026-11-29T07:00:00Z\"}"};
+    record_t r[3];
+    batch_t b;
+    size_t idx[3] = {0, 1, 2};
+    for (size_t i = 0; i < 3; i++)
+        r[i] = (record_t){.topic = "reviews", .offset = (int64_t)i, .value = reviews[i], .value_len = strlen(reviews[i])};
+    batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
+    batch_decode(&b, r, 3);
+    const int64_t review_apps[] = {1, 9, 1};
+    for (size_t i = 0; i < 3; i++) b.entries[i].application_id = review_apps[i];
+    batch_sort_by_key(&b, idx, 3);
+    assert_int_equal(1, idx[0]); /* gp:B < gp:a < gp:b, whatever the apps */
+    assert_int_equal(2, idx[1]);
+    assert_int_equal(0, idx[2]);
+    batch_free(&b);
+
+    for (size_t i = 0; i < 3; i++)
+        r[i] = (record_t){.topic = "app-stats", .offset = (int64_t)i, .value = stats[i], .value_len = strlen(stats[i])};
+    batch_init(&b, pipeline_get(PIPELINE_APP_STATS));
+    batch_decode(&b, r, 3);
+    const int64_t stat_apps[] = {2, 1, 2};
+    for (size_t i = 0; i < 3; i++) b.entries[i].application_id = stat_apps[i], idx[i] = i;
+    batch_sort_by_key(&b, idx, 3);
+    assert_int_equal(1, idx[0]); /* app 1, then app 2's 07:00 and 09:00 */
+    assert_int_equal(2, idx[1]);
+    assert_int_equal(0, idx[2]);
+    batch_free(&b);
+}
+
 int main(void)
 {
     shipped_schema_bind();
@@ -166,6 +206,7 @@ int main(void)
         cmocka_unit_test(a_stored_winner_keeps_the_observations_it_superseded_merged),
         cmocka_unit_test(a_batch_spans_each_partition_from_its_lowest_to_its_highest_offset),
         cmocka_unit_test(keys_sharing_a_long_prefix_are_told_apart_and_repeats_found),
+        cmocka_unit_test(a_batch_is_ordered_by_its_natural_key_the_application_first_when_the_key_has_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,423 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/app_cache.h"
+#include "core/clock.h"
+#include "log.h"
+#include "pg/dead_letters.h"
+#include "pg/offsets.h"
+#include "pg/probe.h"
+#include "pg/store_internal.h"
+
+/* The COPY text of the entries pending[0..n), into st->copy. */
+static void copy_text(store_t *st, const batch_t *b, const size_t *pending, size_t n)
+{
+    st->copy.len = 0;
+    for (size_t k = 0; k < n; k++) copy_row_text(&st->copy, b, &b->entries[pending[k]]);
+}
+
+/* COPY the entries pending[0..n) into the stage. Returns 0 or -1 with
+ * err/cls. */
+static int copy_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n, char *err,
+                      size_t errlen, error_class_t *cls)
+{
+    copy_text(st, b, pending, n);
+    return db_copy_in(st->conn, st->copy_sql, st->copy.data, st->copy.len, st->deadline, err, errlen,
+                      cls);
+}
+
+/* COPY the events pending[0..n) into the stage: the text store_prepare
+ * wrote if it is this batch's (the buffers trade places), else written now.
+ * `fused` (NULL: none) is the query that carries the COPY with statements
+ * around it, whose results are left for the caller to collect. */
+static int copy_events(store_t *st, batch_t *b, size_t n, const char *fused, char *err, size_t errlen,
+                       error_class_t *cls)
+{
+    if (store_prepared(st, b) && st->prepared.rows == n) {
+        copy_buf_t text = st->prepared.copy;
+        st->prepared.copy = st->copy;
+        st->copy = text;
+    } else {
+        copy_text(st, b, st->pending, n);
+    }
+    if (fused) return db_copy_send(st->conn, fused, st->copy.data, st->copy.len, st->deadline, err, errlen, cls);
+    /* Only the fused query COPYs straight into the table (send_one_query). */
+    return db_copy_in(st->conn, st->copy_sql, st->copy.data, st->copy.len, st->deadline, err, errlen, cls);
+}
+
+/* Count the upsert's RETURNING (xmax = 0) rows: inserted or updated; the
+ * rest of the n staged rows were skipped — a redelivery (DO NOTHING) or an
+ * older observation (the last_synced_at guard). */
+static void count_upsert(const PGresult *res, size_t n, batch_counts_t *counts)
+{
+    size_t returned = (size_t)PQntuples(res);
+    for (size_t r = 0; r < returned; r++) {
+        if (PQgetvalue(res, (int)r, 0)[0] == 't') counts->inserted++;
+        else counts->updated++;
+    }
+    counts->skipped += n - returned;
+}
+
+/* COPY the entries pending[0..n) into the stage and upsert them. Adds to
+ * *counts. Returns 0 or -1 with err/cls. */
+static int write_chunk(store_t *st, batch_t *b, const size_t *pending, size_t n,
+                       batch_counts_t *counts, char *err, size_t errlen, error_class_t *cls)
+{
+    if (copy_chunk(st, b, pending, n, err, errlen, cls)) return -1;
+    PGresult *res = db_query(st->conn, st->insert_sql, 0, NULL, NULL, NULL, st->deadline, err, errlen, cls);
+    if (!res) return -1;
+    count_upsert(res, n, counts);
+    PQclear(res);
+    return 0;
+}
+
+static int exec_simple(store_t *st, const char *sql, char *err, size_t errlen, error_class_t *cls)
+{
+    return db_command(st->conn, sql, st->deadline, err, errlen, cls);
+}
+
+/* Narrow a data error down: write halves under savepoints until the
+ * offending records stand alone, then reject them with the database's
+ * message. Returns 0, or -1 on a non-data error. */
+static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, batch_counts_t *counts,
+                   char *err, size_t errlen, error_class_t *cls)
+{
+    char why[1024];
+    batch_counts_t part = {0};
+
+    if (n == 0) return 0;
+    if (exec_simple(st, "SAVEPOINT storage_isolate", err, errlen, cls)) return -1;
+    if (write_chunk(st, b, pending, n, &part, why, sizeof why, cls) == 0) {
+        counts->inserted += part.inserted;
+        counts->updated += part.updated;
+        counts->skipped += part.skipped;
+        return exec_simple(st, "RELEASE SAVEPOINT storage_isolate; TRUNCATE storage_stage", err,
+                           errlen, cls);
+    }
+    if (*cls != ERROR_CLASS_DATA) {
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    /* After an error PostgreSQL refuses every statement (25P02) until the
+     * savepoint is rolled back. */
+    if (exec_simple(st, "ROLLBACK TO SAVEPOINT storage_isolate; RELEASE SAVEPOINT storage_isolate",
+                    err, errlen, cls))
+        return -1;
+    if (n == 1) {
+        char detail[1200];
+        if (strncmp(why, "23503:", 6) == 0) {
+            /* The row's application_id is gone: the app was deleted after
+             * the batch was resolved (or its cached id is older than a
+             * delete and a new registration). Not the record's fault: the
+             * batch is resolved again, and then stored under the app's new
+             * id, or dead-lettered as unregistered_app. */
+            const char *name = event_package_name(&b->entries[pending[0]].event);
+            app_cache_forget(st->apps, name);
+            snprintf(err, errlen, "the application registry changed under the batch (%s was resolved to an id that no longer exists): resolving it again",
+                     name);
+            *cls = ERROR_CLASS_TRANSIENT;
+            return -1;
+        }
+        snprintf(detail, sizeof detail, "the database refused the row: %s", why);
+        batch_reject(b, pending[0], ERROR_DATABASE_REJECTED, detail);
+        /* The observations of its key it superseded take its place, one at
+         * a time, until one is stored or all are dead-lettered. */
+        size_t promoted;
+        if (batch_promote(b, pending[0], &promoted))
+            return isolate(st, b, &promoted, 1, counts, err, errlen, cls);
+        return 0;
+    }
+    size_t half = n / 2;
+    if (isolate(st, b, pending, half, counts, err, errlen, cls)) return -1;
+    return isolate(st, b, pending + half, n - half, counts, err, errlen, cls);
+}
+
+/* After a failure: leave the transaction, if the connection can still be
+ * used before the deadline (else it is dropped before the retry anyway). */
+static void roll_back(store_t *st)
+{
+    char why[1024];
+    if (PQstatus(st->conn) == CONNECTION_OK && clock_now_ms() < st->deadline)
+        db_command(st->conn, "ROLLBACK", st->deadline, why, sizeof why, NULL);
+}
+
+/* The entries to upsert, in key order, into st->pending: the events the
+ * probe did not find stored. Returns how many. */
+static size_t fill_pending(store_t *st, const batch_t *b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->count; i++)
+        if (b->entries[i].state == ENTRY_EVENT && !st->stored[i]) st->pending[n++] = i;
+    batch_sort_by_key(b, st->pending, n);
+    return n;
+}
+
+static bool has_rejections(const batch_t *b)
+{
+    for (size_t i = 0; i < b->count; i++)
+        if (b->entries[i].state == ENTRY_REJECTED) return true;
+    return false;
+}
+
+/* The end of an attempt's transaction: the upsert of the n staged events
+ * (if any), then the batch's position — after the rows, so every
+ * transaction takes its row locks in one order: dead letters, rows,
+ * positions — then COMMIT, or ROLLBACK for a hook that does not commit. */
+static char *end_sql(store_t *st, const batch_t *b, const store_hook_t *hook, size_t n)
+{
+    char *advance = hook->commit && st->progress_group
+                        ? offsets_advance_sql(st->conn, st->progress_group, b, st->epochs, st->nepochs)
+                        : NULL;
+    char *sql;
+    if (asprintf(&sql, "%s%s%s%s%s", n ? st->insert_sql : "", n ? "; " : "", advance ? advance : "",
+                 advance ? "; " : "", hook->commit ? "COMMIT" : "ROLLBACK") < 0)
+        abort();
+    free(advance);
+    return sql;
+}
+
+/* An attempt is sent one of three ways, each a transaction ending with the
+ * batch's position and COMMIT, whose last part wait_attempt collects (the
+ * state kept between the two: st->in_flight, and the counts in st->done).
+ * Each returns 0, or -1 with err/cls, the transaction left to roll back. */
+
+/* The usual batch, events alone: one query, BEGIN; COPY into the stage; the
+ * upsert; the position; COMMIT (DESIGN.md: The batch loop). Only the COPY's
+ * start is waited for. A batch predicted new (st->direct) is COPYed straight
+ * into the table instead, with no upsert. */
+static int send_one_query(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err, size_t errlen,
+                          error_class_t *cls)
+{
+    char *end = end_sql(st, b, hook, st->direct ? 0 : n), *query;
+    if (asprintf(&query, "BEGIN; %s%s%s", n ? (st->direct ? st->direct_sql : st->copy_sql) : "", n ? "; " : "",
+                 end) < 0)
+        abort();
+    /* With every event found stored, only the position is left to commit. */
+    int rc = n ? copy_events(st, b, n, query, err, errlen, cls)
+               : db_send(st->conn, query, st->deadline, err, errlen, cls);
+    free(query);
+    free(end);
+    return rc;
+}
+
+/* The hook (a redrive's resolutions), then the end of the transaction
+ * (the upsert of the n staged events first), sent without waiting. */
+static int send_end(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err, size_t errlen,
+                    error_class_t *cls)
+{
+    if (hook->fn && hook->fn(hook->ctx, st->conn, st->deadline, b, err, errlen, cls) != 0) {
+        if (*cls == ERROR_CLASS_DATA) *cls = ERROR_CLASS_FATAL;
+        return -1;
+    }
+    char *end = end_sql(st, b, hook, n);
+    int rc = db_send(st->conn, end, st->deadline, err, errlen, cls);
+    free(end);
+    return rc;
+}
+
+/* A batch with dead letters, or with a hook: step by step, BEGIN; the dead
+ * letters (an extended-protocol query, which cannot join a simple one); the
+ * COPY; then send_end. */
+static int send_step_by_step(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err,
+                             size_t errlen, error_class_t *cls)
+{
+    if (exec_simple(st, "BEGIN", err, errlen, cls) ||
+        dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls) ||
+        (n && copy_events(st, b, n, NULL, err, errlen, cls)))
+        return -1;
+    return send_end(st, b, hook, n, err, errlen, cls);
+}
+
+/* After the database refused a value: BEGIN; the events upserted in halves
+ * under savepoints (isolate), so the records it refuses join the dead
+ * letters written after them; the dead letters; then send_end with nothing
+ * left to upsert. */
+static int send_isolating(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err, size_t errlen,
+                          error_class_t *cls)
+{
+    if (exec_simple(st, "BEGIN", err, errlen, cls) || isolate(st, b, st->pending, n, &st->done, err, errlen, cls) ||
+        dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls))
+        return -1;
+    return send_end(st, b, hook, 0, err, errlen, cls);
+}
+
+/* One attempt, sent the way the batch needs; `isolating`: after a data error. */
+static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool isolating, char *err,
+                        size_t errlen, error_class_t *cls)
+{
+    size_t n = fill_pending(st, b), upserted_at_the_end = isolating ? 0 : n;
+    int rc;
+
+    memset(&st->done, 0, sizeof st->done);
+    st->done.skipped = st->done.skipped_by_probe = st->probed;
+    st->direct = false;
+    if (isolating) {
+        rc = send_isolating(st, b, hook, n, err, errlen, cls);
+    } else if (!hook->fn && !has_rejections(b)) {
+        st->direct = st->direct_next && n > 0 && st->probed == 0;
+        if (st->direct) upserted_at_the_end = 0;
+        rc = send_one_query(st, b, hook, n, err, errlen, cls);
+    } else {
+        rc = send_step_by_step(st, b, hook, n, err, errlen, cls);
+    }
+    /* Only a first attempt uses the text prepared ahead: a later one may have
+     * rejected records meanwhile. */
+    if (st->prepared.batch == b) st->prepared.batch = NULL;
+    if (rc == 0) {
+        st->in_flight.active = true;
+        st->in_flight.rows = upserted_at_the_end;
+        st->in_flight.hook = *hook;
+        st->in_flight.left_ms = st->deadline - clock_now_ms();
+    }
+    return rc;
+}
+
+/* Wait for what send_attempt sent: the upsert's rows are counted into
+ * st->done. Returns 0 once the transaction ended, or -1 with err/cls. */
+static int wait_attempt(store_t *st, char *err, size_t errlen, error_class_t *cls)
+{
+    PGresult *res;
+    bool failed = false, timed_out;
+
+    st->in_flight.active = false;
+    while ((res = db_result(st->conn, st->deadline, &timed_out, err, errlen))) {
+        ExecStatusType status = PQresultStatus(res);
+        if (!failed && status == PGRES_TUPLES_OK) {
+            count_upsert(res, st->in_flight.rows, &st->done);
+        } else if (!failed && status == PGRES_COMMAND_OK && st->direct && strncmp(PQcmdStatus(res), "COPY ", 5) == 0) {
+            size_t copied = strtoul(PQcmdTuples(res), NULL, 10);
+            st->done.inserted += copied;
+            st->done.inserted_by_copy += copied;
+        } else if (!failed && status != PGRES_COMMAND_OK) {
+            db_describe(st->conn, res, err, errlen);
+            *cls = db_classify(st->conn, res);
+            failed = true;
+        }
+        PQclear(res);
+    }
+    if (timed_out) {
+        /* Outcome unknown, as below. */
+        *cls = ERROR_CLASS_TRANSIENT;
+        return -1;
+    }
+    if (!failed && PQstatus(st->conn) != CONNECTION_OK) {
+        /* The connection broke before COMMIT answered: outcome unknown, and
+         * the idempotent upsert makes the retry safe. */
+        db_describe(st->conn, NULL, err, errlen);
+        *cls = ERROR_CLASS_TRANSIENT;
+        return -1;
+    }
+    return failed ? -1 : 0;
+}
+
+/* After a failed attempt: leave its transaction and, when the database
+ * refused a value (a data-class error), isolate the offending records in a
+ * second attempt, waited for at once. Returns 0, or -1 with err/cls. */
+static int isolate_and_retry(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
+                             error_class_t *cls)
+{
+    roll_back(st);
+    if (*cls != ERROR_CLASS_DATA) return -1;
+    char state[6];
+    LOG_WARN_F(st->def->name, LOG_FIELDS(LF_STR("sqlstate", retry_sqlstate_of(err, state)), LF_STR("error", err)),
+               "batch refused by the database: isolating the offending records");
+    int rc = send_attempt(st, b, hook, true, err, errlen, cls);
+    if (rc == 0) rc = wait_attempt(st, err, errlen, cls);
+    if (rc != 0) roll_back(st);
+    return rc;
+}
+
+/* After a failed attempt. One that COPYed straight into the table met a
+ * stored key, or one a concurrent writer stored first (23505, or a deadlock
+ * with it), or a value the table refuses: the batch is written again at once
+ * by the guarded upsert, which judges every row, and isolates refused values
+ * if it must. Any other attempt: isolate_and_retry. Returns 0, or -1 with
+ * err/cls. */
+static int retry_after(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
+                       error_class_t *cls)
+{
+    if (!st->direct) return isolate_and_retry(st, b, hook, err, errlen, cls);
+    st->direct = st->direct_next = false;
+    char state[6];
+    const char *sqlstate = retry_sqlstate_of(err, state);
+    roll_back(st);
+    if (*cls != ERROR_CLASS_DATA && !(sqlstate && strcmp(sqlstate, "40P01") == 0)) return -1;
+    LOG_DEBUG_F(st->def->name, LOG_FIELDS(LF_STR("error", err)),
+                "a batch predicted new was refused by the table: writing it by the upsert");
+    int rc = send_attempt(st, b, hook, false, err, errlen, cls);
+    if (rc == 0) rc = wait_attempt(st, err, errlen, cls);
+    if (rc != 0) rc = isolate_and_retry(st, b, hook, err, errlen, cls);
+    return rc;
+}
+
+/* Ask which events of the batch are stored (probe_stored), so the attempt
+ * sends only the others. A probe the database refuses (a data-class error:
+ * nothing of the batch is at fault) only costs the batch its shortcut.
+ * Returns 0, or -1 with err/cls. */
+static int probe(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
+{
+    size_t n = fill_pending(st, b);
+    if (n == 0) return 0;
+    long found = probe_stored(st->conn, st->deadline, b, st->pending, n, st->stored, err, errlen, cls);
+    if (found >= 0) {
+        st->probed = (size_t)found;
+        return 0;
+    }
+    if (*cls != ERROR_CLASS_DATA) return -1;
+    LOG_WARN_F(st->def->name, LOG_FIELDS(LF_STR("error", err)), "the probe of stored rows failed: writing every row");
+    st->probe_next = false;
+    return 0;
+}
+
+int store_write_start(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
+                      error_class_t *cls)
+{
+    static const store_hook_t none = {.commit = true};
+    if (!hook) hook = &none;
+
+    st->pending = realloc(st->pending, (b->count ? b->count : 1) * sizeof *st->pending);
+    st->stored = realloc(st->stored, (b->count ? b->count : 1) * sizeof *st->stored);
+    if (!st->pending || !st->stored) abort();
+    memset(st->stored, 0, b->count * sizeof *st->stored);
+    st->probed = 0;
+    st->in_flight.active = false;
+    /* The attempt began with store_resolve, which armed its deadline. */
+    if (!st->deadline) store_arm_deadline(st);
+    int rc = store_connect(st, err, errlen, cls);
+    if (rc == 0 && st->probe_next && !hook->fn) rc = probe(st, b, err, errlen, cls);
+    if (rc == 0 && send_attempt(st, b, hook, false, err, errlen, cls) != 0)
+        rc = retry_after(st, b, hook, err, errlen, cls);
+    if (rc != 0) st->deadline = 0;
+    return rc;
+}
+
+int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *err, size_t errlen,
+                       error_class_t *cls)
+{
+    int rc = 0;
+    /* The wait has what sending left of the attempt's time, from now: a
+     * batch sent early waits while the one before it is committed to Kafka. */
+    if (st->in_flight.active) st->deadline = clock_now_ms() + (st->in_flight.left_ms > 1 ? st->in_flight.left_ms : 1);
+    if (st->in_flight.active && wait_attempt(st, err, errlen, cls) != 0) {
+        store_hook_t hook = st->in_flight.hook;
+        rc = retry_after(st, b, &hook, err, errlen, cls);
+    }
+    if (rc == 0) {
+        st->done.superseded = batch_superseded(b);
+        *counts = st->done;
+        /* Probe the next batch when this one found most of its rows stored;
+         * COPY it straight into the table when this one inserted every row. */
+        st->probe_next = 2 * counts->skipped > counts->inserted + counts->updated + counts->skipped;
+        st->direct_next = counts->inserted > 0 && counts->updated == 0 && counts->skipped == 0;
+    }
+    st->deadline = 0; /* the attempt is over */
+    return rc;
+}
+
+int store_write(store_t *st, batch_t *b, const store_hook_t *hook, batch_counts_t *counts, char *err,
+                size_t errlen, error_class_t *cls)
+{
+    if (store_write_start(st, b, hook, err, errlen, cls)) return -1;
+    return store_write_finish(st, b, counts, err, errlen, cls);
+}
