@@ -6,15 +6,12 @@
 
 #include "core/app_cache.h"
 #include "core/clock.h"
-#include "log.h"
 #include "pg/copy_text.h"
 #include "pg/dead_letters.h"
 #include "pg/members.h"
 #include "pg/db_internal.h"
 #include "pg/offsets.h"
-#include "pg/probe.h"
 #include "pg/store_internal.h"
-
 
 store_t *store_new(const settings_t *s, const pipeline_def_t *def)
 {

@@ -1,3 +1,9 @@
+/* A pipeline's batch written: its attempts, each one transaction ending with
+ * the batch's positions and COMMIT, sent before they are waited for
+ * (DESIGN.md: The batch loop, The write path). The connection, resolving and
+ * the batch prepared ahead are store.c's. */
+#include "pg/store.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
