@@ -45,6 +45,8 @@ static int copy_events(store_t *st, batch_t *b, size_t n, const char *fused, cha
         st->prepared.copy = st->copy;
         st->copy = text;
     } else {
+        /* In key order, as store_prepare writes it (DESIGN.md: The write path). */
+        batch_sort_by_key(b, st->pending, n);
         copy_text(st, b, st->pending, n);
     }
     if (fused) return db_copy_send(st->conn, fused, st->copy.data, st->copy.len, st->deadline, err, errlen, cls);
@@ -148,14 +150,13 @@ static void roll_back(store_t *st)
         db_command(st->conn, "ROLLBACK", st->deadline, why, sizeof why, NULL);
 }
 
-/* The entries to upsert, in key order, into st->pending: the events the
+/* The entries to upsert, in batch order, into st->pending: the events the
  * probe did not find stored. Returns how many. */
 static size_t fill_pending(store_t *st, const batch_t *b)
 {
     size_t n = 0;
     for (size_t i = 0; i < b->count; i++)
         if (b->entries[i].state == ENTRY_EVENT && !st->stored[i]) st->pending[n++] = i;
-    batch_sort_by_key(b, st->pending, n);
     return n;
 }
 

@@ -193,6 +193,13 @@ EOF
     assert_eq "3/45/2" "$(batch_sum again app-stats skipped)/$(batch_sum again reviews skipped)/$(batch_sum again network-metrics skipped)" "records skipped by the replay"
 }
 
+# New reviews of APP with ids PREFIX<FROM>..PREFIX<TO>, keyed by their ids
+# ("KEY|JSON" lines for produce -K'|'), one thumbs up, synced at 10:00.
+keyed_reviews() { # app prefix from to
+    local i
+    for i in $(seq "$3" "$4"); do printf '%s%s|' "$2" "$i"; review "$1" "$2$i" 1 "2026-11-29T10:00:00Z"; done
+}
+
 # A redelivered backlog (DESIGN.md: The write path): once a batch has found
 # most of its rows already stored, the next ones first probe their keys and
 # versions and send only what would change, so a redelivery neither writes
@@ -201,7 +208,7 @@ EOF
 test_a_redelivered_backlog_is_found_stored_by_a_probe_and_left_unlocked() {
     begin_test probe
     register_apps com.example.probe
-    backlog() { local i; for i in $(seq 1 1500); do printf 'p%s|' "$i"; review com.example.probe "p$i" 1 "2026-11-29T10:00:00Z"; done; }
+    backlog() { keyed_reviews com.example.probe p 1 1500; }
     { backlog; printf 'x7|'; review com.example.probe x7 1 "2026-11-29T10:00:00Z"; } | produce "$TOPIC_REVIEWS" -K'|'
     start_service first STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100
     wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
@@ -243,7 +250,7 @@ test_a_redelivered_backlog_is_found_stored_by_a_probe_and_left_unlocked() {
 test_a_fresh_backlog_is_copied_into_the_table_and_a_stored_key_falls_back_to_the_upsert() {
     begin_test direct
     register_apps com.example.direct
-    fresh() { local i; for i in $(seq "$1" "$2"); do printf 'd%s|' "$i"; review com.example.direct "d$i" 1 "2026-11-29T10:00:00Z"; done; }
+    fresh() { keyed_reviews com.example.direct d "$1" "$2"; }
     fresh 1 1500 | produce "$TOPIC_REVIEWS" -K'|'
     start_service direct STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100 STORAGE_LOG_LEVEL=debug
     wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
@@ -284,7 +291,7 @@ test_a_fresh_backlog_is_copied_into_the_table_and_a_stored_key_falls_back_to_the
 test_a_new_key_a_concurrent_writer_stores_first_is_settled_by_the_upsert() {
     begin_test race
     register_apps com.example.race
-    fresh() { local i; for i in $(seq "$1" "$2"); do printf 'c%s|' "$i"; review com.example.race "c$i" 1 "2026-11-29T10:00:00Z"; done; }
+    fresh() { keyed_reviews com.example.race c "$1" "$2"; }
     fresh 1 200 | produce "$TOPIC_REVIEWS" -K'|'
     start_service race STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100 STORAGE_LOG_LEVEL=debug
     wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
