@@ -599,13 +599,16 @@ test_records_retention_deleted_before_a_reset_to_latest_are_no_stalled_fetch() {
 }
 
 # DESIGN.md: Architecture: a reviews burst must not delay a network-metrics message: each is
-# stored within 1 s while 100,000 reviews are being ingested.
-test_network_metrics_stored_within_1s_during_a_100k_reviews_ingest() {
+# stored within 1 s while a backlog of 300,000 reviews is being ingested. The
+# backlog is sized to outlast the three measurements: the service stores
+# 100,000 reviews in about 3 s even under the sanitizers, and a measurement
+# that ends after the backlog fails the test rather than passing unloaded.
+test_network_metrics_stored_within_1s_during_a_300k_reviews_ingest() {
     begin_fault_test latency
-    gen_reviews 0 100000 | produce "$TOPIC_REVIEWS"
-    # The mock keeps at most 5 MiB per partition: prove it kept all 100,000.
+    gen_reviews 0 300000 | produce "$TOPIC_REVIEWS"
+    # The mock keeps at most 5 MiB per partition: prove it kept all 300,000.
     assert_broker_kept_everything "$TOPIC_REVIEWS"
-    assert_eq 100000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
+    assert_eq 300000 "$(broker_message_count "$TOPIC_REVIEWS")" "messages the broker holds"
 
     svc_start latency1
     wait_for_at_least "SELECT count(*) FROM reviews" 1 60
@@ -622,12 +625,12 @@ test_network_metrics_stored_within_1s_during_a_100k_reviews_ingest() {
         after=$(sql "SELECT count(*) FROM reviews")
         echo "# network-metrics message $i stored in $ms ms (reviews rows $before -> $after)" >&2
         # The measurement counts only while the burst is being ingested.
-        [ "$after" -lt 100000 ] || fail "the reviews burst ended before measurement $i finished ($before -> $after rows)"
+        [ "$after" -lt 300000 ] || fail "the reviews burst ended before measurement $i finished ($before -> $after rows)"
         [ "$ms" -lt 1000 ] || fail "network-metrics message $i took $ms ms (limit 1000 ms) during the reviews burst"
         [ "$ms" -gt "$worst" ] && worst=$ms
     done
     echo "# worst network-metrics latency: $worst ms" >&2
-    wait_for_sql "SELECT count(*) FROM reviews" 100000 120
+    wait_for_sql "SELECT count(*) FROM reviews" 300000 180
     assert_eq 3 "$(sql "SELECT count(*) FROM network_metrics")" "network-metrics rows"
     rc=$(svc_stop latency1)
     assert_eq 0 "$rc" "exit status"
