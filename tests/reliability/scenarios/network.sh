@@ -240,15 +240,19 @@ scenario_net_postgres() {
     [ -z "$bad" ] || fail_check "slow (+200 ms a round trip): /readyz said not ready: $bad"
     expect_eq "retries while slow (+200 ms a round trip)" "$r0" "$(log_count s1 'transient database error')"
     [ "$slow_batches" -gt 0 ] || fail_check "slow (+200 ms a round trip): no batch stored in $((3 * NET_PING_MS)) ms"
-    # 5. The names stop resolving, and the connections reset (1 s) so that
-    # the service must connect again; they resolve again after twice the
-    # ping period, within the retry schedule's back-off. /readyz is not
-    # judged here: a connection that sent nothing during the reset still
-    # reaches PostgreSQL.
+    # 5. The names stop resolving, and the connections reset for a ping
+    # period and half a second so that the service must connect again:
+    # every pipeline sends something within a ping period (its ping when
+    # idle; the producer's chunks come every 2 s), and a connection that
+    # sent nothing during the reset still reaches PostgreSQL. (A second of
+    # resets could fall between two chunks stored in milliseconds each: the
+    # service then never met the name.) The names resolve again
+    # after twice the ping period, within the retry schedule's back-off.
+    # /readyz is not judged here, for the same reason.
     t0=$(now_ms)
     net_names
     net_rule tcp dport "$R" reject with tcp reset
-    sleep 1
+    sleep_until $((t0 + NET_PING_MS + 500))
     net_heal
     sleep_until $((t0 + 2 * NET_PING_MS))
     net_names_all
