@@ -135,14 +135,20 @@ void batch_bind(batch_t *b, const uint32_t *name_of, const int64_t *ids)
     }
 }
 
-/* Entries i and j have the same natural key: the key column, and the
- * application when the key includes it. */
-static bool same_key(const batch_t *b, size_t i, size_t j)
+/* The natural keys of entries i and j compared: the application's id first
+ * when the key includes it, then the key column's text, byte by byte. */
+static int compare_keys(const batch_t *b, size_t i, size_t j)
 {
     const entry_t *x = &b->entries[i], *y = &b->entries[j];
-    size_t k = b->key_column;
-    return (!b->def->key_includes_app || x->application_id == y->application_id) &&
-           strcmp(event_column(&x->event, k), event_column(&y->event, k)) == 0;
+    if (b->def->key_includes_app && x->application_id != y->application_id)
+        return x->application_id < y->application_id ? -1 : 1;
+    return strcmp(event_column(&x->event, b->key_column), event_column(&y->event, b->key_column));
+}
+
+/* Entries i and j have the same natural key. */
+static bool same_key(const batch_t *b, size_t i, size_t j)
+{
+    return compare_keys(b, i, j) == 0;
 }
 
 /* The rule of de-duplication: `e` wins over `than`, the earlier of the two
@@ -232,21 +238,16 @@ size_t batch_ranges(const batch_t *b, batch_range_t *out)
     }
     return n;
 }
-/* Entries in key order: the application's id (when the key has it), then
- * the key's text, byte by byte. A batch is COPYed in this order, so the rows
- * of a batch predicted new take the table's pages as the upsert's ORDER BY
- * gives them (DESIGN.md: The write path). */
+
+/* Entries in key order (compare_keys). A batch is COPYed in this order, so
+ * the rows of a batch predicted new take the table's pages as the upsert's
+ * ORDER BY gives them (DESIGN.md: The write path). */
 static int by_key(const void *a, const void *b, void *batch)
 {
-    const batch_t *bt = batch;
-    const entry_t *x = &bt->entries[*(const size_t *)a], *y = &bt->entries[*(const size_t *)b];
-    if (bt->def->key_includes_app && x->application_id != y->application_id)
-        return x->application_id < y->application_id ? -1 : 1;
-    return strcmp(event_column(&x->event, bt->key_column), event_column(&y->event, bt->key_column));
+    return compare_keys(batch, *(const size_t *)a, *(const size_t *)b);
 }
 
 void batch_sort_by_key(const batch_t *b, size_t *idx, size_t n)
 {
     qsort_r(idx, n, sizeof *idx, by_key, (void *)b);
 }
-

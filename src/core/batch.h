@@ -69,12 +69,6 @@ typedef struct {
 } batch_counts_t;
 
 void batch_init(batch_t *b, const pipeline_def_t *def);
-
-/* Sort the entry indexes idx[0..n) in key order: the application's id (when
- * the key has it), then the key's text, byte by byte. The keys must be
- * distinct (batch_deduplicate). The order a batch is COPYed in (DESIGN.md:
- * The write path). */
-void batch_sort_by_key(const batch_t *b, size_t *idx, size_t n);
 void batch_free(batch_t *b);
 
 /* Take `count` records (borrowed) and decode each into its entry. */
@@ -102,6 +96,12 @@ void batch_bind(batch_t *b, const uint32_t *name_of, const int64_t *ids);
  * optimisation: PostgreSQL aborts an ON CONFLICT DO UPDATE that touches the
  * same row twice. Returns the number superseded. */
 size_t batch_deduplicate(batch_t *b);
+
+/* Sort the entry indexes idx[0..n) in key order: the application's id (when
+ * the key has it), then the key's text, byte by byte. The keys must be
+ * distinct (batch_deduplicate). The order a batch is COPYed in (DESIGN.md:
+ * The write path). */
+void batch_sort_by_key(const batch_t *b, size_t *idx, size_t n);
 
 /* Entry `rejected`, the winner of its natural key, was refused by the
  * database: the observations it superseded must not vanish with it. The one
