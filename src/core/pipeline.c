@@ -47,6 +47,7 @@ static void def_free(pipeline_def_t *d)
     free_list(d->never_writes, d->never_count);
     free(d->conflict_sql);
     free(d->probe_sql);
+    free_list(d->app_foreign_keys, d->app_foreign_count);
     memset(d, 0, sizeof *d);
 }
 

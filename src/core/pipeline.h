@@ -75,7 +75,27 @@ typedef struct {
     int length;    /* COLUMN_VARCHAR */
     int precision, scale; /* COLUMN_NUMERIC */
     bool not_null, has_default;
+    /* What no INSERT may set: a generated column, or an identity GENERATED
+     * ALWAYS (an identity BY DEFAULT takes a value). */
+    bool generated, identity_always;
+    /* What the connected role may not do to the column
+     * (has_column_privilege): false, the default, allows. */
+    bool insert_denied, update_denied;
 } column_fact_t;
+
+/* A UNIQUE index ON CONFLICT cannot use (its columns as in unique_keys). */
+typedef struct {
+    char *name;
+    char *columns;
+    bool deferrable; /* a DEFERRABLE constraint's index (not indimmediate) */
+    bool invalid;    /* not indisvalid: a failed CREATE INDEX CONCURRENTLY */
+} unusable_key_t;
+
+/* A foreign key of the table: its name and its columns joined by ",". */
+typedef struct {
+    char *name;
+    char *columns;
+} foreign_key_t;
 
 /* A table as the catalog describes it. */
 typedef struct {
@@ -86,6 +106,16 @@ typedef struct {
      * names joined by "," in index order. */
     char **unique_keys;
     size_t unique_count;
+    /* What the write path adapts to (DESIGN.md: The write path): a
+     * partitioned table (relkind 'p': no system column in RETURNING),
+     * row-level security (no COPY FROM where a policy applies), a
+     * DEFERRABLE constraint (made to fire at its statement). */
+    bool partitioned, row_security, deferrable;
+    unusable_key_t *unusable_keys;
+    size_t unusable_count;
+    foreign_key_t *foreign_keys;
+    size_t foreign_count;
+    char role[64]; /* the connected role the privileges are the facts of */
 } table_facts_t;
 
 typedef struct {
@@ -143,6 +173,13 @@ typedef struct {
      * returns the 1-based positions of the rows the table already holds
      * at that version or a newer one. */
     char *probe_sql;
+    /* Bound from the table (DESIGN.md: The write path, Errors). */
+    bool partitioned, row_security, deferrable;
+    /* The foreign keys on the application's column alone: a row that
+     * violates one names an application deleted under the batch; any other
+     * foreign key is the row's own. */
+    char **app_foreign_keys;
+    size_t app_foreign_count;
     bool bound;
 } pipeline_def_t;
 

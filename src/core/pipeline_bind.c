@@ -47,11 +47,19 @@ static void int_range(column_type_t t, int64_t *lo, int64_t *hi)
 }
 
 /* Narrow [lo, hi] to the declared bounds (integers: the whole numbers
- * within them). */
-static void narrow_int(const field_spec_t *f, int64_t *lo, int64_t *hi)
+ * within them). Returns -1 when a bound lies beyond [lo, hi]: converting
+ * it to an integer would be undefined, and it could only leave no value. */
+static int narrow_int(const pipeline_def_t *d, const field_spec_t *f, const column_fact_t *c, int64_t *lo,
+                      int64_t *hi, char *err, size_t errlen)
 {
+    /* (double)INT64_MAX is 2^63, itself beyond: compare with >= there. */
+    if (f->declared.min_set && (ceil(f->declared.min) >= -(double)INT64_MIN || ceil(f->declared.min) > (double)*hi))
+        return mismatch(err, errlen, d, f, c->name, "min %g is beyond the range of %s", f->declared.min, c->type);
+    if (f->declared.max_set && (floor(f->declared.max) < (double)INT64_MIN || floor(f->declared.max) < (double)*lo))
+        return mismatch(err, errlen, d, f, c->name, "max %g is beyond the range of %s", f->declared.max, c->type);
     if (f->declared.min_set && ceil(f->declared.min) > (double)*lo) *lo = (int64_t)ceil(f->declared.min);
     if (f->declared.max_set && floor(f->declared.max) < (double)*hi) *hi = (int64_t)floor(f->declared.max);
+    return 0;
 }
 
 static void narrow_real(const field_spec_t *f, double *lo, double *hi)
@@ -79,8 +87,7 @@ static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fac
                             f->declared.kind == FIELD_HISTOGRAM ? "an integer array type" : "type jsonb", c->type);
         f->kind = f->declared.kind;
         int_range(f->kind == FIELD_HISTOGRAM ? c->kind : COLUMN_INT8, &f->min, &f->max);
-        narrow_int(f, &f->min, &f->max);
-        return 0;
+        return narrow_int(d, f, c, &f->min, &f->max, err, errlen);
     }
     if (bounds && !(is_int(c->kind) || c->kind == COLUMN_NUMERIC || c->kind == COLUMN_FLOAT4 || c->kind == COLUMN_FLOAT8))
         return mismatch(err, errlen, d, f, c->name, "min and max bound numbers, and the column is %s", c->type);
@@ -101,7 +108,7 @@ static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fac
     case COLUMN_INT8:
         f->kind = FIELD_INTEGER;
         int_range(c->kind, &f->min, &f->max);
-        narrow_int(f, &f->min, &f->max);
+        if (narrow_int(d, f, c, &f->min, &f->max, err, errlen)) return -1;
         if (f->min > f->max)
             return mismatch(err, errlen, d, f, c->name, "min and max leave no value of %s", c->type);
         return 0;
@@ -143,6 +150,49 @@ static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fac
     case COLUMN_OTHER: break;
     }
     return mismatch(err, errlen, d, f, c->name, "the decoder cannot check a column of type %s", c->type);
+}
+
+static bool is_update_column(const pipeline_def_t *d, const char *column)
+{
+    for (size_t i = 0; i < d->update_count; i++)
+        if (strcmp(d->update_columns[i], column) == 0) return true;
+    return false;
+}
+
+/* A column no row of the pipeline's can be written to: a generated one, an
+ * identity GENERATED ALWAYS, or one the connected role may not INSERT (or
+ * UPDATE, when the conflict rule sets it). */
+static int check_writable(const pipeline_def_t *d, const field_spec_t *f, const column_fact_t *c, const char *role,
+                          char *err, size_t errlen)
+{
+    if (c->generated)
+        return mismatch(err, errlen, d, f, c->name, "a generated column cannot be written (PostgreSQL computes it)");
+    if (c->identity_always)
+        return mismatch(err, errlen, d, f, c->name,
+                        "an identity column GENERATED ALWAYS cannot be written (make it BY DEFAULT, or leave it "
+                        "to PostgreSQL)");
+    if (c->insert_denied) return mismatch(err, errlen, d, f, c->name, "the role %s may not INSERT this column", role);
+    if (c->update_denied && is_update_column(d, c->name))
+        return mismatch(err, errlen, d, f, c->name, "the role %s may not UPDATE this column", role);
+    return 0;
+}
+
+/* What the write path and the error classes take from the table. */
+static void bind_table_rules(pipeline_def_t *d, const table_facts_t *t)
+{
+    d->partitioned = t->partitioned;
+    d->row_security = t->row_security;
+    d->deferrable = t->deferrable;
+    for (size_t i = 0; i < d->app_foreign_count; i++) free(d->app_foreign_keys[i]);
+    free(d->app_foreign_keys);
+    d->app_foreign_keys = calloc(t->foreign_count + 1, sizeof *d->app_foreign_keys);
+    if (!d->app_foreign_keys) abort();
+    d->app_foreign_count = 0;
+    for (size_t i = 0; i < t->foreign_count; i++) {
+        if (strcmp(t->foreign_keys[i].columns, d->app_column) != 0) continue;
+        d->app_foreign_keys[d->app_foreign_count] = strdup(t->foreign_keys[i].name);
+        if (!d->app_foreign_keys[d->app_foreign_count++]) abort();
+    }
 }
 
 /* Whether `key` ("a,b") holds exactly the natural key's columns. */
@@ -222,10 +272,13 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
     if (!is_int(app->kind))
         return mismatch(err, errlen, d, NULL, d->app_column, "the application's id needs an integer column, not %s",
                         app->type);
+    if (app->insert_denied)
+        return mismatch(err, errlen, d, NULL, app->name, "the role %s may not INSERT this column", t->role);
     for (size_t i = 0; i < d->field_count; i++) {
         field_spec_t *f = &d->fields[i];
         const column_fact_t *c = column_of(t, f->column);
         if (!c) return mismatch(err, errlen, d, f, f->column, "no such column");
+        if (check_writable(d, f, c, t->role, err, errlen)) return -1;
         if (c->not_null && !f->required)
             return mismatch(err, errlen, d, f, c->name,
                             "the column is NOT NULL and the field optional: declare it \"required\": true");
@@ -242,8 +295,20 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
     bool unique = false;
     for (size_t i = 0; i < t->unique_count && !unique; i++) unique = key_is(t->unique_keys[i], d);
     if (!unique) {
+        const char *key_col = d->fields[pipeline_field_index(d, d->key_field)].column;
+        for (size_t i = 0; i < t->unusable_count; i++) {
+            const unusable_key_t *u = &t->unusable_keys[i];
+            if (!key_is(u->columns, d)) continue;
+            if (u->invalid)
+                return mismatch(err, errlen, d, NULL, key_col,
+                                "the natural key's unique index %s is INVALID (a failed CREATE INDEX CONCURRENTLY: "
+                                "ON CONFLICT cannot use it; rebuild it with REINDEX)", u->name);
+            return mismatch(err, errlen, d, NULL, key_col,
+                            "the natural key's UNIQUE constraint is DEFERRABLE (ON CONFLICT cannot use it; "
+                            "make it NOT DEFERRABLE)");
+        }
         char key[256];
-        return mismatch(err, errlen, d, NULL, d->fields[pipeline_field_index(d, d->key_field)].column,
+        return mismatch(err, errlen, d, NULL, key_col,
                         "the natural key (%s) has no UNIQUE constraint (ON CONFLICT needs one)",
                         pipeline_key_columns(d, ", ", key, sizeof key));
     }
@@ -253,6 +318,7 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
             return mismatch(err, errlen, d, v, v->column, "a version must be a timestamptz or an integer column, not %s",
                             column_of(t, v->column)->type);
     }
+    bind_table_rules(d, t);
     build_conflict(d);
     build_probe(d, t);
     d->bound = true;

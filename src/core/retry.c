@@ -24,14 +24,17 @@ error_class_t retry_classify(const char *sqlstate, bool connection_bad)
     };
     for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++)
         if (strcmp(sqlstate, transient[i]) == 0) return ERROR_CLASS_TRANSIENT;
-    /* Class 22 (data exception), 23 (integrity constraint), 54001
-     * (statement too complex, e.g. deep jsonb) and 21000 (an ON CONFLICT DO
-     * UPDATE that would affect a row twice: two rows of the batch the key
-     * equates) are caused by records, not by the database: isolating them
-     * keeps the partition moving, where a fatal error would meet the same
-     * batch after every restart. */
-    if (strncmp(sqlstate, "22", 2) == 0 || strncmp(sqlstate, "23", 2) == 0 ||
-        strcmp(sqlstate, "54001") == 0 || strcmp(sqlstate, "21000") == 0)
+    /* Class 22 (data exception), 23 (integrity constraint: the natural
+     * key's and any other rule of the table's own), 54000 (a value past a
+     * limit, as a key too long for its btree index), 54001 (statement too
+     * complex, e.g. deep jsonb), 21000 (an ON CONFLICT DO UPDATE that would
+     * affect a row twice: two rows of the batch the key equates) and class
+     * P0 (an exception a user's PL/pgSQL trigger raises, P0001 by default)
+     * are caused by records, not by the database: isolating them keeps the
+     * partition moving, where a fatal error would meet the same batch after
+     * every restart (DESIGN.md: Errors). */
+    if (strncmp(sqlstate, "22", 2) == 0 || strncmp(sqlstate, "23", 2) == 0 || strncmp(sqlstate, "P0", 2) == 0 ||
+        strcmp(sqlstate, "54000") == 0 || strcmp(sqlstate, "54001") == 0 || strcmp(sqlstate, "21000") == 0)
         return ERROR_CLASS_DATA;
     if (connection_bad) return ERROR_CLASS_TRANSIENT;
     return ERROR_CLASS_FATAL;

@@ -29,7 +29,86 @@ void catalog_table_free(table_facts_t *t)
     free(t->columns);
     for (size_t i = 0; i < t->unique_count; i++) free(t->unique_keys[i]);
     free(t->unique_keys);
+    for (size_t i = 0; i < t->unusable_count; i++) {
+        free(t->unusable_keys[i].name);
+        free(t->unusable_keys[i].columns);
+    }
+    free(t->unusable_keys);
+    for (size_t i = 0; i < t->foreign_count; i++) {
+        free(t->foreign_keys[i].name);
+        free(t->foreign_keys[i].columns);
+    }
+    free(t->foreign_keys);
     memset(t, 0, sizeof *t);
+}
+
+static char *dup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d) abort();
+    return d;
+}
+
+static bool is_true(const PGresult *res, int row, int col) { return strcmp(PQgetvalue(res, row, col), "t") == 0; }
+
+/* The table-level facts the write path adapts to, the UNIQUE indexes (those
+ * ON CONFLICT can use, and those it cannot) and the foreign keys. */
+static int read_table_rules(db_conn_t *conn, const char *const *params, table_facts_t *t, char *err, size_t errlen)
+{
+    PGresult *res = db_select(conn,
+                              "SELECT c.relkind = 'p', c.relrowsecurity, current_user, "
+                              "EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = c.oid AND k.condeferrable) "
+                              "FROM pg_class c WHERE c.oid = to_regclass($1)",
+                              1, params, 0, err, errlen);
+    if (!res) return -1;
+    if (PQntuples(res) == 1) {
+        t->partitioned = is_true(res, 0, 0);
+        t->row_security = is_true(res, 0, 1);
+        snprintf(t->role, sizeof t->role, "%s", PQgetvalue(res, 0, 2));
+        t->deferrable = is_true(res, 0, 3);
+    }
+    PQclear(res);
+    res = db_select(conn,
+                    "SELECT string_agg(a.attname, ',' ORDER BY k.ord), i.indexrelid::regclass::text, "
+                    "i.indisvalid, i.indimmediate "
+                    "FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
+                    "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+                    "WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL "
+                    "AND i.indexprs IS NULL GROUP BY i.indexrelid, i.indisvalid, i.indimmediate",
+                    1, params, 0, err, errlen);
+    if (!res) return -1;
+    int n = PQntuples(res);
+    t->unique_keys = calloc((size_t)n + 1, sizeof *t->unique_keys);
+    t->unusable_keys = calloc((size_t)n + 1, sizeof *t->unusable_keys);
+    if (!t->unique_keys || !t->unusable_keys) abort();
+    for (int i = 0; i < n; i++) {
+        bool valid = is_true(res, i, 2), immediate = is_true(res, i, 3);
+        if (valid && immediate) {
+            t->unique_keys[t->unique_count++] = dup(PQgetvalue(res, i, 0));
+            continue;
+        }
+        unusable_key_t *u = &t->unusable_keys[t->unusable_count++];
+        u->columns = dup(PQgetvalue(res, i, 0));
+        u->name = dup(PQgetvalue(res, i, 1));
+        u->deferrable = !immediate;
+        u->invalid = !valid;
+    }
+    PQclear(res);
+    res = db_select(conn,
+                    "SELECT k.conname, (SELECT string_agg(a.attname, ',' ORDER BY c.ord) "
+                    "FROM unnest(k.conkey) WITH ORDINALITY AS c(attnum, ord) "
+                    "JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = c.attnum) "
+                    "FROM pg_constraint k WHERE k.conrelid = to_regclass($1) AND k.contype = 'f' ORDER BY k.conname",
+                    1, params, 0, err, errlen);
+    if (!res) return -1;
+    n = PQntuples(res);
+    t->foreign_keys = calloc((size_t)n + 1, sizeof *t->foreign_keys);
+    if (!t->foreign_keys) abort();
+    for (int i = 0; i < n; i++)
+        t->foreign_keys[i] = (foreign_key_t){dup(PQgetvalue(res, i, 0)), dup(PQgetvalue(res, i, 1))};
+    t->foreign_count = (size_t)n;
+    PQclear(res);
+    return 0;
 }
 
 int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, char *err, size_t errlen)
@@ -40,7 +119,10 @@ int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, cha
      * may carry a CHECK the decoder does not know, so it stays "other". */
     PGresult *res = db_select(conn,
                               "SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typname, a.atttypmod, "
-                              "a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' "
+                              "a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '', "
+                              "a.attgenerated <> '', a.attidentity = 'a', "
+                              "has_column_privilege(a.attrelid, a.attnum, 'INSERT'), "
+                              "has_column_privilege(a.attrelid, a.attnum, 'UPDATE') "
                               "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
                               "WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped "
                               "ORDER BY a.attnum",
@@ -66,30 +148,18 @@ int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, cha
         }
         c->not_null = strcmp(PQgetvalue(res, i, 4), "t") == 0;
         c->has_default = strcmp(PQgetvalue(res, i, 5), "t") == 0;
+        c->generated = is_true(res, i, 6);
+        c->identity_always = is_true(res, i, 7);
+        c->insert_denied = !is_true(res, i, 8);
+        c->update_denied = !is_true(res, i, 9);
     }
     t->column_count = (size_t)n;
     PQclear(res);
     if (!t->exists) return 0;
-    res = db_select(conn,
-                    "SELECT string_agg(a.attname, ',' ORDER BY k.ord) "
-                    "FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) "
-                    "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
-                    "WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL "
-                    "AND i.indexprs IS NULL GROUP BY i.indexrelid",
-                    1, params, 0, err, errlen);
-    if (!res) {
+    if (read_table_rules(conn, params, t, err, errlen)) {
         catalog_table_free(t);
         return -1;
     }
-    n = PQntuples(res);
-    t->unique_keys = calloc((size_t)n + 1, sizeof *t->unique_keys);
-    if (!t->unique_keys) abort();
-    for (int i = 0; i < n; i++) {
-        t->unique_keys[i] = strdup(PQgetvalue(res, i, 0));
-        if (!t->unique_keys[i]) abort();
-    }
-    t->unique_count = (size_t)n;
-    PQclear(res);
     return 0;
 }
 

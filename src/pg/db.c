@@ -382,9 +382,16 @@ error_class_t db_classify(PGconn *conn, const PGresult *res)
     return retry_classify(state, PQstatus(conn) != CONNECTION_OK);
 }
 
+/* The constraint the last error described on this thread named ("": none). */
+static _Thread_local char error_constraint[64];
+
+const char *db_error_constraint(void) { return error_constraint; }
+
 void db_describe(PGconn *conn, const PGresult *res, char *err, size_t errlen)
 {
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    const char *constraint = res ? PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME) : NULL;
+    snprintf(error_constraint, sizeof error_constraint, "%s", constraint ? constraint : "");
     char msg[1024];
     copy_message(res && PQresultErrorMessage(res)[0] ? PQresultErrorMessage(res)
                                                       : PQerrorMessage(conn),

@@ -62,6 +62,10 @@ error_class_t db_classify(PGconn *conn, const PGresult *res);
 /* Write a one-line "SQLSTATE: message" description of a failed result. */
 void db_describe(PGconn *conn, const PGresult *res, char *err, size_t errlen);
 
+/* The constraint the last failure db_describe described on this thread
+ * names (a foreign key's, a UNIQUE's: PG_DIAG_CONSTRAINT_NAME), or "". */
+const char *db_error_constraint(void);
+
 /* db_query for the one-shot commands' reads: text parameters, results in
  * `format` (0 text, 1 binary), no deadline. The result when it returned rows
  * (the caller PQclears it), else NULL with the reason in `err`. */

@@ -13,6 +13,68 @@
 #include "pg/offsets.h"
 #include "pg/store_internal.h"
 
+/* The natural key's columns, each as `prefix`.column, joined by `sep`. */
+static void key_columns(FILE *f, const pipeline_def_t *def, const char *prefix, const char *sep)
+{
+    const char *cols[2];
+    size_t n = 0;
+    if (def->key_includes_app) cols[n++] = def->app_column;
+    cols[n++] = def->fields[pipeline_field_index(def, def->key_field)].column;
+    for (size_t i = 0; i < n; i++) fprintf(f, "%s%s%s", i ? sep : "", prefix, cols[i]);
+}
+
+/* What the upsert returns for each row it inserted or updated: whether it
+ * inserted it. A table's row says so by xmax = 0, which a partitioned table
+ * cannot return ("cannot retrieve a system column in this context"); there,
+ * a row was inserted when its key was not among those stored before the
+ * statement (upsert_with) — with DO NOTHING every row returned was
+ * (DESIGN.md: The write path). */
+static char *upsert_returning(const pipeline_def_t *def)
+{
+    char *sql = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&sql, &len);
+    if (!f) abort();
+    if (!def->partitioned) {
+        fputs("(xmax = 0)", f);
+    } else if (!def->update_count) {
+        fputs("true", f);
+    } else {
+        const char *table = strchr(def->table, '.') ? strchr(def->table, '.') + 1 : def->table;
+        char *target;
+        if (asprintf(&target, "%s.", table) < 0) abort();
+        fputs("NOT EXISTS (SELECT 1 FROM storage_stored o WHERE (", f);
+        key_columns(f, def, "o.", ", ");
+        fputs(") = (", f);
+        key_columns(f, def, target, ", ");
+        fputs("))", f);
+        free(target);
+    }
+    if (fclose(f) != 0 || !sql) abort();
+    return sql;
+}
+
+/* For a partitioned table with an update rule: the staged keys the table
+ * holds before the upsert (upsert_returning). "" otherwise. */
+static char *upsert_with(const pipeline_def_t *def)
+{
+    char *sql = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&sql, &len);
+    if (!f) abort();
+    if (def->partitioned && def->update_count) {
+        fputs("WITH storage_stored AS MATERIALIZED (SELECT ", f);
+        key_columns(f, def, "t.", ", ");
+        fprintf(f, " FROM %s t JOIN storage_stage s ON (", def->table);
+        key_columns(f, def, "t.", ", ");
+        fputs(") = (", f);
+        key_columns(f, def, "s.", ", ");
+        fputs(")) ", f);
+    }
+    if (fclose(f) != 0 || !sql) abort();
+    return sql;
+}
+
 store_t *store_new(const settings_t *s, const pipeline_def_t *def)
 {
     store_t *st = calloc(1, sizeof *st);
@@ -30,13 +92,17 @@ store_t *store_new(const settings_t *s, const pipeline_def_t *def)
      * in the same order and wait for each other instead of deadlocking. */
     char key[128];
     if (asprintf(&st->copy_sql, "COPY storage_stage (%s) FROM STDIN", cols.data) < 0 ||
-        asprintf(&st->direct_sql, "COPY %s (%s) FROM STDIN", def->table, cols.data) < 0 ||
-        asprintf(&st->insert_sql,
-                 "INSERT INTO %s (%s) SELECT %s FROM storage_stage ORDER BY %s %s RETURNING (xmax = 0)",
-                 def->table, cols.data, cols.data, pipeline_key_columns(def, ", ", key, sizeof key),
-                 def->conflict_sql) < 0)
+        asprintf(&st->direct_sql, "COPY %s (%s) FROM STDIN", def->table, cols.data) < 0)
         abort();
+    char *returning = upsert_returning(def), *with = upsert_with(def);
+    if (asprintf(&st->insert_sql, "%sINSERT INTO %s (%s) SELECT %s FROM storage_stage ORDER BY %s %s RETURNING %s",
+                 with, def->table, cols.data, cols.data, pipeline_key_columns(def, ", ", key, sizeof key),
+                 def->conflict_sql, returning) < 0)
+        abort();
+    free(returning);
+    free(with);
     st->columns = cols.data;
+    st->copy_need = 1;
     st->apps = app_cache_new((int64_t)s->application_cache_ttl_seconds * 1000);
     return st;
 }

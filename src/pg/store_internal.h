@@ -40,10 +40,16 @@ struct store {
     bool probe_next;
     bool *stored;
     size_t probed;
-    /* Whether the next batch is COPYed straight into the table (the last one
-     * inserted every row: a fresh ingest), and whether the attempt in hand
-     * is. */
-    bool direct_next, direct;
+    /* Whether the next batch is COPYed straight into the table, and whether
+     * the attempt in hand is: once `copy_need` batches in a row
+     * (`copy_streak` so far) inserted every row — a fresh ingest. Each
+     * fall-back from a COPY doubles the need (up to STORE_COPY_NEED_MAX),
+     * each COPY that stored its batch lowers it by one, so batches that
+     * alternate between new rows and re-observations cost a few fall-backs,
+     * not one every other batch (DESIGN.md: The write path). Never where
+     * the table refuses COPY FROM (`copy_refused`: row-level security). */
+    bool direct_next, direct, copy_refused;
+    unsigned copy_need, copy_streak;
     copy_buf_t copy;       /* reused COPY data of one chunk */
     app_cache_t *apps; /* this pipeline's package_name -> application_id */
     /* The current attempt's deadline (clock_now_ms; 0: none yet): resolving and
@@ -72,6 +78,8 @@ struct store {
         copy_buf_t copy;
     } prepared;
 };
+
+#define STORE_COPY_NEED_MAX 32
 
 /* Connect (once per connection) and prepare the session. Returns 0 or -1
  * with err/cls. */

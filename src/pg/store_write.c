@@ -85,18 +85,37 @@ static int exec_simple(store_t *st, const char *sql, char *err, size_t errlen, e
     return db_command(st->conn, sql, st->deadline, err, errlen, cls);
 }
 
+/* A batch's transaction begins. A table with a DEFERRABLE constraint has
+ * it fire at each statement, not at COMMIT, so that the isolation of a
+ * refused row can find the row (DESIGN.md: Errors). */
+static const char *begin_sql(const store_t *st)
+{
+    return st->def->deferrable ? "BEGIN; SET CONSTRAINTS ALL IMMEDIATE" : "BEGIN";
+}
+
+/* Whether the constraint the last error named is a foreign key on the
+ * application's column: the application was deleted under the batch. */
+static bool names_app_foreign_key(const pipeline_def_t *def, const char *constraint)
+{
+    for (size_t i = 0; i < def->app_foreign_count; i++)
+        if (strcmp(def->app_foreign_keys[i], constraint) == 0) return true;
+    return false;
+}
+
 /* Narrow a data error down: write halves under savepoints until the
  * offending records stand alone, then reject them with the database's
  * message. Returns 0, or -1 on a non-data error. */
 static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, batch_counts_t *counts,
                    char *err, size_t errlen, error_class_t *cls)
 {
-    char why[1024];
+    char why[1024], constraint[64];
     batch_counts_t part = {0};
 
     if (n == 0) return 0;
     if (exec_simple(st, "SAVEPOINT storage_isolate", err, errlen, cls)) return -1;
-    if (write_chunk(st, b, pending, n, &part, why, sizeof why, cls) == 0) {
+    int rc = write_chunk(st, b, pending, n, &part, why, sizeof why, cls);
+    snprintf(constraint, sizeof constraint, "%s", db_error_constraint());
+    if (rc == 0) {
         counts->inserted += part.inserted;
         counts->updated += part.updated;
         counts->skipped += part.skipped;
@@ -114,12 +133,13 @@ static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, bat
         return -1;
     if (n == 1) {
         char detail[1200];
-        if (strncmp(why, "23503:", 6) == 0) {
+        if (strncmp(why, "23503:", 6) == 0 && names_app_foreign_key(st->def, constraint)) {
             /* The row's application_id is gone: the app was deleted after
              * the batch was resolved (or its cached id is older than a
              * delete and a new registration). Not the record's fault: the
              * batch is resolved again, and then stored under the app's new
-             * id, or dead-lettered as unregistered_app. */
+             * id, or dead-lettered as unregistered_app. Any other foreign
+             * key (the table's own) is the row's: a dead letter below. */
             const char *name = event_package_name(&b->entries[pending[0]].event);
             app_cache_forget(st->apps, name);
             snprintf(err, errlen, "the application registry changed under the batch (%s was resolved to an id that no longer exists): resolving it again",
@@ -197,8 +217,8 @@ static int send_one_query(store_t *st, batch_t *b, const store_hook_t *hook, siz
                           error_class_t *cls)
 {
     char *end = end_sql(st, b, hook, st->direct ? 0 : n), *query;
-    if (asprintf(&query, "BEGIN; %s%s%s", n ? (st->direct ? st->direct_sql : st->copy_sql) : "", n ? "; " : "",
-                 end) < 0)
+    if (asprintf(&query, "%s; %s%s%s", begin_sql(st), n ? (st->direct ? st->direct_sql : st->copy_sql) : "",
+                 n ? "; " : "", end) < 0)
         abort();
     /* With every event found stored, only the position is left to commit. */
     int rc = n ? copy_events(st, b, n, query, err, errlen, cls)
@@ -229,7 +249,7 @@ static int send_end(store_t *st, batch_t *b, const store_hook_t *hook, size_t n,
 static int send_step_by_step(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err,
                              size_t errlen, error_class_t *cls)
 {
-    if (exec_simple(st, "BEGIN", err, errlen, cls) ||
+    if (exec_simple(st, begin_sql(st), err, errlen, cls) ||
         dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls) ||
         (n && copy_events(st, b, n, NULL, err, errlen, cls)))
         return -1;
@@ -243,7 +263,7 @@ static int send_step_by_step(store_t *st, batch_t *b, const store_hook_t *hook, 
 static int send_isolating(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err, size_t errlen,
                           error_class_t *cls)
 {
-    if (exec_simple(st, "BEGIN", err, errlen, cls) || isolate(st, b, st->pending, n, &st->done, err, errlen, cls) ||
+    if (exec_simple(st, begin_sql(st), err, errlen, cls) || isolate(st, b, st->pending, n, &st->done, err, errlen, cls) ||
         dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls))
         return -1;
     return send_end(st, b, hook, 0, err, errlen, cls);
@@ -262,7 +282,7 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
     if (isolating) {
         rc = send_isolating(st, b, hook, n, err, errlen, cls);
     } else if (!hook->fn && !has_rejections(b)) {
-        st->direct = st->direct_next && n > 0 && st->probed == 0;
+        st->direct = st->direct_next && !st->copy_refused && !st->def->row_security && n > 0 && st->probed == 0;
         if (st->direct) upserted_at_the_end = 0;
         rc = send_one_query(st, b, hook, n, err, errlen, cls);
     } else {
@@ -339,17 +359,28 @@ static int isolate_and_retry(store_t *st, batch_t *b, const store_hook_t *hook, 
  * stored key, or one a concurrent writer stored first (23505, or a deadlock
  * with it), or a value the table refuses: the batch is written again at once
  * by the guarded upsert, which judges every row, and isolates refused values
- * if it must. Any other attempt: isolate_and_retry. Returns 0, or -1 with
+ * if it must; the next batches earn COPY back more slowly. A table that
+ * refuses COPY FROM itself (0A000: row-level security the catalog did not
+ * show, as a policy added while the service runs) is written by the upsert
+ * from then on. Any other attempt: isolate_and_retry. Returns 0, or -1 with
  * err/cls. */
 static int retry_after(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
                        error_class_t *cls)
 {
     if (!st->direct) return isolate_and_retry(st, b, hook, err, errlen, cls);
     st->direct = st->direct_next = false;
+    st->copy_streak = 0;
+    st->copy_need = st->copy_need * 2 > STORE_COPY_NEED_MAX ? STORE_COPY_NEED_MAX : st->copy_need * 2;
     char state[6];
     const char *sqlstate = retry_sqlstate_of(err, state);
     roll_back(st);
-    if (*cls != ERROR_CLASS_DATA && !(sqlstate && strcmp(sqlstate, "40P01") == 0)) return -1;
+    bool refused = sqlstate && strcmp(sqlstate, "0A000") == 0;
+    if (*cls != ERROR_CLASS_DATA && !refused && !(sqlstate && strcmp(sqlstate, "40P01") == 0)) return -1;
+    if (refused) {
+        st->copy_refused = true;
+        LOG_WARN_F(st->def->name, LOG_FIELDS(LF_STR("error", err)),
+                   "the table refuses COPY: writing every batch by the upsert");
+    }
     LOG_DEBUG_F(st->def->name, LOG_FIELDS(LF_STR("error", err)),
                 "a batch predicted new was refused by the table: writing it by the upsert");
     int rc = send_attempt(st, b, hook, false, err, errlen, cls);
@@ -414,9 +445,13 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
         st->done.superseded = batch_superseded(b);
         *counts = st->done;
         /* Probe the next batch when this one found most of its rows stored;
-         * COPY it straight into the table when this one inserted every row. */
+         * COPY it straight into the table once enough batches in a row
+         * inserted every row (struct store: copy_need). */
         st->probe_next = 2 * counts->skipped > counts->inserted + counts->updated + counts->skipped;
-        st->direct_next = counts->inserted > 0 && counts->updated == 0 && counts->skipped == 0;
+        bool all_new = counts->inserted > 0 && counts->updated == 0 && counts->skipped == 0;
+        st->copy_streak = all_new ? st->copy_streak + 1 : 0;
+        if (st->direct && st->copy_need > 1) st->copy_need--;
+        st->direct_next = st->copy_streak >= st->copy_need;
     }
     st->deadline = 0; /* the attempt is over */
     return rc;

@@ -67,6 +67,12 @@ TEST(string_too_long_22001_is_data, expect_data("22001"))
 TEST(unique_violation_23505_is_data, expect_data("23505"))
 TEST(check_violation_23514_is_data, expect_data("23514"))
 TEST(statement_too_complex_54001_is_data, expect_data("54001"))
+/* "index row size exceeds btree version 4 maximum": a key too long for the
+ * table's index is that row's, as is any other value past a limit. */
+TEST(a_key_too_long_for_its_index_54000_is_data, expect_data("54000"))
+/* An exception a user's trigger raises for one row (RAISE EXCEPTION: P0001;
+ * or another code of class P0). */
+TEST(an_exception_a_users_trigger_raises_is_data, expect_data("P0001"); expect_data("P0004"))
 /* "ON CONFLICT DO UPDATE command cannot affect row a second time": two rows
  * of one batch that the table's key equates and the batch's de-duplication
  * did not. Fatal, the restarted process met the same batch again: a crash
@@ -89,7 +95,7 @@ TEST(no_sqlstate_is_a_lost_connection_even_while_the_status_still_says_ok,
      expect_class("", false, ERROR_CLASS_TRANSIENT))
 TEST(unexpected_sqlstates_are_fatal,
      expect_fatal("XX000"); expect_fatal("XX001"); expect_fatal("3D000"); expect_fatal("28P01");
-     expect_fatal("25P02"); expect_fatal("0A000"); expect_fatal("54000"); expect_fatal("57000"))
+     expect_fatal("25P02"); expect_fatal("0A000"); expect_fatal("54011"); expect_fatal("57000"))
 
 /* Class codes are matched exactly, not by a looser prefix. */
 TEST(transient_codes_match_exactly,
@@ -179,6 +185,8 @@ int main(void)
         cmocka_unit_test(unique_violation_23505_is_data),
         cmocka_unit_test(check_violation_23514_is_data),
         cmocka_unit_test(statement_too_complex_54001_is_data),
+        cmocka_unit_test(a_key_too_long_for_its_index_54000_is_data),
+        cmocka_unit_test(an_exception_a_users_trigger_raises_is_data),
         cmocka_unit_test(a_row_affected_twice_21000_is_isolated_not_a_crash_loop),
         cmocka_unit_test(other_data_exceptions_of_class_22_and_23_are_data),
         cmocka_unit_test(undefined_table_42P01_is_fatal),
