@@ -69,17 +69,6 @@ static int get_string(loader_t *l, const char *name, const char *def, char **out
     return 0;
 }
 
-/* Kafka's legal topic names: [a-zA-Z0-9._-], 1..249 characters, except "."
- * and "..", which the broker refuses. */
-static int valid_topic(const char *t)
-{
-    size_t n = strlen(t);
-    if (n == 0 || n > 249 || strcmp(t, ".") == 0 || strcmp(t, "..") == 0) return 0;
-    for (; *t; t++)
-        if (!isalnum((unsigned char)*t) && *t != '.' && *t != '_' && *t != '-') return 0;
-    return 1;
-}
-
 static int load_pipelines(loader_t *l, settings_t *s)
 {
     const char *v = env_get(l, "STORAGE_PIPELINES");
@@ -418,7 +407,7 @@ static int load(loader_t *l, settings_t *s)
         const pipeline_def_t *def = pipeline_get(i);
         snprintf(name, sizeof name, "STORAGE_TOPIC_%s", def->env_suffix);
         get_string(l, name, def->default_topic, &s->topic[i]);
-        if (!valid_topic(s->topic[i]))
+        if (!pipeline_topic_ok(s->topic[i]))
             return fail(l, "%s=%s: not a valid Kafka topic name ([a-zA-Z0-9._-], 1..249 characters)",
                         name, s->topic[i]);
         /* Precedence: the pipeline's own variable, then the shared one, then

@@ -37,6 +37,7 @@ static void def_free(pipeline_def_t *d)
     for (size_t i = 0; i < d->field_count; i++) {
         free(d->fields[i].name);
         free(d->fields[i].column);
+        free(d->fields[i].default_sql);
     }
     free(d->fields);
     free(d->app_member);
@@ -98,6 +99,15 @@ static bool table_name(const char *s)
     return identifier(schema) && identifier(dot + 1);
 }
 
+bool pipeline_topic_ok(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n > 249 || strcmp(t, ".") == 0 || strcmp(t, "..") == 0) return false;
+    for (; *t; t++)
+        if (!isalnum((unsigned char)*t) && *t != '.' && *t != '_' && *t != '-') return false;
+    return true;
+}
+
 static bool pipeline_name_ok(const char *s)
 {
     if (!*s || strlen(s) > 48 || !islower((unsigned char)*s)) return false;
@@ -143,12 +153,14 @@ static int get_column(reader_t *r, json_t *obj, const char *member, bool require
     return 0;
 }
 
-static int get_columns(reader_t *r, json_t *obj, const char *member, char ***out, size_t *n)
+/* A list of column names; `may_be_empty`: [] says "none" (never_writes). */
+static int get_columns(reader_t *r, json_t *obj, const char *member, bool may_be_empty, char ***out, size_t *n)
 {
     json_t *v = json_object_get(obj, member);
     if (!v) return 0;
-    if (!json_is_array(v) || json_array_size(v) == 0) return fail(r, member, "expected a non-empty array of column names");
-    *out = calloc(json_array_size(v), sizeof **out);
+    if (!json_is_array(v) || (json_array_size(v) == 0 && !may_be_empty))
+        return fail(r, member, "expected a non-empty array of column names");
+    *out = calloc(json_array_size(v) + 1, sizeof **out);
     if (!*out) abort();
     for (size_t i = 0; i < json_array_size(v); i++) {
         json_t *c = json_array_get(v, i);
@@ -235,7 +247,7 @@ static int read_key(reader_t *r, json_t *p, pipeline_def_t *d)
 {
     char **key = NULL;
     size_t n = 0;
-    int rc = get_columns(r, p, "key", &key, &n);
+    int rc = get_columns(r, p, "key", false, &key, &n);
     if (rc == 0 && n == 0) rc = fail(r, "key", "required: the natural key's columns");
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const field_spec_t *f = pipeline_field_by_column(d, key[i]);
@@ -265,7 +277,7 @@ static int read_conflict(reader_t *r, json_t *p, pipeline_def_t *d)
     size_t at = strlen(r->where);
     snprintf(r->where + at, sizeof r->where - at, ".on_conflict");
     char *version = NULL;
-    if (only_members(r, c, known) || get_columns(r, c, "update", &d->update_columns, &d->update_count) ||
+    if (only_members(r, c, known) || get_columns(r, c, "update", false, &d->update_columns, &d->update_count) ||
         get_column(r, c, "when_newer", true, &version))
         return free(version), -1;
     int rc = 0;
@@ -310,6 +322,9 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
         get_str(r, p, "table", true, &d->table))
         return -1;
     if (!d->default_topic) d->default_topic = dup(d->name);
+    if (!pipeline_topic_ok(d->default_topic))
+        return fail(r, "topic", "\"%s\" is not a valid Kafka topic name ([a-zA-Z0-9._-], 1..249 characters)",
+                    d->default_topic);
     if (!table_name(d->table))
         return fail(r, "table", "\"%s\" is not a lower-case table name ([schema.]table)", d->table);
     json_t *v = json_object_get(p, "batch_size");
@@ -337,7 +352,7 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
         if (read_field(r, json_array_get(fields, i), i, d)) return -1;
     }
     if (read_key(r, p, d) || read_conflict(r, p, d) ||
-        get_columns(r, p, "never_writes", &d->never_writes, &d->never_count))
+        get_columns(r, p, "never_writes", true, &d->never_writes, &d->never_count))
         return -1;
     for (size_t i = 0; i < d->never_count; i++)
         if (pipeline_field_by_column(d, d->never_writes[i]) || strcmp(d->never_writes[i], d->app_column) == 0)

@@ -75,6 +75,10 @@ typedef struct {
     int length;    /* COLUMN_VARCHAR */
     int precision, scale; /* COLUMN_NUMERIC */
     bool not_null, has_default;
+    /* The SQL of the column's default (pg_get_expr of pg_attrdef; an
+     * identity BY DEFAULT's nextval of its sequence), or NULL: what an
+     * optional field on a NOT NULL column takes when its member is absent. */
+    char *default_sql;
     /* What no INSERT may set: a generated column, or an identity GENERATED
      * ALWAYS (an identity BY DEFAULT takes a value). */
     bool generated, identity_always;
@@ -134,6 +138,11 @@ typedef struct {
     int64_t min, max;  /* FIELD_INTEGER and counts: range; FIELD_STRING: length in characters */
     double dmin, dmax; /* FIELD_NUMBER and FIELD_DECIMAL: range */
     int scale;         /* FIELD_DECIMAL */
+    /* An optional field on a NOT NULL column with a default: the default's
+     * SQL, which the upsert writes where the member is absent (or null),
+     * and a batch with such a row is not COPYed straight into the table
+     * (DESIGN.md: The write path). NULL otherwise. */
+    char *default_sql;
 } field_spec_t;
 
 typedef struct {
@@ -204,6 +213,11 @@ const pipeline_def_t *pipeline_get(pipeline_id_t id);
 
 /* Look a pipeline up by name. Returns NULL when the name is unknown. */
 const pipeline_def_t *pipeline_find(const char *name, size_t len);
+
+/* Kafka's legal topic names: [a-zA-Z0-9._-], 1..249 characters, except "."
+ * and "..", which the broker refuses (a definition's topic, a
+ * STORAGE_TOPIC_ variable). */
+bool pipeline_topic_ok(const char *topic);
 
 /* The pipelines' names, in file order, joined by ", " into `buf`, for
  * messages and usage texts ("known: app-stats, reviews, network-metrics"). */

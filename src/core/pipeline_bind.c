@@ -279,9 +279,13 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
         const column_fact_t *c = column_of(t, f->column);
         if (!c) return mismatch(err, errlen, d, f, f->column, "no such column");
         if (check_writable(d, f, c, t->role, err, errlen)) return -1;
-        if (c->not_null && !f->required)
+        free(f->default_sql);
+        f->default_sql = NULL;
+        if (c->not_null && !f->required && !c->default_sql)
             return mismatch(err, errlen, d, f, c->name,
-                            "the column is NOT NULL and the field optional: declare it \"required\": true");
+                            "the column is NOT NULL and the field optional, and the column has no default: declare "
+                            "it \"required\": true, or give the column a DEFAULT");
+        if (c->not_null && !f->required && !(f->default_sql = strdup(c->default_sql))) abort();
         if (bind_field(d, f, c, err, errlen)) return -1;
     }
     for (size_t i = 0; i < d->never_count; i++)

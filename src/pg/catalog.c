@@ -26,6 +26,7 @@ static column_type_t column_type(const char *typname)
 
 void catalog_table_free(table_facts_t *t)
 {
+    for (size_t i = 0; i < t->column_count; i++) free(t->columns[i].default_sql);
     free(t->columns);
     for (size_t i = 0; i < t->unique_count; i++) free(t->unique_keys[i]);
     free(t->unique_keys);
@@ -122,8 +123,12 @@ int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, cha
                               "a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '', "
                               "a.attgenerated <> '', a.attidentity = 'a', "
                               "has_column_privilege(a.attrelid, a.attnum, 'INSERT'), "
-                              "has_column_privilege(a.attrelid, a.attnum, 'UPDATE') "
+                              "has_column_privilege(a.attrelid, a.attnum, 'UPDATE'), "
+                              "CASE WHEN a.attidentity = 'd' THEN format('nextval(%L::regclass)', "
+                              "pg_get_serial_sequence(a.attrelid::regclass::text, a.attname)) "
+                              "WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END "
                               "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                              "LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
                               "WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped "
                               "ORDER BY a.attnum",
                               1, params, 0, err, errlen);
@@ -152,6 +157,7 @@ int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, cha
         c->identity_always = is_true(res, i, 7);
         c->insert_denied = !is_true(res, i, 8);
         c->update_denied = !is_true(res, i, 9);
+        if (!PQgetisnull(res, i, 10)) c->default_sql = dup(PQgetvalue(res, i, 10));
     }
     t->column_count = (size_t)n;
     PQclear(res);

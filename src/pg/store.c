@@ -82,10 +82,23 @@ store_t *store_new(const settings_t *s, const pipeline_def_t *def)
     if (!st) abort();
     st->settings = s;
     st->def = def;
+    /* What the upsert selects from the stage: each column, or its default
+     * where an optional field on a NOT NULL column was absent. */
+    copy_buf_t select = {0};
     copy_buf_str(&cols, def->app_column);
+    copy_buf_str(&select, def->app_column);
     for (size_t i = 0; i < def->field_count; i++) {
+        const field_spec_t *f = &def->fields[i];
         copy_buf_str(&cols, ", ");
-        copy_buf_str(&cols, def->fields[i].column);
+        copy_buf_str(&cols, f->column);
+        copy_buf_str(&select, f->default_sql ? ", COALESCE(" : ", ");
+        copy_buf_str(&select, f->column);
+        if (f->default_sql) {
+            copy_buf_str(&select, ", ");
+            copy_buf_str(&select, f->default_sql);
+            copy_buf_str(&select, ")");
+        }
+        st->has_defaults |= f->default_sql != NULL;
     }
     /* Rows are upserted in natural-key order: two members whose batches
      * share keys (a review observed on two partitions) then lock those rows
@@ -96,9 +109,10 @@ store_t *store_new(const settings_t *s, const pipeline_def_t *def)
         abort();
     char *returning = upsert_returning(def), *with = upsert_with(def);
     if (asprintf(&st->insert_sql, "%sINSERT INTO %s (%s) SELECT %s FROM storage_stage ORDER BY %s %s RETURNING %s",
-                 with, def->table, cols.data, cols.data, pipeline_key_columns(def, ", ", key, sizeof key),
+                 with, def->table, cols.data, select.data, pipeline_key_columns(def, ", ", key, sizeof key),
                  def->conflict_sql, returning) < 0)
         abort();
+    free(select.data);
     free(returning);
     free(with);
     st->columns = cols.data;

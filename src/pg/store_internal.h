@@ -49,6 +49,9 @@ struct store {
      * not one every other batch (DESIGN.md: The write path). Never where
      * the table refuses COPY FROM (`copy_refused`: row-level security). */
     bool direct_next, direct, copy_refused;
+    /* A field takes its column's default where its member is absent: a
+     * batch with such a row is written by the upsert, which writes it. */
+    bool has_defaults;
     unsigned copy_need, copy_streak;
     copy_buf_t copy;       /* reused COPY data of one chunk */
     app_cache_t *apps; /* this pipeline's package_name -> application_id */

@@ -180,6 +180,17 @@ static size_t fill_pending(store_t *st, const batch_t *b)
     return n;
 }
 
+/* Whether one of the n pending events lacks a member whose column takes
+ * its default (field_spec_t: default_sql): COPY would write NULL there. */
+static bool needs_defaults(const store_t *st, const batch_t *b, size_t n)
+{
+    if (!st->has_defaults) return false;
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; i < st->def->field_count; i++)
+            if (st->def->fields[i].default_sql && !event_column(&b->entries[st->pending[k]].event, i)) return true;
+    return false;
+}
+
 static bool has_rejections(const batch_t *b)
 {
     for (size_t i = 0; i < b->count; i++)
@@ -282,7 +293,8 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
     if (isolating) {
         rc = send_isolating(st, b, hook, n, err, errlen, cls);
     } else if (!hook->fn && !has_rejections(b)) {
-        st->direct = st->direct_next && !st->copy_refused && !st->def->row_security && n > 0 && st->probed == 0;
+        st->direct = st->direct_next && !st->copy_refused && !st->def->row_security && n > 0 && st->probed == 0 &&
+                     !needs_defaults(st, b, n);
         if (st->direct) upserted_at_the_end = 0;
         rc = send_one_query(st, b, hook, n, err, errlen, cls);
     } else {

@@ -233,6 +233,51 @@ static void a_malformed_file_is_refused_with_its_line_or_member(void **state)
     expect_load_error(ONE(FIELDS ", \"key\": [\"permission\"], \"on_conflict\": {\"update\": [\"permission\"], "
                                  "\"when_newer\": \"seen_at\"}"),
                       "on_conflict.update: permission is the natural key");
+    /* A topic Kafka would refuse is the file's, named by its member, not a
+     * STORAGE_TOPIC_ variable nobody set. */
+    expect_load_error(ONE("\"topic\": \"bad topic\", " FIELDS ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\""),
+                      "pipelines[0] (app-permissions).topic: \"bad topic\" is not a valid Kafka topic name");
+}
+
+/* never_writes is optional, and [] says the same as leaving it out. */
+static void an_empty_never_writes_says_none(void **state)
+{
+    (void)state;
+    char err[1024];
+    char *path = write_file(ONE(FIELDS ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\", \"never_writes\": []"));
+    int rc = pipelines_load(path, err, sizeof err);
+    unlink(path);
+    free(path);
+    if (rc != 0) fail_msg("refused: %s", err);
+    assert_int_equal(0, pipeline_get(0)->never_count);
+}
+
+/* A declared bound beyond the column type's range is refused at start
+ * (converting 1e19 to a 64-bit integer is undefined: the bound vanished). */
+static void a_bound_beyond_the_column_types_range_is_refused(void **state)
+{
+    (void)state;
+    char err[1024];
+    char *path = write_file(ONE("\"fields\": [{\"member\": \"permission\", \"required\": true}, "
+                                "{\"member\": \"count\", \"min\": 1e19}], \"key\": [\"permission\"], "
+                                "\"on_conflict\": \"nothing\""));
+    assert_int_equal(0, pipelines_load(path, err, sizeof err));
+    unlink(path);
+    free(path);
+    column_fact_t cols[] = {
+        typed("application_id", COLUMN_INT8, "bigint", true),
+        varchar("permission", 255, true),
+        typed("count", COLUMN_INT8, "bigint", false),
+    };
+    char *keys[] = {"permission"};
+    table_facts_t t = {true, cols, 3, keys, 1};
+    assert_int_equal(-1, pipeline_bind(0, &t, err, sizeof err));
+    assert_string_equal(err, "pipeline app-permissions, field count, column app_permissions.count: min 1e+19 is "
+                             "beyond the range of bigint");
+    cols[2].kind = COLUMN_INT4;
+    snprintf(cols[2].type, sizeof cols[2].type, "integer");
+    assert_int_equal(-1, pipeline_bind(0, &t, err, sizeof err));
+    assert_non_null(strstr(err, "min 1e+19 is beyond the range of integer"));
 }
 
 static void a_declared_pipeline_builds_its_conflict_rule_and_key_probe(void **state)
@@ -295,6 +340,8 @@ int main(void)
         cmocka_unit_test_setup(a_natural_key_without_a_unique_constraint_is_refused, rebind),
         cmocka_unit_test_setup(a_malformed_file_is_refused_with_its_line_or_member, rebind),
         cmocka_unit_test_setup(a_declared_pipeline_builds_its_conflict_rule_and_key_probe, rebind),
+        cmocka_unit_test_setup(an_empty_never_writes_says_none, rebind),
+        cmocka_unit_test_setup(a_bound_beyond_the_column_types_range_is_refused, rebind),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pipelines_free();
