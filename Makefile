@@ -37,9 +37,9 @@ CORE_SRC += src/status_page.c $(BUILD)/pipelines_builtin.c
 APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/catalog.c src/pg/members.c src/pg/store.c src/pg/store_write.c src/pg/copy_text.c src/pg/probe.c src/pg/dead_letters.c src/pg/offsets.c \
             src/kafka/conf.c src/kafka/group.c src/kafka/consumer.c src/kafka/consumer_start.c src/kafka/consumer_fetch.c \
             src/kafka/cluster.c src/kafka/member.c \
-            src/supervisor.c src/metrics_http.c src/ops/dead_letters.c src/ops/dead_letters_change.c src/ops/redrive.c \
+            src/supervisor.c src/metrics_http.c src/ops/dead_letters.c src/ops/dead_letters_change.c src/ops/dead_letters_args.c src/ops/redrive.c \
             src/ops/print.c src/ops/args.c src/ops/connect.c \
-            src/ops/verify.c src/ops/verify_positions.c src/ops/replay.c $(BUILD)/migrations.c
+            src/ops/verify.c src/ops/verify_positions.c src/ops/verify_stage.c src/ops/replay.c $(BUILD)/migrations.c
 APP_SRC  += src/ops/progress.c src/crash.c
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 MAIN_SRC := src/main.c

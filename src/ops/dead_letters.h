@@ -1,8 +1,10 @@
-/* dead_letters — what the two files of `storage-consumer dead-letters`
- * share (DESIGN.md: Operations): ops/dead_letters.c holds the command, list
- * and show, and the arguments and connection every subcommand uses;
- * ops/dead_letters_change.c the subcommands that change dead letters
- * (redrive's arguments and output, resolve, purge). The command itself is
+/* dead_letters — what the files of `storage-consumer dead-letters` share
+ * (DESIGN.md: Operations): ops/dead_letters.c holds the command, list and
+ * show; ops/dead_letters_change.c the subcommands that change dead letters
+ * (redrive's arguments and output, resolve, purge); ops/dead_letters_args.c
+ * the arguments and connection every subcommand uses. Calls go one way:
+ * dead_letters.c dispatches to dead_letters_change.c, both use
+ * dead_letters_args.c. The command itself is
  * ops_dead_letters (ops/ops.h). */
 #ifndef STORAGE_OPS_DEAD_LETTERS_H
 #define STORAGE_OPS_DEAD_LETTERS_H
@@ -12,7 +14,7 @@
 #include "pg/db.h"
 #include "settings.h"
 
-/* ---- dead_letters.c: what every subcommand shares ----------------------- */
+/* ---- dead_letters_args.c: what every subcommand shares ------------------ */
 
 /* "storage-consumer: dead-letters SUB: WHATDETAIL" on stderr. */
 void fail_msg(const char *sub, const char *what, const char *detail);

@@ -1,8 +1,10 @@
-/* verify — what the two files of `storage-consumer verify` share (DESIGN.md:
+/* verify — what the files of `storage-consumer verify` share (DESIGN.md:
  * Operations): a stage's verdict and how it is reported, and the enabled
  * pipelines as the stages see them. ops/verify.c holds the command and the
  * schema, topics, messages, rows and dead-letters stages;
- * ops/verify_positions.c the positions and lag stages. The command itself
+ * ops/verify_positions.c the positions and lag stages; ops/verify_stage.c
+ * the report every stage writes to. Calls go one way: verify.c calls the
+ * stages of verify_positions.c, both call verify_stage.c. The command itself
  * is ops_verify (ops/ops.h). */
 #ifndef STORAGE_OPS_VERIFY_H
 #define STORAGE_OPS_VERIFY_H
@@ -56,7 +58,7 @@ typedef struct {
     char warned[256];
     json_t *stages; /* --json: the stages' objects; NULL: print lines */
 } verify_t;
-/* ---- verify.c: a stage's report ----------------------------------------- */
+/* ---- verify_stage.c: a stage's report ------------------------------------ */
 
 /* Append one part to the stage's detail, "; "-separated. Truncates, never
  * overflows. */
