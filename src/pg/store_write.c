@@ -93,6 +93,41 @@ static const char *begin_sql(const store_t *st)
     return st->def->deferrable ? "BEGIN; SET CONSTRAINTS ALL IMMEDIATE" : "BEGIN";
 }
 
+/* On a table with row-level security, 42501 is a policy's WITH CHECK
+ * refusing one row's values as well as a privilege revoked from the role:
+ * taken for data, it is isolated, and policy_refused then tells the two
+ * apart for the one row (DESIGN.md: Errors). */
+static void class_of_policy(const store_t *st, const char *err, error_class_t *cls)
+{
+    char state[6];
+    const char *sqlstate = retry_sqlstate_of(err, state);
+    if (st->def->row_security && sqlstate && strcmp(sqlstate, "42501") == 0) *cls = ERROR_CLASS_DATA;
+}
+
+/* After one row alone met 42501 on a table with row-level security: 1 when
+ * the role may still INSERT every column the pipeline writes (a policy
+ * refused the row), 0 when it may not (a privilege was revoked: no row
+ * could be stored, so the pipeline fails), -1 with err/cls. */
+static int policy_refused(store_t *st, char *err, size_t errlen, error_class_t *cls)
+{
+    const char **cols = calloc(st->def->field_count + 1, sizeof *cols);
+    if (!cols) abort();
+    cols[0] = st->def->app_column;
+    for (size_t i = 0; i < st->def->field_count; i++) cols[i + 1] = st->def->fields[i].column;
+    char *names = db_array_literal(cols, NULL, st->def->field_count + 1);
+    const char *params[] = {st->def->table, names};
+    PGresult *res = db_query(st->conn,
+                             "SELECT bool_and(has_column_privilege(a.attrelid, a.attnum, 'INSERT')) "
+                             "FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attname = ANY($2::text[])",
+                             2, params, NULL, NULL, st->deadline, err, errlen, cls);
+    free(names);
+    free(cols);
+    if (!res) return -1;
+    int refused = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    PQclear(res);
+    return refused;
+}
+
 /* Whether the constraint the last error named is a foreign key on the
  * application's column: the application was deleted under the batch. */
 static bool names_app_foreign_key(const pipeline_def_t *def, const char *constraint)
@@ -115,6 +150,7 @@ static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, bat
     if (exec_simple(st, "SAVEPOINT storage_isolate", err, errlen, cls)) return -1;
     int rc = write_chunk(st, b, pending, n, &part, why, sizeof why, cls);
     snprintf(constraint, sizeof constraint, "%s", db_error_constraint());
+    if (rc) class_of_policy(st, why, cls);
     if (rc == 0) {
         counts->inserted += part.inserted;
         counts->updated += part.updated;
@@ -146,6 +182,15 @@ static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, bat
                      name);
             *cls = ERROR_CLASS_TRANSIENT;
             return -1;
+        }
+        if (strncmp(why, "42501:", 6) == 0) {
+            int refused = policy_refused(st, err, errlen, cls);
+            if (refused < 0) return -1;
+            if (!refused) {
+                snprintf(err, errlen, "%s", why);
+                *cls = ERROR_CLASS_FATAL;
+                return -1;
+            }
         }
         snprintf(detail, sizeof detail, "the database refused the row: %s", why);
         batch_reject(b, pending[0], ERROR_DATABASE_REJECTED, detail);
@@ -331,6 +376,7 @@ static int wait_attempt(store_t *st, char *err, size_t errlen, error_class_t *cl
         } else if (!failed && status != PGRES_COMMAND_OK) {
             db_describe(st->conn, res, err, errlen);
             *cls = db_classify(st->conn, res);
+            class_of_policy(st, err, cls);
             failed = true;
         }
         PQclear(res);

@@ -180,17 +180,31 @@ test_a_table_with_row_level_security_is_written_by_the_upsert_not_copied() {
          GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO rls_runtime;
          GRANT TEMPORARY ON DATABASE test_rls TO rls_runtime;
          ALTER TABLE observations ENABLE ROW LEVEL SECURITY;
-         CREATE POLICY observations_runtime ON observations TO rls_runtime USING (true) WITH CHECK (true)" >/dev/null
+         CREATE POLICY observations_runtime ON observations TO rls_runtime
+           USING (true) WITH CHECK (note IS DISTINCT FROM 'hidden')" >/dev/null
     obs_topic
-    obs_range 1 300 | produce "$OBS_TOPIC" -p 0
+    # A fresh backlog (its batches would be COPYed), one row among them
+    # that the policy's WITH CHECK refuses.
+    { obs_range 1 150; obs o-hidden 1 hidden; obs_range 151 300; } | produce "$OBS_TOPIC" -p 0
     start_observations svc STORAGE_MAX_POLL_RECORDS_OBSERVATIONS=100 STORAGE_DATABASE_URL="$DB user=rls_runtime"
-    wait_committed "$(group_of observations)" "$OBS_TOPIC" 0 300
+    wait_committed "$(group_of observations)" "$OBS_TOPIC" 0 301
     assert_eq 300 "$(sql "SELECT count(*) FROM observations")" "rows stored"
     assert_eq "300/0" "$(batch_sum svc observations inserted)/$(batch_sum svc observations inserted_by_copy)" \
         "inserted / of them COPYed into the table"
+    assert_contains "$(dead_letters)" "database_rejected|the database refused the row: 42501: "
+    assert_contains "$(dead_letters)" "row-level security"
     assert_topic_goes_on svc
     stop_clean svc
     assert_eq 0 "$(grep -c '0A000' "$(svc_log svc)")" "COPY refused under row-level security"
+
+    # A privilege revoked while the service runs is no row's fault: the
+    # pipeline fails (exit 1) rather than dead-letter every row.
+    start_observations again STORAGE_DATABASE_URL="$DB user=rls_runtime"
+    wait_for_log again "partitions assigned" 1 60
+    sql "REVOKE INSERT ON observations FROM rls_runtime" >/dev/null
+    obs o-revoked 1 r | produce "$OBS_TOPIC" -p 0
+    assert_eq 1 "$(svc_wait again 60)" "exit after the privilege was revoked"
+    assert_eq 1 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters after the privilege was revoked"
 }
 
 # The shipped app_stats converted into a table partitioned by day.
