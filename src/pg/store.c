@@ -16,27 +16,23 @@
 store_t *store_new(const settings_t *s, const pipeline_def_t *def)
 {
     store_t *st = calloc(1, sizeof *st);
-    copy_buf_t cols = {0};
     if (!st) abort();
     st->settings = s;
     st->def = def;
-    copy_buf_str(&cols, def->app_column);
-    for (size_t i = 0; i < def->field_count; i++) {
-        copy_buf_str(&cols, ", ");
-        copy_buf_str(&cols, def->fields[i].column);
-    }
-    /* Rows are upserted in natural-key order: two members whose batches
-     * share keys (a review observed on two partitions) then lock those rows
-     * in the same order and wait for each other instead of deadlocking. */
-    char key[128];
-    if (asprintf(&st->copy_sql, "COPY storage_stage (%s) FROM STDIN", cols.data) < 0 ||
-        asprintf(&st->direct_sql, "COPY %s (%s) FROM STDIN", def->table, cols.data) < 0 ||
+    /* Every name quoted, built by pipeline_bind (DESIGN.md: Pipelines are
+     * declared). Rows are upserted in natural-key order: two members whose
+     * batches share keys (a review observed on two partitions) then lock
+     * those rows in the same order and wait for each other instead of
+     * deadlocking. The conflict rule names the table `t`. */
+    const char *cols = def->columns_sql;
+    if (asprintf(&st->copy_sql, "COPY storage_stage (%s) FROM STDIN", cols) < 0 ||
+        asprintf(&st->direct_sql, "COPY %s (%s) FROM STDIN", def->table_sql, cols) < 0 ||
         asprintf(&st->insert_sql,
-                 "INSERT INTO %s (%s) SELECT %s FROM storage_stage ORDER BY %s %s RETURNING (xmax = 0)",
-                 def->table, cols.data, cols.data, pipeline_key_columns(def, ", ", key, sizeof key),
-                 def->conflict_sql) < 0)
+                 "INSERT INTO %s AS t (%s) SELECT %s FROM storage_stage ORDER BY %s %s RETURNING (xmax = 0)",
+                 def->table_sql, cols, cols, def->key_sql, def->conflict_sql) < 0 ||
+        asprintf(&st->stage_sql, "CREATE TEMP TABLE storage_stage ON COMMIT DELETE ROWS AS SELECT %s FROM %s WITH NO DATA",
+                 cols, def->table_sql) < 0)
         abort();
-    st->columns = cols.data;
     st->apps = app_cache_new((int64_t)s->application_cache_ttl_seconds * 1000);
     return st;
 }
@@ -52,7 +48,7 @@ void store_free(store_t *st)
     if (!st) return;
     store_disconnect(st);
     app_cache_free(st->apps);
-    free(st->columns);
+    free(st->stage_sql);
     free(st->copy_sql);
     free(st->insert_sql);
     free(st->direct_sql);
@@ -105,7 +101,6 @@ int store_record_starts(store_t *st, const char *topic, int n, const int64_t *ne
 
 int store_connect(store_t *st, char *err, size_t errlen, error_class_t *cls)
 {
-    char sql[2048];
     if (st->conn && PQstatus(st->conn) == CONNECTION_OK) return 0;
     store_disconnect(st);
     st->conn = db_connect(st->settings->database_url, st->settings->db_statement_timeout_ms, st->deadline,
@@ -119,10 +114,7 @@ int store_connect(store_t *st, char *err, size_t errlen, error_class_t *cls)
     /* A staging table per session, same column types as the target: COPY
      * into it, then one INSERT ... SELECT ... ON CONFLICT per batch. A
      * pipeline's session says it runs the group (pg/members.h). */
-    snprintf(sql, sizeof sql,
-             "CREATE TEMP TABLE storage_stage ON COMMIT DELETE ROWS AS SELECT %s FROM %s WITH NO DATA",
-             st->columns, st->def->table);
-    if (db_command(st->conn, sql, st->deadline, err, errlen, cls) ||
+    if (db_command(st->conn, st->stage_sql, st->deadline, err, errlen, cls) ||
         (st->progress_group && members_announce(st->conn, st->progress_group, st->deadline, err, errlen, cls))) {
         store_disconnect(st);
         return -1;
