@@ -87,12 +87,12 @@ static const char *const COLUMNS[] = {"review_id",      "user_name",  "content",
 
 /* DESIGN.md: Tables and natural keys, the reviews upsert: keep in step with src/core/pipeline.c. */
 static const char CONFLICT_SQL[] =
-    "ON CONFLICT (review_id) DO UPDATE SET "
-    "thumbs_up_count = EXCLUDED.thumbs_up_count, score = EXCLUDED.score, "
-    "content = EXCLUDED.content, reply_content = EXCLUDED.reply_content, "
-    "replied_at = EXCLUDED.replied_at, app_version = EXCLUDED.app_version, "
-    "last_synced_at = EXCLUDED.last_synced_at "
-    "WHERE EXCLUDED.last_synced_at > reviews.last_synced_at";
+    "ON CONFLICT (\"review_id\") DO UPDATE SET "
+    "\"thumbs_up_count\" = EXCLUDED.\"thumbs_up_count\", \"score\" = EXCLUDED.\"score\", "
+    "\"content\" = EXCLUDED.\"content\", \"reply_content\" = EXCLUDED.\"reply_content\", "
+    "\"replied_at\" = EXCLUDED.\"replied_at\", \"app_version\" = EXCLUDED.\"app_version\", "
+    "\"last_synced_at\" = EXCLUDED.\"last_synced_at\" "
+    "WHERE EXCLUDED.\"last_synced_at\" > t.\"last_synced_at\"";
 
 static const char STAGE_SQL[] =
     "CREATE TEMP TABLE bare_stage ON COMMIT DELETE ROWS AS SELECT " COLUMN_LIST
@@ -100,7 +100,7 @@ static const char STAGE_SQL[] =
 static const char COPY_STAGE_SQL[] = "COPY bare_stage (" COLUMN_LIST ") FROM STDIN";
 static const char COPY_TABLE_SQL[] = "COPY reviews (" COLUMN_LIST ") FROM STDIN";
 static const char INSERT_PREFIX[] =
-    "INSERT INTO reviews (" COLUMN_LIST ") SELECT " COLUMN_LIST " FROM bare_stage ";
+    "INSERT INTO reviews AS t (" COLUMN_LIST ") SELECT " COLUMN_LIST " FROM bare_stage ";
 /* The update limit: what a re-observation changes, without a guard (the
  * rows are known newer). */
 static const char UPDATE_SQL[] =

@@ -34,6 +34,7 @@ static void def_free(pipeline_def_t *d)
     free(d->default_topic);
     free(d->group);
     free(d->table);
+    free(d->table_sql);
     for (size_t i = 0; i < d->field_count; i++) {
         free(d->fields[i].name);
         free(d->fields[i].column);
@@ -46,8 +47,13 @@ static void def_free(pipeline_def_t *d)
     free(d->version_field);
     free_list(d->update_columns, d->update_count);
     free_list(d->never_writes, d->never_count);
+    free(d->columns_sql);
+    free(d->key_sql);
     free(d->conflict_sql);
     free(d->probe_sql);
+    free(d->select_sql);
+    free(d->upsert_with_sql);
+    free(d->returning_sql);
     free_list(d->app_foreign_keys, d->app_foreign_count);
     memset(d, 0, sizeof *d);
 }
@@ -78,25 +84,58 @@ __attribute__((format(printf, 3, 4))) static int fail(reader_t *r, const char *m
     return -1;
 }
 
-/* A column name PostgreSQL keeps as written without quotes. */
-static bool identifier(const char *s)
+/* A name as PostgreSQL keeps it (DESIGN.md: Pipelines are declared): 1 to
+ * 63 bytes (a longer one PostgreSQL would cut), without control
+ * characters (so every message and log line can show it); keywords, case,
+ * spaces, quotes and any other UTF-8 character are taken literally, since
+ * every statement quotes it. The file is UTF-8 and has no NUL (jansson
+ * refuses both otherwise). */
+#define NAME_RULE "1 to 63 bytes, no control characters"
+static bool name_ok(const char *s, size_t len)
 {
-    if (!*s || strlen(s) > 63 || !(islower((unsigned char)*s) || *s == '_')) return false;
-    for (; *s; s++)
-        if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '_')) return false;
+    if (len == 0 || len > 63) return false;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return false;
     return true;
 }
 
-/* A table, optionally schema-qualified: identifier[.identifier]. */
+static bool identifier(const char *s) { return name_ok(s, strlen(s)); }
+
+/* A table, optionally schema-qualified: the name split at its first dot
+ * (a table whose own name has a dot is named with its schema). */
 static bool table_name(const char *s)
 {
     const char *dot = strchr(s, '.');
     if (!dot) return identifier(s);
-    char schema[64];
-    if ((size_t)(dot - s) >= sizeof schema) return false;
-    memcpy(schema, s, (size_t)(dot - s));
-    schema[dot - s] = '\0';
-    return identifier(schema) && identifier(dot + 1);
+    return name_ok(s, (size_t)(dot - s)) && identifier(dot + 1);
+}
+
+void pipeline_quote_name(FILE *f, const char *name, size_t len)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < len; i++) {
+        if (name[i] == '"') fputc('"', f);
+        fputc(name[i], f);
+    }
+    fputc('"', f);
+}
+
+/* The table in SQL: each part of table_name() quoted. */
+static char *table_sql(const char *table)
+{
+    char *sql = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&sql, &len);
+    if (!f) abort();
+    const char *dot = strchr(table, '.');
+    if (dot) {
+        pipeline_quote_name(f, table, (size_t)(dot - table));
+        fputc('.', f);
+        table = dot + 1;
+    }
+    pipeline_quote_name(f, table, strlen(table));
+    if (fclose(f) != 0 || !sql) abort();
+    return sql;
 }
 
 bool pipeline_topic_ok(const char *t)
@@ -149,7 +188,7 @@ static int get_column(reader_t *r, json_t *obj, const char *member, bool require
 {
     if (get_str(r, obj, member, required, out)) return -1;
     if (*out && !identifier(*out))
-        return fail(r, member, "\"%s\" is not a lower-case column name ([a-z_][a-z0-9_]*, at most 63)", *out);
+        return fail(r, member, "\"%s\" is not a column name (" NAME_RULE ")", *out);
     return 0;
 }
 
@@ -165,7 +204,7 @@ static int get_columns(reader_t *r, json_t *obj, const char *member, bool may_be
     for (size_t i = 0; i < json_array_size(v); i++) {
         json_t *c = json_array_get(v, i);
         if (!json_is_string(c) || !identifier(json_string_value(c)))
-            return fail(r, member, "item %zu is not a lower-case column name", i);
+            return fail(r, member, "item %zu is not a column name (" NAME_RULE ")", i);
         for (size_t j = 0; j < *n; j++)
             if (strcmp((*out)[j], json_string_value(c)) == 0)
                 return fail(r, member, "column %s is listed twice", json_string_value(c));
@@ -197,7 +236,8 @@ static int read_field(reader_t *r, json_t *f, size_t i, pipeline_def_t *d)
         return -1;
     if (!fs->column) {
         if (!identifier(fs->name))
-            return fail(r, "member", "\"%s\" is not a column name: give the field a \"column\"", fs->name);
+            return fail(r, "member", "\"%s\" is not a column name (" NAME_RULE "): give the field a \"column\"",
+                        fs->name);
         fs->column = dup(fs->name);
     }
     json_t *v;
@@ -291,13 +331,14 @@ static int read_conflict(reader_t *r, json_t *p, pipeline_def_t *d)
     else
         d->version_field = dup(vf->name);
     for (size_t i = 0; rc == 0 && i < d->update_count; i++) {
-        char key[128];
         const field_spec_t *f = pipeline_field_by_column(d, d->update_columns[i]);
         if (!f)
             rc = fail(r, "update", "%s is not a field's column", d->update_columns[i]);
-        else if (strcmp(f->name, d->key_field) == 0)
-            rc = fail(r, "update", "%s is the natural key (%s)", d->update_columns[i],
-                      pipeline_key_columns(d, ", ", key, sizeof key));
+        else if (strcmp(f->name, d->key_field) == 0) {
+            char *key = pipeline_key_columns(d, ", ");
+            rc = fail(r, "update", "%s is the natural key (%s)", d->update_columns[i], key);
+            free(key);
+        }
     }
     free(version);
     r->where[at] = '\0';
@@ -326,7 +367,8 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
         return fail(r, "topic", "\"%s\" is not a valid Kafka topic name ([a-zA-Z0-9._-], 1..249 characters)",
                     d->default_topic);
     if (!table_name(d->table))
-        return fail(r, "table", "\"%s\" is not a lower-case table name ([schema.]table)", d->table);
+        return fail(r, "table", "\"%s\" is not a table name ([schema.]table, each " NAME_RULE ")", d->table);
+    d->table_sql = table_sql(d->table);
     json_t *v = json_object_get(p, "batch_size");
     d->default_batch_size = 500;
     if (v) {
@@ -471,12 +513,14 @@ int pipeline_field_index(const pipeline_def_t *def, const char *name)
     return -1;
 }
 
-const char *pipeline_key_columns(const pipeline_def_t *def, const char *sep, char *buf, size_t len)
+char *pipeline_key_columns(const pipeline_def_t *def, const char *sep)
 {
     int k = pipeline_field_index(def, def->key_field);
-    snprintf(buf, len, "%s%s%s", def->key_includes_app ? def->app_column : "", def->key_includes_app ? sep : "",
-             k >= 0 ? def->fields[k].column : "?");
-    return buf;
+    char *out;
+    if (asprintf(&out, "%s%s%s", def->key_includes_app ? def->app_column : "", def->key_includes_app ? sep : "",
+                 k >= 0 ? def->fields[k].column : "?") < 0)
+        abort();
+    return out;
 }
 
 const char *pipeline_kind_name(field_kind_t kind)

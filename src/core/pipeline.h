@@ -152,7 +152,12 @@ typedef struct {
     char *default_topic;       /* "reviews" */
     char *group;               /* the consumer group, or NULL: STORAGE_GROUP_PREFIX + "." + name */
     int default_batch_size;
-    char *table;               /* "reviews" */
+    /* The table as the file names it ("reviews", "crawler.Permissions"):
+     * for messages and logs. */
+    char *table;
+    /* The same in SQL, each part quoted ("\"crawler\".\"Permissions\""):
+     * every statement on the table, and its catalog lookup (to_regclass). */
+    char *table_sql;
     field_spec_t *fields;      /* in the file's order; application column excluded */
     size_t field_count;
     char *app_member;          /* "package_name": resolved to an application id */
@@ -173,8 +178,15 @@ typedef struct {
     size_t update_count;
     char **never_writes;       /* columns the service never writes */
     size_t never_count;
-    /* Built by pipeline_bind: everything after the SELECT of the insert;
+    /* Built by pipeline_bind, every name quoted (DESIGN.md: Pipelines are
+     * declared): the written columns, the application's first, then each
+     * field's, in the file's order ("\"application_id\", \"review_id\", ...");
+     * the natural key's columns ("\"application_id\", \"crawled_at\""), the
+     * conflict target and the upsert's order; everything after the SELECT
+     * of the insert, which names the table `t` (INSERT INTO table AS t):
      * its conflict target is the natural key. */
+    char *columns_sql;
+    char *key_sql;
     char *conflict_sql;
     /* Built by pipeline_bind: the probe of a batch's keys (and versions)
      * before it is written (DESIGN.md: The write path). Parameters: an
@@ -182,6 +194,15 @@ typedef struct {
      * returns the 1-based positions of the rows the table already holds
      * at that version or a newer one. */
     char *probe_sql;
+    /* What the upsert selects from the stage: the columns, an absent
+     * member's default where a field has one (COALESCE); what it returns per
+     * row written, whether it inserted it: (xmax = 0), or on a partitioned
+     * table (no system column there) whether its key was not among those
+     * stored before the statement, read by upsert_with_sql ("WITH … ", or
+     * ""); DESIGN.md: The write path. */
+    char *select_sql;
+    char *upsert_with_sql;
+    char *returning_sql;
     /* Bound from the table (DESIGN.md: The write path, Errors). */
     bool partitioned, row_security, deferrable;
     /* The foreign keys on the application's column alone: a row that
@@ -227,9 +248,9 @@ const char *pipeline_names(char *buf, size_t len);
  * NULL). */
 int pipeline_field_index(const pipeline_def_t *def, const char *name);
 
-/* The natural key's columns joined by `sep` into `buf`: with ", " the
- * conflict target ("application_id, crawled_at"), with " and " prose. */
-const char *pipeline_key_columns(const pipeline_def_t *def, const char *sep, char *buf, size_t len);
+/* The natural key's columns as written, joined by `sep`, for messages
+ * ("application_id and crawled_at"); the caller frees it. */
+char *pipeline_key_columns(const pipeline_def_t *def, const char *sep);
 
 /* Derive pipeline `id`'s checks from its table's facts. Returns 0, or -1
  * with a message naming the pipeline, the field and the column where the

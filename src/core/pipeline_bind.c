@@ -195,45 +195,85 @@ static void bind_table_rules(pipeline_def_t *d, const table_facts_t *t)
     }
 }
 
-/* Whether `key` ("a,b") holds exactly the natural key's columns. */
+/* Whether `key` (an index's columns joined by ",") is exactly the natural
+ * key's columns, in either order. Compared whole, never split: a name may
+ * hold a comma. */
 static bool key_is(const char *key, const pipeline_def_t *d)
 {
     const char *field_col = d->fields[pipeline_field_index(d, d->key_field)].column;
-    size_t want = d->key_includes_app ? 2 : 1, have = 0;
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", key);
-    for (char *save = NULL, *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
-        if (strcmp(c, field_col) != 0 && !(d->key_includes_app && strcmp(c, d->app_column) == 0)) return false;
-        have++;
+    if (!d->key_includes_app) return strcmp(key, field_col) == 0;
+    for (int order = 0; order < 2; order++) {
+        const char *first = order ? field_col : d->app_column, *second = order ? d->app_column : field_col;
+        size_t n = strlen(first);
+        if (strncmp(key, first, n) == 0 && key[n] == ',' && strcmp(key + n + 1, second) == 0) return true;
     }
-    return have == want;
+    return false;
 }
 
-static void build_conflict(pipeline_def_t *d)
+/* The SQL text `write` puts into a stream, as a new string. */
+static char *sql_text(void (*write)(FILE *, const pipeline_def_t *, const table_facts_t *), const pipeline_def_t *d,
+                      const table_facts_t *t)
 {
-    char key[256];
-    size_t cap = 256;
-    for (size_t i = 0; i < d->update_count; i++) cap += 2 * strlen(d->update_columns[i]) + 16;
-    if (d->version_field) cap += strlen(d->table) + 2 * strlen(d->fields[d->version_index].column);
-    char *sql = malloc(cap);
-    if (!sql) abort();
-    pipeline_key_columns(d, ", ", key, sizeof key);
-    size_t n = (size_t)snprintf(sql, cap, "ON CONFLICT (%s) DO %s", key, d->update_count ? "UPDATE SET " : "NOTHING");
-    for (size_t i = 0; i < d->update_count; i++)
-        n += (size_t)snprintf(sql + n, cap - n, "%s%s = EXCLUDED.%s", i ? ", " : "", d->update_columns[i],
-                              d->update_columns[i]);
+    char *sql = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&sql, &len);
+    if (!f) abort();
+    write(f, d, t);
+    if (fclose(f) != 0 || !sql) abort();
+    return sql;
+}
+
+static void quote(FILE *f, const char *name) { pipeline_quote_name(f, name, strlen(name)); }
+
+/* The written columns: the application's, then each field's. */
+static void write_columns(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
+{
+    (void)t;
+    quote(f, d->app_column);
+    for (size_t i = 0; i < d->field_count; i++) {
+        fputs(", ", f);
+        quote(f, d->fields[i].column);
+    }
+}
+
+/* The natural key's columns, the application's first. */
+static void write_key(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
+{
+    (void)t;
+    if (d->key_includes_app) {
+        quote(f, d->app_column);
+        fputs(", ", f);
+    }
+    quote(f, d->fields[pipeline_field_index(d, d->key_field)].column);
+}
+
+/* The conflict rule; the insert names its table `t`, so even a table
+ * called "excluded" is told from the proposed row. */
+static void write_conflict(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
+{
+    (void)t;
+    fputs("ON CONFLICT (", f);
+    write_key(f, d, t);
+    fprintf(f, ") DO %s", d->update_count ? "UPDATE SET " : "NOTHING");
+    for (size_t i = 0; i < d->update_count; i++) {
+        fputs(i ? ", " : "", f);
+        quote(f, d->update_columns[i]);
+        fputs(" = EXCLUDED.", f);
+        quote(f, d->update_columns[i]);
+    }
     if (d->update_count) {
         const char *v = d->fields[d->version_index].column;
-        snprintf(sql + n, cap - n, " WHERE EXCLUDED.%s > %s.%s", v, strchr(d->table, '.') ? strchr(d->table, '.') + 1 : d->table, v);
+        fputs(" WHERE EXCLUDED.", f);
+        quote(f, v);
+        fputs(" > t.", f);
+        quote(f, v);
     }
-    free(d->conflict_sql);
-    d->conflict_sql = sql;
 }
 
 /* The probe: the keys (and versions) unnested side by side, joined to the
  * table on the natural key's UNIQUE index. Each array is cast to its
  * column's own type, so the join uses that index. */
-static void build_probe(pipeline_def_t *d, const table_facts_t *t)
+static void write_probe(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
 {
     const char *cols[3];
     size_t n = 0;
@@ -241,20 +281,99 @@ static void build_probe(pipeline_def_t *d, const table_facts_t *t)
     cols[n++] = d->fields[pipeline_field_index(d, d->key_field)].column;
     size_t keys = n;
     if (d->version_index >= 0) cols[n++] = d->fields[d->version_index].column;
-    char *sql = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&sql, &len);
-    if (!f) abort();
     fputs("SELECT s.i FROM unnest(", f);
     for (size_t i = 0; i < n; i++) fprintf(f, "%s$%zu::%s[]", i ? ", " : "", i + 1, column_of(t, cols[i])->type);
     fputs(") WITH ORDINALITY AS s(", f);
     for (size_t i = 0; i < n; i++) fprintf(f, "c%zu, ", i);
-    fprintf(f, "i) JOIN %s t ON ", d->table);
-    for (size_t i = 0; i < keys; i++) fprintf(f, "%st.%s = s.c%zu", i ? " AND " : "", cols[i], i);
-    if (keys < n) fprintf(f, " WHERE t.%s >= s.c%zu", cols[keys], keys);
-    if (fclose(f) != 0 || !sql) abort();
+    fprintf(f, "i) JOIN %s t ON ", d->table_sql);
+    for (size_t i = 0; i < keys; i++) {
+        fputs(i ? " AND t." : "t.", f);
+        quote(f, cols[i]);
+        fprintf(f, " = s.c%zu", i);
+    }
+    if (keys < n) {
+        fputs(" WHERE t.", f);
+        quote(f, cols[keys]);
+        fprintf(f, " >= s.c%zu", keys);
+    }
+}
+
+/* What the upsert selects from the stage: each column, or, for an optional
+ * field on a NOT NULL column, the column's default where it is absent. */
+static void write_select(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
+{
+    (void)t;
+    quote(f, d->app_column);
+    for (size_t i = 0; i < d->field_count; i++) {
+        const field_spec_t *fs = &d->fields[i];
+        fputs(fs->default_sql ? ", COALESCE(" : ", ", f);
+        quote(f, fs->column);
+        if (fs->default_sql) fprintf(f, ", %s)", fs->default_sql);
+    }
+}
+
+/* The natural key's columns, each after `prefix` ("t."). */
+static void write_key_of(FILE *f, const pipeline_def_t *d, const char *prefix)
+{
+    if (d->key_includes_app) {
+        fputs(prefix, f);
+        quote(f, d->app_column);
+        fputs(", ", f);
+    }
+    fputs(prefix, f);
+    quote(f, d->fields[pipeline_field_index(d, d->key_field)].column);
+}
+
+/* A partitioned table with an update rule: the staged keys it holds
+ * before the upsert, which write_returning reads. */
+static void write_upsert_with(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
+{
+    (void)t;
+    if (!d->partitioned || !d->update_count) return;
+    fputs("WITH storage_stored AS MATERIALIZED (SELECT ", f);
+    write_key_of(f, d, "t.");
+    fprintf(f, " FROM %s t JOIN storage_stage s ON (", d->table_sql);
+    write_key_of(f, d, "t.");
+    fputs(") = (", f);
+    write_key_of(f, d, "s.");
+    fputs(")) ", f);
+}
+
+/* Per row the upsert wrote, whether it inserted it (the insert names its
+ * table `t`). */
+static void write_returning(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
+{
+    (void)t;
+    if (!d->partitioned) {
+        fputs("(xmax = 0)", f);
+    } else if (!d->update_count) {
+        fputs("true", f); /* DO NOTHING returns the rows it inserted, only */
+    } else {
+        fputs("NOT EXISTS (SELECT 1 FROM storage_stored o WHERE (", f);
+        write_key_of(f, d, "o.");
+        fputs(") = (", f);
+        write_key_of(f, d, "t.");
+        fputs("))", f);
+    }
+}
+
+/* Every statement's names, quoted (DESIGN.md: Pipelines are declared). */
+static void build_sql(pipeline_def_t *d, const table_facts_t *t)
+{
+    free(d->columns_sql);
+    free(d->key_sql);
+    free(d->conflict_sql);
     free(d->probe_sql);
-    d->probe_sql = sql;
+    free(d->select_sql);
+    free(d->upsert_with_sql);
+    free(d->returning_sql);
+    d->columns_sql = sql_text(write_columns, d, t);
+    d->key_sql = sql_text(write_key, d, t);
+    d->conflict_sql = sql_text(write_conflict, d, t);
+    d->probe_sql = sql_text(write_probe, d, t);
+    d->select_sql = sql_text(write_select, d, t);
+    d->upsert_with_sql = sql_text(write_upsert_with, d, t);
+    d->returning_sql = sql_text(write_returning, d, t);
 }
 
 int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t errlen)
@@ -311,10 +430,11 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
                             "the natural key's UNIQUE constraint is DEFERRABLE (ON CONFLICT cannot use it; "
                             "make it NOT DEFERRABLE)");
         }
-        char key[256];
-        return mismatch(err, errlen, d, NULL, key_col,
-                        "the natural key (%s) has no UNIQUE constraint (ON CONFLICT needs one)",
-                        pipeline_key_columns(d, ", ", key, sizeof key));
+        char *key = pipeline_key_columns(d, ", ");
+        mismatch(err, errlen, d, NULL, key_col, "the natural key (%s) has no UNIQUE constraint (ON CONFLICT needs one)",
+                 key);
+        free(key);
+        return -1;
     }
     if (d->version_index >= 0) {
         const field_spec_t *v = &d->fields[d->version_index];
@@ -323,8 +443,7 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
                             column_of(t, v->column)->type);
     }
     bind_table_rules(d, t);
-    build_conflict(d);
-    build_probe(d, t);
+    build_sql(d, t);
     d->bound = true;
     return 0;
 }

@@ -264,7 +264,7 @@ static void check_rows(verify_t *v)
         target_t *t = &v->t[i];
         long long rows;
         if (!t->enabled) continue;
-        if (db_count_rows(v->conn, t->def->table, &rows, err, sizeof err)) {
+        if (db_count_rows(v->conn, t->def->table_sql, &rows, err, sizeof err)) {
             stage_raise(&st, STAGE_BROKEN);
             stage_add(&st, "%s: %s", t->def->table, first_line(err));
             continue;

@@ -172,7 +172,7 @@ int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, cha
 int catalog_bind_pipeline(db_conn_t *conn, pipeline_id_t id, char *err, size_t errlen)
 {
     table_facts_t t;
-    if (catalog_read_table(conn, pipeline_get(id)->table, &t, err, errlen)) return -1;
+    if (catalog_read_table(conn, pipeline_get(id)->table_sql, &t, err, errlen)) return -1;
     int rc = pipeline_bind(id, &t, err, errlen);
     catalog_table_free(&t);
     return rc ? 1 : 0;

@@ -10,7 +10,8 @@
 #include "pg/db.h"
 
 /* Read table `table`'s columns and UNIQUE indexes into *t (t->exists false
- * when there is no such table). 0, or -1 with the reason in `err`. Free
+ * when there is no such table). `table` is written as SQL names it, each
+ * part quoted (pipeline_def_t.table_sql): exactly that table is read. 0, or -1 with the reason in `err`. Free
  * with catalog_table_free. */
 int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, char *err, size_t errlen);
 

@@ -461,9 +461,10 @@ PGresult *db_select(PGconn *conn, const char *sql, int nparams, const char *cons
 
 int db_count_rows(db_conn_t *conn, const char *table, long long *count, char *err, size_t errlen)
 {
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
+    char *sql;
+    if (asprintf(&sql, "SELECT count(*) FROM %s", table) < 0) abort();
     PGresult *res = db_select(conn, sql, 0, NULL, 0, err, errlen);
+    free(sql);
     if (!res) return -1;
     *count = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);

@@ -42,7 +42,8 @@ db_conn_t *db_connect(const char *conninfo, int statement_timeout_ms, int64_t de
 /* Close a connection (NULL: nothing). */
 void db_close(db_conn_t *conn);
 
-/* count(*) of `table` (a constant of the pipeline table, never input) into
+/* count(*) of `table` (a pipeline's table as SQL names it, quoted:
+ * pipeline_def_t.table_sql) into
  * *count. Returns 0, or -1 with the server's "SQLSTATE: message" in `err`. */
 int db_count_rows(db_conn_t *conn, const char *table, long long *count, char *err, size_t errlen);
 

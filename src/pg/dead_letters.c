@@ -424,7 +424,8 @@ static int mark(void *ctx, db_conn_t *conn, int64_t deadline_ms, const batch_t *
     const char **types = xcalloc(b->count, sizeof *types);
     const char **details = xcalloc(b->count, sizeof *details);
     size_t ns = 0, nx = 0, nf = 0, changed;
-    char *ids_lit = NULL, *types_lit = NULL, *details_lit = NULL, note[256], note_superseded[256], key[128];
+    char *ids_lit = NULL, *types_lit = NULL, *details_lit = NULL, *note = NULL, *note_superseded = NULL;
+    char *key = pipeline_key_columns(def, " and ");
     int rc = -1;
 
     for (size_t i = 0; i < b->count; i++) {
@@ -440,11 +441,10 @@ static int mark(void *ctx, db_conn_t *conn, int64_t deadline_ms, const batch_t *
     m->resolved = m->refreshed = 0;
     /* Per row the upsert's outcome is not known (a newer stored row may
      * have been kept by the ON CONFLICT rule): the note says what was done. */
-    snprintf(note, sizeof note, "redriven: decoded and upserted into %s by the pipeline's ON CONFLICT rule",
-             def->table);
-    snprintf(note_superseded, sizeof note_superseded,
-             "redriven: another dead letter with the same %s was upserted into %s in the same batch",
-             pipeline_key_columns(def, " and ", key, sizeof key), def->table);
+    if (asprintf(&note, "redriven: decoded and upserted into %s by the pipeline's ON CONFLICT rule", def->table) < 0 ||
+        asprintf(&note_superseded, "redriven: another dead letter with the same %s was upserted into %s in the same batch",
+                 key, def->table) < 0)
+        abort();
 
     if (resolve_ids(conn, deadline_ms, stored, ns, DEAD_LETTER_REDRIVEN, m->by, note, &m->resolved, err, errlen,
                     cls) ||
@@ -471,6 +471,9 @@ out:
     free(ids_lit);
     free(types_lit);
     free(details_lit);
+    free(key);
+    free(note);
+    free(note_superseded);
     free(stored);
     free(superseded);
     free(failing);

@@ -13,110 +13,30 @@
 #include "pg/offsets.h"
 #include "pg/store_internal.h"
 
-/* The natural key's columns, each as `prefix`.column, joined by `sep`. */
-static void key_columns(FILE *f, const pipeline_def_t *def, const char *prefix, const char *sep)
-{
-    const char *cols[2];
-    size_t n = 0;
-    if (def->key_includes_app) cols[n++] = def->app_column;
-    cols[n++] = def->fields[pipeline_field_index(def, def->key_field)].column;
-    for (size_t i = 0; i < n; i++) fprintf(f, "%s%s%s", i ? sep : "", prefix, cols[i]);
-}
-
-/* What the upsert returns for each row it inserted or updated: whether it
- * inserted it. A table's row says so by xmax = 0, which a partitioned table
- * cannot return ("cannot retrieve a system column in this context"); there,
- * a row was inserted when its key was not among those stored before the
- * statement (upsert_with) — with DO NOTHING every row returned was
- * (DESIGN.md: The write path). */
-static char *upsert_returning(const pipeline_def_t *def)
-{
-    char *sql = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&sql, &len);
-    if (!f) abort();
-    if (!def->partitioned) {
-        fputs("(xmax = 0)", f);
-    } else if (!def->update_count) {
-        fputs("true", f);
-    } else {
-        const char *table = strchr(def->table, '.') ? strchr(def->table, '.') + 1 : def->table;
-        char *target;
-        if (asprintf(&target, "%s.", table) < 0) abort();
-        fputs("NOT EXISTS (SELECT 1 FROM storage_stored o WHERE (", f);
-        key_columns(f, def, "o.", ", ");
-        fputs(") = (", f);
-        key_columns(f, def, target, ", ");
-        fputs("))", f);
-        free(target);
-    }
-    if (fclose(f) != 0 || !sql) abort();
-    return sql;
-}
-
-/* For a partitioned table with an update rule: the staged keys the table
- * holds before the upsert (upsert_returning). "" otherwise. */
-static char *upsert_with(const pipeline_def_t *def)
-{
-    char *sql = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&sql, &len);
-    if (!f) abort();
-    if (def->partitioned && def->update_count) {
-        fputs("WITH storage_stored AS MATERIALIZED (SELECT ", f);
-        key_columns(f, def, "t.", ", ");
-        fprintf(f, " FROM %s t JOIN storage_stage s ON (", def->table);
-        key_columns(f, def, "t.", ", ");
-        fputs(") = (", f);
-        key_columns(f, def, "s.", ", ");
-        fputs(")) ", f);
-    }
-    if (fclose(f) != 0 || !sql) abort();
-    return sql;
-}
-
 store_t *store_new(const settings_t *s, const pipeline_def_t *def)
 {
     store_t *st = calloc(1, sizeof *st);
-    copy_buf_t cols = {0};
     if (!st) abort();
     st->settings = s;
     st->def = def;
-    /* What the upsert selects from the stage: each column, or its default
-     * where an optional field on a NOT NULL column was absent. */
-    copy_buf_t select = {0};
-    copy_buf_str(&cols, def->app_column);
-    copy_buf_str(&select, def->app_column);
-    for (size_t i = 0; i < def->field_count; i++) {
-        const field_spec_t *f = &def->fields[i];
-        copy_buf_str(&cols, ", ");
-        copy_buf_str(&cols, f->column);
-        copy_buf_str(&select, f->default_sql ? ", COALESCE(" : ", ");
-        copy_buf_str(&select, f->column);
-        if (f->default_sql) {
-            copy_buf_str(&select, ", ");
-            copy_buf_str(&select, f->default_sql);
-            copy_buf_str(&select, ")");
-        }
-        st->has_defaults |= f->default_sql != NULL;
-    }
-    /* Rows are upserted in natural-key order: two members whose batches
-     * share keys (a review observed on two partitions) then lock those rows
-     * in the same order and wait for each other instead of deadlocking. */
-    char key[128];
-    if (asprintf(&st->copy_sql, "COPY storage_stage (%s) FROM STDIN", cols.data) < 0 ||
-        asprintf(&st->direct_sql, "COPY %s (%s) FROM STDIN", def->table, cols.data) < 0)
+    /* Every name quoted, built by pipeline_bind (DESIGN.md: Pipelines are
+     * declared). Rows are upserted in natural-key order: two members whose
+     * batches share keys (a review observed on two partitions) then lock
+     * those rows in the same order and wait for each other instead of
+     * deadlocking. The conflict rule names the table `t`. What the upsert
+     * selects and returns adapts to the table (pipeline_def_t: select_sql,
+     * upsert_with_sql, returning_sql). */
+    const char *cols = def->columns_sql;
+    if (asprintf(&st->copy_sql, "COPY storage_stage (%s) FROM STDIN", cols) < 0 ||
+        asprintf(&st->direct_sql, "COPY %s (%s) FROM STDIN", def->table_sql, cols) < 0 ||
+        asprintf(&st->insert_sql, "%sINSERT INTO %s AS t (%s) SELECT %s FROM storage_stage ORDER BY %s %s RETURNING %s",
+                 def->upsert_with_sql, def->table_sql, cols, def->select_sql, def->key_sql, def->conflict_sql,
+                 def->returning_sql) < 0 ||
+        asprintf(&st->stage_sql, "CREATE TEMP TABLE storage_stage ON COMMIT DELETE ROWS AS SELECT %s FROM %s WITH NO DATA",
+                 cols, def->table_sql) < 0)
         abort();
-    char *returning = upsert_returning(def), *with = upsert_with(def);
-    if (asprintf(&st->insert_sql, "%sINSERT INTO %s (%s) SELECT %s FROM storage_stage ORDER BY %s %s RETURNING %s",
-                 with, def->table, cols.data, select.data, pipeline_key_columns(def, ", ", key, sizeof key),
-                 def->conflict_sql, returning) < 0)
-        abort();
-    free(select.data);
-    free(returning);
-    free(with);
-    st->columns = cols.data;
     st->copy_need = 1;
+    for (size_t i = 0; i < def->field_count; i++) st->has_defaults |= def->fields[i].default_sql != NULL;
     st->apps = app_cache_new((int64_t)s->application_cache_ttl_seconds * 1000);
     return st;
 }
@@ -132,7 +52,7 @@ void store_free(store_t *st)
     if (!st) return;
     store_disconnect(st);
     app_cache_free(st->apps);
-    free(st->columns);
+    free(st->stage_sql);
     free(st->copy_sql);
     free(st->insert_sql);
     free(st->direct_sql);
@@ -185,7 +105,6 @@ int store_record_starts(store_t *st, const char *topic, int n, const int64_t *ne
 
 int store_connect(store_t *st, char *err, size_t errlen, error_class_t *cls)
 {
-    char sql[2048];
     if (st->conn && PQstatus(st->conn) == CONNECTION_OK) return 0;
     store_disconnect(st);
     st->conn = db_connect(st->settings->database_url, st->settings->db_statement_timeout_ms, st->deadline,
@@ -199,10 +118,7 @@ int store_connect(store_t *st, char *err, size_t errlen, error_class_t *cls)
     /* A staging table per session, same column types as the target: COPY
      * into it, then one INSERT ... SELECT ... ON CONFLICT per batch. A
      * pipeline's session says it runs the group (pg/members.h). */
-    snprintf(sql, sizeof sql,
-             "CREATE TEMP TABLE storage_stage ON COMMIT DELETE ROWS AS SELECT %s FROM %s WITH NO DATA",
-             st->columns, st->def->table);
-    if (db_command(st->conn, sql, st->deadline, err, errlen, cls) ||
+    if (db_command(st->conn, st->stage_sql, st->deadline, err, errlen, cls) ||
         (st->progress_group && members_announce(st->conn, st->progress_group, st->deadline, err, errlen, cls))) {
         store_disconnect(st);
         return -1;

@@ -12,9 +12,9 @@ struct store {
     const settings_t *settings;
     const pipeline_def_t *def;
     PGconn *conn;
-    char *columns;    /* "application_id, crawled_at, ..." */
+    char *stage_sql;  /* CREATE TEMP TABLE storage_stage ... AS SELECT (...) FROM table WITH NO DATA */
     char *copy_sql;   /* COPY storage_stage (...) FROM STDIN */
-    char *insert_sql; /* INSERT INTO table (...) SELECT ... FROM storage_stage ON CONFLICT ... */
+    char *insert_sql; /* INSERT INTO table AS t (...) SELECT ... FROM storage_stage ON CONFLICT ... */
     char *direct_sql; /* COPY table (...) FROM STDIN */
     /* The consumer group whose progress each committed batch records in
      * consumer_offsets (NULL: none, as for redrive, whose records are dead

@@ -115,7 +115,7 @@ static int policy_refused(store_t *st, char *err, size_t errlen, error_class_t *
     cols[0] = st->def->app_column;
     for (size_t i = 0; i < st->def->field_count; i++) cols[i + 1] = st->def->fields[i].column;
     char *names = db_array_literal(cols, NULL, st->def->field_count + 1);
-    const char *params[] = {st->def->table, names};
+    const char *params[] = {st->def->table_sql, names};
     PGresult *res = db_query(st->conn,
                              "SELECT bool_and(has_column_privilege(a.attrelid, a.attnum, 'INSERT')) "
                              "FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attname = ANY($2::text[])",

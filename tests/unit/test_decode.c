@@ -1653,25 +1653,28 @@ static void every_pipeline_keys_and_versions_by_required_fields_it_has(void **st
 static void every_pipeline_conflicts_on_its_natural_key(void **state)
 {
     (void)state;
-    char cols[128], target[160];
+    char target[160];
     for (int p = 0; p < pipeline_count(); p++) {
         const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
-        snprintf(target, sizeof target, "ON CONFLICT (%s) ", pipeline_key_columns(def, ", ", cols, sizeof cols));
+        snprintf(target, sizeof target, "ON CONFLICT (%s) ", def->key_sql);
         assert_true(strncmp(def->conflict_sql, target, strlen(target)) == 0);
     }
-    assert_string_equal(pipeline_key_columns(pipeline_get(PIPELINE_APP_STATS), " and ", cols, sizeof cols),
-                        "application_id and crawled_at");
-    /* The built-in definitions write what the service always wrote. */
+    char *cols = pipeline_key_columns(pipeline_get(PIPELINE_APP_STATS), " and ");
+    assert_string_equal(cols, "application_id and crawled_at");
+    free(cols);
+    /* The built-in definitions write what the service always wrote, every
+     * name quoted. */
     assert_string_equal(pipeline_get(PIPELINE_APP_STATS)->conflict_sql,
-                        "ON CONFLICT (application_id, crawled_at) DO NOTHING");
-    assert_string_equal(pipeline_get(PIPELINE_NETWORK_METRICS)->conflict_sql, "ON CONFLICT (analysis_id) DO NOTHING");
+                        "ON CONFLICT (\"application_id\", \"crawled_at\") DO NOTHING");
+    assert_string_equal(pipeline_get(PIPELINE_NETWORK_METRICS)->conflict_sql,
+                        "ON CONFLICT (\"analysis_id\") DO NOTHING");
     assert_string_equal(pipeline_get(PIPELINE_REVIEWS)->conflict_sql,
-                        "ON CONFLICT (review_id) DO UPDATE SET "
-                        "thumbs_up_count = EXCLUDED.thumbs_up_count, score = EXCLUDED.score, "
-                        "content = EXCLUDED.content, reply_content = EXCLUDED.reply_content, "
-                        "replied_at = EXCLUDED.replied_at, app_version = EXCLUDED.app_version, "
-                        "last_synced_at = EXCLUDED.last_synced_at "
-                        "WHERE EXCLUDED.last_synced_at > reviews.last_synced_at");
+                        "ON CONFLICT (\"review_id\") DO UPDATE SET "
+                        "\"thumbs_up_count\" = EXCLUDED.\"thumbs_up_count\", \"score\" = EXCLUDED.\"score\", "
+                        "\"content\" = EXCLUDED.\"content\", \"reply_content\" = EXCLUDED.\"reply_content\", "
+                        "\"replied_at\" = EXCLUDED.\"replied_at\", \"app_version\" = EXCLUDED.\"app_version\", "
+                        "\"last_synced_at\" = EXCLUDED.\"last_synced_at\" "
+                        "WHERE EXCLUDED.\"last_synced_at\" > t.\"last_synced_at\"");
 }
 
 static void the_list_of_pipeline_names_is_the_table_of_pipelines(void **state)

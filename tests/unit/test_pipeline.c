@@ -310,15 +310,18 @@ static void a_declared_pipeline_builds_its_conflict_rule_and_key_probe(void **st
     char *keys[] = {"permission,application_id"};
     table_facts_t t = {true, cols, 6, keys, 1};
     assert_int_equal(0, pipeline_bind(0, &t, err, sizeof err));
-    assert_string_equal(def->conflict_sql, "ON CONFLICT (application_id, permission) DO UPDATE SET "
-                                           "protection_level = EXCLUDED.protection_level, seen_at = EXCLUDED.seen_at "
-                                           "WHERE EXCLUDED.seen_at > app_permissions.seen_at");
+    assert_string_equal(def->table_sql, "\"app_permissions\"");
+    assert_string_equal(def->columns_sql, "\"application_id\", \"permission\", \"protection_level\", \"seen_at\"");
+    assert_string_equal(def->key_sql, "\"application_id\", \"permission\"");
+    assert_string_equal(def->conflict_sql, "ON CONFLICT (\"application_id\", \"permission\") DO UPDATE SET "
+                                           "\"protection_level\" = EXCLUDED.\"protection_level\", "
+                                           "\"seen_at\" = EXCLUDED.\"seen_at\" WHERE EXCLUDED.\"seen_at\" > t.\"seen_at\"");
     /* Each array cast to its column's type, so the join takes the UNIQUE index. */
     assert_string_equal(def->probe_sql,
                         "SELECT s.i FROM unnest($1::bigint[], $2::character varying(255)[], "
                         "$3::timestamp with time zone[]) WITH ORDINALITY AS s(c0, c1, c2, i) "
-                        "JOIN app_permissions t ON t.application_id = s.c0 AND t.permission = s.c1 "
-                        "WHERE t.seen_at >= s.c2");
+                        "JOIN \"app_permissions\" t ON t.\"application_id\" = s.c0 AND t.\"permission\" = s.c1 "
+                        "WHERE t.\"seen_at\" >= s.c2");
     const char *json = "{\"package_name\":\"com.example.a\",\"permission\":\"CAMERA\",\"level\":\"dangerous\","
                        "\"seen_at\":\"2026-11-29T10:00:00Z\"}";
     event_t ev = {0};
@@ -326,6 +329,65 @@ static void a_declared_pipeline_builds_its_conflict_rule_and_key_probe(void **st
     assert_int_equal(0, decode_record(def, json, strlen(json), &ev, &rej));
     assert_string_equal(event_column(&ev, 1), "dangerous");
     event_free(&ev);
+}
+
+/* DESIGN.md: Pipelines are declared (names): every name is taken literally,
+ * case, keywords, quotes and all, and quoted in every statement; a table
+ * is split at its first dot into schema and name; a name PostgreSQL would
+ * cut (over 63 bytes) or one with a control character is refused. */
+static void names_are_taken_literally_and_quoted_in_every_statement(void **state)
+{
+    (void)state;
+    char err[1024];
+    char *path = write_file("{\"pipelines\": [{\"name\": \"odd\", \"table\": \"My Schema.Odd.Table\",\n"
+                            " \"application\": {\"member\": \"package_name\", \"column\": \"App,Id\"},\n"
+                            " \"fields\": [{\"member\": \"order\", \"required\": true},\n"
+                            "  {\"member\": \"seen\", \"column\": \"Seen \\\"At\\\"\", \"required\": true}],\n"
+                            " \"key\": [\"App,Id\", \"order\"],\n"
+                            " \"on_conflict\": {\"update\": [\"Seen \\\"At\\\"\"], \"when_newer\": \"Seen \\\"At\\\"\"}}]}");
+    assert_int_equal(0, pipelines_load(path, err, sizeof err));
+    unlink(path);
+    free(path);
+    const pipeline_def_t *def = pipeline_get(0);
+    assert_string_equal(def->table, "My Schema.Odd.Table");
+    assert_string_equal(def->table_sql, "\"My Schema\".\"Odd.Table\"");
+    column_fact_t cols[] = {
+        typed("App,Id", COLUMN_INT8, "bigint", true),
+        typed("order", COLUMN_INT4, "integer", true),
+        typed("Seen \"At\"", COLUMN_TIMESTAMPTZ, "timestamp with time zone", true),
+    };
+    /* The key found whole in the catalog's "App,Id,order", though a name
+     * holds the separator. */
+    char *keys[] = {"App,Id,order"};
+    table_facts_t t = {true, cols, 3, keys, 1};
+    assert_int_equal(0, pipeline_bind(0, &t, err, sizeof err));
+    assert_string_equal(def->columns_sql, "\"App,Id\", \"order\", \"Seen \"\"At\"\"\"");
+    assert_string_equal(def->key_sql, "\"App,Id\", \"order\"");
+    assert_string_equal(def->conflict_sql, "ON CONFLICT (\"App,Id\", \"order\") DO UPDATE SET "
+                                           "\"Seen \"\"At\"\"\" = EXCLUDED.\"Seen \"\"At\"\"\" "
+                                           "WHERE EXCLUDED.\"Seen \"\"At\"\"\" > t.\"Seen \"\"At\"\"\"");
+    assert_string_equal(def->probe_sql, "SELECT s.i FROM unnest($1::bigint[], $2::integer[], "
+                                        "$3::timestamp with time zone[]) WITH ORDINALITY AS s(c0, c1, c2, i) "
+                                        "JOIN \"My Schema\".\"Odd.Table\" t ON t.\"App,Id\" = s.c0 AND t.\"order\" = s.c1 "
+                                        "WHERE t.\"Seen \"\"At\"\"\" >= s.c2");
+    /* Messages show the names as written. */
+    char *keys_other[] = {"App,Id"};
+    t.unique_keys = keys_other;
+    assert_int_equal(-1, pipeline_bind(0, &t, err, sizeof err));
+    assert_string_equal(err, "pipeline odd, column My Schema.Odd.Table.order: the natural key (App,Id, order) "
+                             "has no UNIQUE constraint (ON CONFLICT needs one)");
+
+    char long_name[65];
+    memset(long_name, 'c', 64);
+    long_name[64] = '\0';
+    char text[512];
+    snprintf(text, sizeof text, ONE("\"fields\": [{\"member\": \"permission\", \"column\": \"%s\"}]"), long_name);
+    expect_load_error(text, "fields[0] (permission).column: \"cccc");
+    expect_load_error(text, "is not a column name (1 to 63 bytes, no control characters)");
+    expect_load_error("{\"pipelines\": [{\"name\": \"x\", \"table\": \"a\\tb\"}]}",
+                      "table: \"a\tb\" is not a table name ([schema.]table, each 1 to 63 bytes, no control characters)");
+    expect_load_error("{\"pipelines\": [{\"name\": \"x\", \"table\": \".t\"}]}", "is not a table name");
+    expect_load_error("{\"pipelines\": [{\"name\": \"x\", \"table\": \"s.\"}]}", "is not a table name");
 }
 
 int main(void)
@@ -342,6 +404,7 @@ int main(void)
         cmocka_unit_test_setup(a_declared_pipeline_builds_its_conflict_rule_and_key_probe, rebind),
         cmocka_unit_test_setup(an_empty_never_writes_says_none, rebind),
         cmocka_unit_test_setup(a_bound_beyond_the_column_types_range_is_refused, rebind),
+        cmocka_unit_test_setup(names_are_taken_literally_and_quoted_in_every_statement, rebind),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pipelines_free();
