@@ -166,7 +166,7 @@ static const settings_doc_t catalog_head[] = {
     {"STORAGE_DATABASE_URL", "libpq's PG* variables", "libpq conninfo (host=... dbname=...) or URI (postgresql://...)"},
     {"STORAGE_KAFKA_BOOTSTRAP_SERVERS", "localhost:9092", "Kafka brokers, host:port,..."},
     {"STORAGE_PIPELINES", "every defined pipeline", "the pipelines this process runs"},
-    {"STORAGE_PIPELINES_FILE", "the built-in definitions", "the pipelines' definitions (JSON; docs/DESIGN.md: Pipelines are declared)"},
+    {"STORAGE_PIPELINES_FILE", "the built-in definitions", "the pipelines' definitions (JSON; docs/OPERATIONS.md: Pipelines of your own)"},
     {"STORAGE_GROUP_PREFIX", "storage-consumer", "consumer group = prefix + \".\" + pipeline"},
 };
 static const settings_doc_t catalog_batch = {"STORAGE_MAX_POLL_RECORDS", "per pipeline", "batch size of every pipeline"};
