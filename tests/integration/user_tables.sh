@@ -330,6 +330,43 @@ test_an_optional_field_on_a_not_null_column_with_a_default_takes_the_default() {
     [ "$copied" -ge 100 ] || fail "only $copied rows COPYed: the COPY path never ran"
 }
 
+# The worked example of docs/OPERATIONS.md (Pipelines of your own), pasted
+# as a user would: its migration, its definitions file and its message.
+guide_block() { # lang n: the n-th ```lang block of the worked example
+    awk -v lang="$1" -v n="$2" '
+        /^### A worked example/ { on = 1; next }
+        on && /^### / { exit }
+        on && $0 ~ "^ *```" lang "$" { k++; if (k == n) { inside = 1; next } }
+        inside && /^ *```$/ { exit }
+        inside { sub(/^   /, ""); print }' "$TOP/docs/OPERATIONS.md"
+}
+
+test_the_worked_example_of_the_operations_guide_works_as_pasted() {
+    begin_test guide
+    # The file replaces the built-in definitions: their topics' settings
+    # would be unknown settings.
+    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
+    register_apps com.example.app
+    local table definitions message
+    table=$(guide_block sql 1)
+    definitions=$(guide_block json 1)
+    message=$(awk '/^### A worked example/ { on = 1 } on && /A message it stores:/ { grab = 1 }
+                   grab { line = line " " $0 } grab && /\)/ { exit }
+                   END { sub(/.*A message it stores: `/, "", line); sub(/`.*/, "", line); print line }' "$TOP/docs/OPERATIONS.md")
+    [ -n "$table" ] && [ -n "$definitions" ] || fail "no migration or definitions in the worked example"
+    sql "$table" >/dev/null
+    echo "$definitions" >"$WORK/guide.json"
+    broker_ctl topic-create app-permissions-guide 3 >/dev/null
+    echo "$message" | produce app-permissions-guide -p 0
+    start_service svc STORAGE_PIPELINES=app-permissions "STORAGE_PIPELINES_FILE=$WORK/guide.json" \
+        STORAGE_TOPIC_APP_PERMISSIONS=app-permissions-guide
+    wait_committed "$(group_of app-permissions)" app-permissions-guide 0 1
+    stop_clean svc
+    assert_eq "CAMERA|dangerous|unreviewed" "$(sql "SELECT permission || '|' || protection_level || '|' || status FROM app_permissions")" \
+        "the example's row"
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+}
+
 # ---------------------------------------------------------------------------
 # Start-up refuses what can never work.
 
