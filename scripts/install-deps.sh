@@ -15,10 +15,10 @@
 #
 # openssl makes the tls suite's certificate authorities and certificates.
 #
-# iproute2 (ip netns) and nftables (nft) give the reliability suite a
-# network namespace of its own, where its network scenarios drop and reset
-# packets by port without touching the machine's network; the suite fails
-# without them.
+# iproute2 (ip netns) and nftables (nft) give each reliability scenario a
+# network namespace of its own, where the network scenarios drop and reset
+# packets by port without touching the machine's network or another
+# scenario's; the suite fails without them.
 #
 # chromium (headless) loads the status page in the status suite; with
 # --no-install-recommends it comes without fonts, hence fonts-liberation

@@ -5,8 +5,9 @@
 # are tests/support/service.sh's, shared with the integration suites.
 #
 # Set by run.sh: TOP, HERE, BIN, PG, PG_DIR, BROKER, BROKER_DIR, RWORK,
-# ROOT_DB, BOOTSTRAP; for one scenario (each runs in its own subshell) SC
-# (its name), SW (its work directory) and SVC_DIR (the same).
+# ROOT_DB, BOOTSTRAP (the PostgreSQL and the broker of the scenario's own,
+# in its own network namespace, RELIABILITY_NETNS); for the scenario (run in
+# a subshell) SC (its name), SW (its work directory) and SVC_DIR (the same).
 # Set by scenario_begin: DB (its database), PIPES (the pipelines it
 # consumes), T_REVIEWS, T_APP_STATS, T_NETWORK_METRICS, GROUP_PREFIX.
 #
@@ -176,8 +177,7 @@ pg_backup() {
 }
 
 # Put the backup in $SW/backup in place of the server's data directory
-# (every scenario's database goes back with it: they ran one after the
-# other, and this one's is the only one still in use). The model (schema
+# (the scenario's own server: nothing else is in it). The model (schema
 # rel) goes back too: coordinates are loaded again by finish, checkpoints
 # and the model of a stream generated after the backup are gone.
 pg_restore_from_backup() {
@@ -660,8 +660,9 @@ redelivered_batches() { # names...
     END { print bad + 0 }' out="$SW/redelivered" "${files[@]}"
 }
 
-# Exit trap of a scenario: no process it started survives it (svc_cleanup),
-# and the shared PostgreSQL and broker are left healthy for the next one.
+# Exit trap of a scenario: no process it started survives it (svc_cleanup).
+# Its PostgreSQL, broker and network namespace go after it (run.sh), with
+# whatever fault they were left in.
 scenario_cleanup() {
     svc_cleanup
     # A crash is a failure whatever the scenario expected of the process
@@ -678,13 +679,4 @@ scenario_cleanup() {
             esac
         fi
     done
-    # The network's faults (scenarios/network.sh) end with their scenario.
-    net_heal >/dev/null 2>&1 || true
-    net_names_all
-    sql_root "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name LIKE 'rel-%'" >/dev/null 2>&1 || true
-    pg_ensure_up || true
-    broker_ctl broker-up -1 >/dev/null 2>&1 || true
-    broker_ctl broker-rtt -1 0 >/dev/null 2>&1 || true
-    broker_ctl clear-request-errors Fetch >/dev/null 2>&1 || true
-    broker_ctl clear-request-errors OffsetCommit >/dev/null 2>&1 || true
 }

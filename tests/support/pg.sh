@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A throw-away PostgreSQL 15 for tests, the demo and the benchmark.
 #
-#   pg.sh start DIR     initdb into DIR/data, start on a Unix socket in DIR and a
-#                       private loopback port; prints the conninfo
+#   pg.sh start DIR     initdb into DIR/data (unless it holds one), start on a
+#                       Unix socket in DIR and a private loopback port; prints
+#                       the conninfo
+#   pg.sh init DIR      initdb into DIR/data only (a copy of it starts faster)
 #   pg.sh stop DIR      stop it (fast shutdown) and keep DIR
 #   pg.sh destroy DIR   stop it and remove DIR
 #   pg.sh conninfo DIR  print the conninfo of a started server
@@ -47,17 +49,24 @@ conninfo() {
 
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { sed -n '2,16p' "$0" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { sed -n '2,18p' "$0" >&2; exit 2; }
+
+init() {
+    mkdir -p "$1"
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$1"
+    if [ ! -f "$1/data/PG_VERSION" ]; then
+        as_owner "$PGBIN/initdb" -D "$1/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 \
+            --no-instructions >"$1/initdb.log" 2>&1 || { cat "$1/initdb.log" >&2; exit 1; }
+    fi
+}
 
 case "$cmd" in
+init)
+    init "$dir"
+    ;;
 start)
-    mkdir -p "$dir"
+    init "$dir"
     dir=$(cd "$dir" && pwd)
-    [ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
-    if [ ! -f "$dir/data/PG_VERSION" ]; then
-        as_owner "$PGBIN/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 \
-            --no-instructions >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
-    fi
     port=$(free_port)
     echo "$port" >"$dir/port"
     # fsync stays on: tests that kill the server must see real durability.
@@ -118,7 +127,7 @@ restore)
         -o "-p $(cat "$dir/port") -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
     ;;
 *)
-    sed -n '2,16p' "$0" >&2
+    sed -n '2,18p' "$0" >&2
     exit 2
     ;;
 esac

@@ -1,10 +1,11 @@
 # The real network's faults (DESIGN.md: Errors; Probes and metrics): packets
 # dropped or answered with a reset, a slow link, names that stop resolving.
-# run.sh runs the whole suite in a network namespace of its own, so these
-# nft rules and host names never touch the machine's network: the rules
-# filter the namespace's loopback by port (PostgreSQL over TCP here, not the
-# Unix socket the harness uses), the names live in its /etc/hosts
-# (/etc/netns/NAME/hosts, bind-mounted by `ip netns exec`, edited in place).
+# run.sh runs each scenario in a network namespace of its own, so these
+# nft rules and host names never touch the machine's network, nor another
+# scenario's: the rules filter the namespace's loopback by port (PostgreSQL
+# over TCP here, not the Unix socket the harness uses), the names live in
+# its /etc/hosts (/etc/netns/NAME/hosts, bind-mounted by `ip netns exec`,
+# edited in place).
 #
 # Two scenarios, each one process through several faults in turn, to keep
 # the suite short. After each heal the service must make progress within a
@@ -36,10 +37,10 @@ NET_RETRY_BASE_MS=500
 # have failed the pipeline by then.
 net_heal_ms() { echo $((6 * $(net_attempt_ms) + NET_RETRY_BASE_MS * 31 + 2 * 4000)); }
 
-# nft, only inside the suite's namespace (never the machine's).
+# nft, only inside the scenario's namespace (never the machine's).
 net_nft() {
     if [ -z "${RELIABILITY_NETNS:-}" ] || [ "$(ip netns identify 2>/dev/null)" != "$RELIABILITY_NETNS" ]; then
-        fail_check "nft refused: not inside the suite's network namespace"
+        fail_check "nft refused: not inside the scenario's network namespace"
         return 1
     fi
     nft "$@"
@@ -55,7 +56,7 @@ net_begin() {
 
 net_rule() { net_nft add rule inet "$NET_TABLE" input "$@" || fail_check "nft rule refused: $*"; } # rule...
 
-# Every fault ends (run by scenario_cleanup too: the next scenario starts healed).
+# Every fault ends (the namespace, and any fault left in it, goes with the scenario).
 net_heal() {
     [ -n "${RELIABILITY_NETNS:-}" ] || return 0
     net_nft list table inet "$NET_TABLE" >/dev/null 2>&1 || return 0
