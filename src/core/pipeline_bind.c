@@ -236,15 +236,23 @@ static void write_columns(FILE *f, const pipeline_def_t *d, const table_facts_t 
     }
 }
 
+/* The natural key's columns, each after `prefix` ("t."). */
+static void write_key_of(FILE *f, const pipeline_def_t *d, const char *prefix)
+{
+    if (d->key_includes_app) {
+        fputs(prefix, f);
+        quote(f, d->app_column);
+        fputs(", ", f);
+    }
+    fputs(prefix, f);
+    quote(f, d->fields[pipeline_field_index(d, d->key_field)].column);
+}
+
 /* The natural key's columns, the application's first. */
 static void write_key(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
 {
     (void)t;
-    if (d->key_includes_app) {
-        quote(f, d->app_column);
-        fputs(", ", f);
-    }
-    quote(f, d->fields[pipeline_field_index(d, d->key_field)].column);
+    write_key_of(f, d, "");
 }
 
 /* The conflict rule; the insert names its table `t`, so even a table
@@ -310,18 +318,6 @@ static void write_select(FILE *f, const pipeline_def_t *d, const table_facts_t *
         quote(f, fs->column);
         if (fs->default_sql) fprintf(f, ", %s)", fs->default_sql);
     }
-}
-
-/* The natural key's columns, each after `prefix` ("t."). */
-static void write_key_of(FILE *f, const pipeline_def_t *d, const char *prefix)
-{
-    if (d->key_includes_app) {
-        fputs(prefix, f);
-        quote(f, d->app_column);
-        fputs(", ", f);
-    }
-    fputs(prefix, f);
-    quote(f, d->fields[pipeline_field_index(d, d->key_field)].column);
 }
 
 /* A partitioned table with an update rule: the staged keys it holds
