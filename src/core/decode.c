@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/json_value.h"
+#include "core/number_text.h"
 #include "core/timestamp.h"
 #include "core/utf8.h"
 
@@ -105,7 +106,9 @@ static int reject(rejection_t *rej, const char *type, const char *fmt, ...)
  * field. Such a number is replaced by this marker, the JSON string
  * "\u0000overflow", and the document parsed again: the field that holds it
  * is then rejected by name, or ignored when it is unknown. A real string
- * equal to the marker holds U+0000 and is rejected anyway. */
+ * equal to the marker is a string when no number was replaced (as the fast
+ * reader, which takes such a record, reads it); when one was, the fast
+ * reader declined the record and both readers' outcome is this one. */
 #define OVERFLOW_MARKER_JSON "\"\\u0000overflow\""
 static bool is_overflow_marker(const json_t *v)
 {
@@ -115,7 +118,7 @@ static bool is_overflow_marker(const json_t *v)
 
 /* A jansson value as the decoder reads it (json_value.h): scalars and a
  * container's type and size; children are added by ref_member. */
-static jv_t ref_scalar(const json_t *v)
+static jv_t ref_scalar(const json_t *v, bool markers)
 {
     jv_t out = {0};
     if (!v) return out; /* JV_ABSENT */
@@ -135,7 +138,7 @@ static jv_t ref_scalar(const json_t *v)
         out.real = json_real_value(v);
         break;
     case JSON_STRING:
-        out.type = is_overflow_marker(v) ? JV_OVERFLOW : JV_STRING;
+        out.type = markers && is_overflow_marker(v) ? JV_OVERFLOW : JV_STRING;
         out.str = json_string_value(v);
         out.len = json_string_length(v);
         break;
@@ -153,16 +156,16 @@ static jv_t ref_scalar(const json_t *v)
 
 /* A top-level member with its children, which live in *children and *keys
  * (freed by the caller). */
-static jv_t ref_member(const json_t *v, jv_t **children, jv_key_t **keys)
+static jv_t ref_member(const json_t *v, bool markers, jv_t **children, jv_key_t **keys)
 {
-    jv_t out = ref_scalar(v);
+    jv_t out = ref_scalar(v, markers);
     *children = NULL;
     *keys = NULL;
     if ((out.type != JV_ARRAY && out.type != JV_OBJECT) || out.count == 0) return out;
     jv_t *items = calloc(out.count, sizeof *items);
     if (!items) abort();
     if (out.type == JV_ARRAY) {
-        for (size_t i = 0; i < out.count; i++) items[i] = ref_scalar(json_array_get(v, i));
+        for (size_t i = 0; i < out.count; i++) items[i] = ref_scalar(json_array_get(v, i), markers);
     } else {
         jv_key_t *k = calloc(out.count, sizeof *k);
         if (!k) abort();
@@ -171,7 +174,7 @@ static jv_t ref_member(const json_t *v, jv_t **children, jv_key_t **keys)
         json_t *child;
         json_object_keylen_foreach((json_t *)v, key, key_len, child)
         {
-            items[i] = ref_scalar(child);
+            items[i] = ref_scalar(child, markers);
             k[i++] = (jv_key_t){key, key_len};
         }
         out.keys = *keys = k;
@@ -201,8 +204,6 @@ static const char *jv_type_name(const jv_t *v)
     return "an unknown value";
 }
 
-static bool jv_is_number(const jv_t *v) { return v->type == JV_INT || v->type == JV_REAL; }
-static double jv_number(const jv_t *v) { return v->type == JV_INT ? (double)v->integer : v->real; }
 
 /* UTF-8 characters in a string the parser has already validated. */
 static size_t utf8_chars(const char *s, size_t n)
@@ -296,49 +297,82 @@ static size_t append_int(event_t *ev, int64_t x)
     return event_append(ev, tmp, format_int(tmp, x));
 }
 
-static int decode_number(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col,
-                         rejection_t *rej)
+/* A top-level number's text as its producer sent it (json_member_text),
+ * in *s and *n; a string standing where a number was read (the reference
+ * reader's overflow marker, or a string equal to it) is named as a string. */
+static int number_text_of(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, const char **s,
+                          size_t *n, rejection_t *rej)
 {
-    if (!jv_is_number(v))
-        return reject(rej, ERROR_INVALID_FIELD, "%s: expected a number, got %s", f->name,
-                      jv_type_name(v));
-    double d = jv_number(v);
-    if (!isfinite(d))
-        return reject(rej, ERROR_INVALID_FIELD, "%s: not a finite number", f->name);
-    if (d < f->dmin || d > f->dmax)
-        return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g is out of range %g..%g", f->name, d,
-                      f->dmin, f->dmax);
-    char tmp[32];
-    /* %.17g round-trips every double exactly through float8 input. */
-    int n = snprintf(tmp, sizeof tmp, "%.17g", d + 0.0); /* + 0.0: no "-0" */
-    *col = event_append(ev, tmp, (size_t)n);
+    size_t start, end;
+    if (v->type != JV_INT && v->type != JV_REAL && v->type != JV_OVERFLOW)
+        return reject(rej, ERROR_INVALID_FIELD, "%s: expected a number, got %s", f->name, jv_type_name(v));
+    if (!json_member_text(doc, doc_len, v->member, &start, &end))
+        return reject(rej, ERROR_INVALID_FIELD, "%s: the number's text cannot be found", f->name);
+    if (doc[start] == '"')
+        return reject(rej, ERROR_INVALID_FIELD, "%s: expected a number, got a string", f->name);
+    *s = doc + start;
+    *n = end - start;
     return 0;
 }
 
-/* NUMERIC(p,s): at most s decimals, below 10^(p-s). The JSON text is gone
- * once parsed, so the check is on the double: a number written with at most
- * s decimals parses to the double nearest c/10^s for its whole number c,
- * which is exactly what c / 10^s computes (c < 2^53, which binding holds
- * to: p <= 15; one correctly rounded division). Any other double has more
- * decimals, whatever its magnitude. */
-static int decode_decimal(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col,
-                          rejection_t *rej)
+/* At most 40 characters of a number's text, for a detail. */
+#define SHOWN(n) (int)((n) > 40 ? 40 : (n))
+#define ELLIPSIS(n) ((n) > 40 ? "..." : "")
+
+/* REAL and DOUBLE PRECISION: the text as sent, refused where float4in or
+ * float8in would refuse it (out of range: an overflow, or a nonzero value
+ * that underflows to zero); the declared bounds hold for the value
+ * PostgreSQL stores. */
+static int decode_number(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, event_t *ev,
+                         size_t *col, rejection_t *rej)
 {
-    if (!jv_is_number(v))
-        return reject(rej, ERROR_INVALID_FIELD, "%s: expected a number, got %s", f->name,
-                      jv_type_name(v));
-    double d = jv_number(v);
-    if (!isfinite(d) || d < f->dmin || d > f->dmax)
-        return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g is out of range %.*f..%.*f", f->name, d,
-                      f->scale, f->dmin, f->scale, f->dmax);
-    static const double pow10[] = {1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
-    double unit = pow10[f->scale];
-    double whole = nearbyint(d * unit);
-    if (whole / unit != d)
-        return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g has more than %d decimals", f->name, d, f->scale);
-    char tmp[48];
-    int n = snprintf(tmp, sizeof tmp, "%.*f", f->scale, whole / unit + 0.0); /* + 0.0: no "-0" */
-    *col = event_append(ev, tmp, (size_t)n);
+    const char *s;
+    size_t n;
+    double d;
+    if (number_text_of(f, v, doc, doc_len, &s, &n, rej)) return -1;
+    if (number_text_float(s, n, f->single, &d))
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s is out of range for type %s", f->name, SHOWN(n), s,
+                      ELLIPSIS(n), f->single ? "real" : "double precision");
+    if (d < f->dmin || d > f->dmax)
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s is out of range %.17g..%.17g", f->name, SHOWN(n), s,
+                      ELLIPSIS(n), f->dmin, f->dmax);
+    *col = event_append(ev, s, n);
+    return 0;
+}
+
+/* NUMERIC and NUMERIC(p,s): the text as sent, never through a double
+ * (NUMERIC keeps every digit of its input). Refused where numeric_in would
+ * refuse it, and where NUMERIC(p,s) would store another number: more than
+ * s decimals (PostgreSQL would round them away). The declared bounds are
+ * compared exactly. */
+static int decode_decimal(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, event_t *ev,
+                          size_t *col, rejection_t *rej)
+{
+    const char *s;
+    size_t n;
+    number_text_t x;
+    if (number_text_of(f, v, doc, doc_len, &s, &n, rej)) return -1;
+    number_text_read(s, n, &x);
+    switch (number_text_numeric_fit(&x, f->precision, f->scale)) {
+    case NUMBER_FITS: break;
+    case NUMBER_OVERFLOWS_NUMERIC:
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s overflows numeric format", f->name, SHOWN(n), s,
+                      ELLIPSIS(n));
+    case NUMBER_BEYOND_PRECISION:
+        return reject(rej, ERROR_INVALID_FIELD,
+                      "%s: %.*s%s is out of range for numeric(%d,%d) (an absolute value below 1e%d)", f->name,
+                      SHOWN(n), s, ELLIPSIS(n), f->precision, f->scale, f->precision - f->scale);
+    case NUMBER_MORE_DECIMALS:
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s has more than %d decimals", f->name, SHOWN(n), s,
+                      ELLIPSIS(n), f->scale);
+    }
+    if (f->declared.min_set && number_text_compare(&x, s, n, f->declared.min) < 0)
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s is below the minimum %.17g", f->name, SHOWN(n), s,
+                      ELLIPSIS(n), f->declared.min);
+    if (f->declared.max_set && number_text_compare(&x, s, n, f->declared.max) > 0)
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s is above the maximum %.17g", f->name, SHOWN(n), s,
+                      ELLIPSIS(n), f->declared.max);
+    *col = event_append(ev, s, n);
     return 0;
 }
 
@@ -485,11 +519,14 @@ static int decode_counts(const field_spec_t *f, const jv_t *v, event_t *ev, size
     return 0;
 }
 
-static int decode_field(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col,
-                        int64_t *micros, rejection_t *rej)
+static int decode_field(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, event_t *ev,
+                        size_t *col, int64_t *micros, rejection_t *rej)
 {
     int64_t x;
-    if (v->type == JV_OVERFLOW) return reject_overflow(rej, f->name);
+    /* A number beyond a double is judged on its text where a column takes
+     * the text (NUMERIC holds it); elsewhere it is out of range. */
+    if (v->type == JV_OVERFLOW && f->kind != FIELD_NUMBER && f->kind != FIELD_DECIMAL)
+        return reject_overflow(rej, f->name);
     switch (f->kind) {
     case FIELD_STRING:
         if (check_string(f->name, v, f->min, f->max, rej)) return -1;
@@ -500,7 +537,7 @@ static int decode_field(const field_spec_t *f, const jv_t *v, event_t *ev, size_
         *col = append_int(ev, x);
         *micros = x; /* an integer orders observations as itself */
         return 0;
-    case FIELD_NUMBER: return decode_number(f, v, ev, col, rej);
+    case FIELD_NUMBER: return decode_number(f, v, doc, doc_len, ev, col, rej);
     case FIELD_TIMESTAMP: return decode_timestamp(f, v, ev, col, micros, rej);
     case FIELD_BOOLEAN:
         if (v->type != JV_BOOL)
@@ -510,7 +547,7 @@ static int decode_field(const field_spec_t *f, const jv_t *v, event_t *ev, size_
         return 0;
     case FIELD_UUID: return decode_uuid(f, v, ev, col, rej);
     case FIELD_HISTOGRAM: return decode_histogram(f, v, ev, col, rej);
-    case FIELD_DECIMAL: return decode_decimal(f, v, ev, col, rej);
+    case FIELD_DECIMAL: return decode_decimal(f, v, doc, doc_len, ev, col, rej);
     case FIELD_COUNTS: return decode_counts(f, v, ev, col, rej);
     }
     return reject(rej, ERROR_INVALID_FIELD, "%s: unsupported field kind", f->name);
@@ -551,8 +588,8 @@ static size_t number_start(const char *s, size_t end)
  * a double (a known integer field then refuses it, out of range, naming it;
  * every other integer of the record stays an exact integer, whatever an
  * unknown member holds); a number beyond a double is replaced by the
- * overflow marker. Returns the document or NULL with *jerr. */
-static json_t *load_json(const void *value, size_t len, json_error_t *jerr)
+ * overflow marker (*markers set). Returns the document or NULL with *jerr. */
+static json_t *load_json(const void *value, size_t len, json_error_t *jerr, bool *markers)
 {
     /* JSON_REJECT_DUPLICATES: a key given twice is a classic way to smuggle
      * a value past validation. JSON_ALLOW_NUL: let \u0000 through the parser
@@ -576,6 +613,7 @@ static json_t *load_json(const void *value, size_t len, json_error_t *jerr)
         memcpy(next, text, start);
         memcpy(next + start, put, put_len);
         if (integer) memcpy(next + start + put_len, ".0", 2);
+        *markers |= !integer;
         memcpy(next + start + grown, text + end, len - end);
         len = len - (end - start) + grown;
         free(copy);
@@ -588,8 +626,8 @@ static json_t *load_json(const void *value, size_t len, json_error_t *jerr)
 }
 
 /* The record's values, whichever parser read them: package_name is vals[0],
- * field i is vals[i + 1]. */
-static int decode_values(const pipeline_def_t *def, const jv_t *vals, event_t *ev,
+ * field i is vals[i + 1]; doc is the record as sent. */
+static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char *doc, size_t doc_len, event_t *ev,
                          rejection_t *rej)
 {
     ev->len = 0;
@@ -610,11 +648,72 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, event_t *e
             ev->col[i] = EVENT_NULL;
             continue;
         }
-        if (decode_field(f, v, ev, &ev->col[i], &micros, rej)) return -1;
+        if (decode_field(f, v, doc, doc_len, ev, &ev->col[i], &micros, rej)) return -1;
         /* A version is a timestamp or an integer (pipeline_bind holds it to that). */
         if ((int)i == def->version_index) ev->version = micros;
     }
     return 0;
+}
+
+/* Past the string that opens at s[i] ('"'); n if it never closes. */
+static size_t skip_string(const char *s, size_t n, size_t i)
+{
+    for (i++; i < n; i++) {
+        if (s[i] == '\\') i++;
+        else if (s[i] == '"') return i + 1;
+    }
+    return n;
+}
+
+static size_t skip_space(const char *s, size_t n, size_t i)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+    return i;
+}
+
+/* Past the value that starts at s[i]: a string, a container with
+ * everything in it, or a scalar up to the next delimiter. */
+static size_t skip_value(const char *s, size_t n, size_t i)
+{
+    if (i < n && s[i] == '"') return skip_string(s, n, i);
+    if (i < n && (s[i] == '{' || s[i] == '[')) {
+        size_t depth = 0;
+        while (i < n) {
+            char c = s[i];
+            if (c == '"') {
+                i = skip_string(s, n, i);
+                continue;
+            }
+            if (c == '{' || c == '[') depth++;
+            else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+            i++;
+        }
+        return n;
+    }
+    while (i < n && s[i] != '\0' && !strchr(",}] \t\n\r", s[i])) i++;
+    return i;
+}
+
+bool json_member_text(const char *doc, size_t len, size_t member, size_t *start, size_t *end)
+{
+    size_t i = skip_space(doc, len, 0);
+    if (i >= len || doc[i] != '{') return false;
+    i = skip_space(doc, len, i + 1);
+    for (size_t at = 0; i < len && doc[i] == '"'; at++) {
+        i = skip_space(doc, len, skip_string(doc, len, i));
+        if (i >= len || doc[i] != ':') return false;
+        i = skip_space(doc, len, i + 1);
+        size_t value_end = skip_value(doc, len, i);
+        if (at == member) {
+            *start = i;
+            *end = value_end;
+            return value_end > i;
+        }
+        i = skip_space(doc, len, value_end);
+        if (i >= len || doc[i] != ',') return false;
+        i = skip_space(doc, len, i + 1);
+    }
+    return false;
 }
 
 /* The reference reader: jansson, for every document the fast reader
@@ -623,7 +722,8 @@ static int decode_reference(const pipeline_def_t *def, const void *value, size_t
                             const jv_key_t *names, size_t n, event_t *ev, rejection_t *rej)
 {
     json_error_t jerr;
-    json_t *root = load_json(value, len, &jerr);
+    bool markers = false;
+    json_t *root = load_json(value, len, &jerr, &markers);
     if (!root) return reject_parse_error(&jerr, rej);
     int rc = -1;
     /* Only the n members read are set (zeroing all of PIPELINE_MAX_FIELDS
@@ -635,13 +735,27 @@ static int decode_reference(const pipeline_def_t *def, const void *value, size_t
     memset(children, 0, n * sizeof *children);
     memset(keys, 0, n * sizeof *keys);
     if (!json_is_object(root)) {
-        jv_t r = ref_scalar(root);
+        jv_t r = ref_scalar(root, markers);
         reject(rej, ERROR_INVALID_JSON, "expected a JSON object, got %s", jv_type_name(&r));
         goto out;
     }
-    for (size_t k = 0; k < n; k++)
-        vals[k] = ref_member(json_object_get(root, names[k].str), &children[k], &keys[k]);
-    rc = decode_values(def, vals, ev, rej);
+    /* In document order, as the fast reader meets them: a member's
+     * position finds its text (json_member_text). jansson keeps an
+     * object's members in the order they were read. */
+    const char *key;
+    size_t key_len, position = 0;
+    json_t *member;
+    json_object_keylen_foreach(root, key, key_len, member)
+    {
+        size_t k = 0;
+        while (k < n && !(names[k].len == key_len && memcmp(names[k].str, key, key_len) == 0)) k++;
+        if (k < n) {
+            vals[k] = ref_member(member, markers, &children[k], &keys[k]);
+            vals[k].member = position;
+        }
+        position++;
+    }
+    rc = decode_values(def, vals, value, len, ev, rej);
 out:
     for (size_t k = 0; k < n; k++) {
         free(children[k]);
@@ -660,7 +774,7 @@ static int decode_with(const pipeline_def_t *def, const void *value, size_t len,
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
     size_t n = def->field_count + 1;
-    if (fast && json_fast_read(value, len, def->members, n, vals)) return decode_values(def, vals, ev, rej);
+    if (fast && json_fast_read(value, len, def->members, n, vals)) return decode_values(def, vals, value, len, ev, rej);
     return decode_reference(def, value, len, def->members, n, ev, rej);
 }
 

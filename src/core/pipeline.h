@@ -39,12 +39,12 @@ enum { PIPELINE_APP_STATS = 0, PIPELINE_REVIEWS, PIPELINE_NETWORK_METRICS };
 typedef enum {
     FIELD_STRING,    /* JSON string, length in characters within [min, max] */
     FIELD_INTEGER,   /* integer within [min, max] (the column's own range) */
-    FIELD_NUMBER,    /* finite number within [dmin, dmax] */
+    FIELD_NUMBER,    /* REAL (single) or DOUBLE PRECISION: the number's text, within [dmin, dmax] */
     FIELD_TIMESTAMP, /* ISO 8601 string, see core/timestamp.h */
     FIELD_BOOLEAN,   /* true / false */
     FIELD_UUID,      /* canonical 8-4-4-4-12 hex, stored lower-case */
     FIELD_HISTOGRAM, /* array of exactly 5 integers within [min, max] */
-    FIELD_DECIMAL,   /* number within [dmin, dmax], at most `scale` decimals: NUMERIC(p,s) */
+    FIELD_DECIMAL,   /* NUMERIC (precision -1) or NUMERIC(precision, scale): the number's text */
     FIELD_COUNTS     /* object of name -> integer count within [min, max], stored as JSON */
 } field_kind_t;
 
@@ -102,8 +102,9 @@ typedef struct {
     /* Derived by pipeline_bind: what the decoder checks. */
     field_kind_t kind;
     int64_t min, max;  /* FIELD_INTEGER and counts: range; FIELD_STRING: length in characters */
-    double dmin, dmax; /* FIELD_NUMBER and FIELD_DECIMAL: range */
-    int scale;         /* FIELD_DECIMAL */
+    double dmin, dmax; /* FIELD_NUMBER: range (the declared bounds) */
+    bool single;       /* FIELD_NUMBER: REAL, read as float4in reads it */
+    int precision, scale; /* FIELD_DECIMAL: precision -1 for an unconstrained NUMERIC */
 } field_spec_t;
 
 typedef struct {

@@ -2,7 +2,6 @@
  * catalog describes it: the decoder's checks derived from the column types,
  * the definition refused where it disagrees with the table, and the SQL
  * built from both (DESIGN.md: Pipelines are declared). */
-#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -107,27 +106,18 @@ static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fac
         return 0;
     case COLUMN_FLOAT4:
     case COLUMN_FLOAT8:
+        /* The range is float4in's or float8in's, decided on the text. */
         f->kind = FIELD_NUMBER;
-        f->dmax = c->kind == COLUMN_FLOAT4 ? FLT_MAX : DBL_MAX;
-        f->dmin = -f->dmax;
+        f->single = c->kind == COLUMN_FLOAT4;
+        f->dmin = -HUGE_VAL, f->dmax = HUGE_VAL;
         narrow_real(f, &f->dmin, &f->dmax);
         return 0;
     case COLUMN_NUMERIC:
-        if (c->precision < 0) { /* any finite number */
-            f->kind = FIELD_NUMBER;
-            f->dmin = -DBL_MAX, f->dmax = DBL_MAX;
-        } else {
-            /* Checked on the double: exact while 10^precision stays below 2^53. */
-            if (c->precision > 15 || c->scale < 0 || c->scale > c->precision)
-                return mismatch(err, errlen, d, f, c->name,
-                                "%s cannot be checked exactly from a JSON number (at most numeric(15,s), 0 <= s <= 15)",
-                                c->type);
-            f->kind = FIELD_DECIMAL;
-            f->scale = c->scale;
-            f->dmax = pow(10, c->precision - c->scale) - pow(10, -c->scale);
-            f->dmin = -f->dmax;
-        }
-        narrow_real(f, &f->dmin, &f->dmax);
+        /* Any precision and scale: checked exactly on the number's text
+         * (core/number_text.h); the declared bounds too. */
+        f->kind = FIELD_DECIMAL;
+        f->precision = c->precision;
+        f->scale = c->precision < 0 ? 0 : c->scale;
         return 0;
     case COLUMN_BOOL: f->kind = FIELD_BOOLEAN; return 0;
     case COLUMN_UUID: f->kind = FIELD_UUID; return 0;

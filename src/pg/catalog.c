@@ -57,12 +57,13 @@ int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, cha
         snprintf(c->type, sizeof c->type, "%s", PQgetvalue(res, i, 1));
         c->kind = column_type(PQgetvalue(res, i, 2));
         c->length = c->precision = c->scale = -1;
-        /* typmod: varchar's n + 4; numeric's ((p << 16) | s) + 4; -1 for none. */
+        /* typmod: varchar's n + 4; numeric's ((p << 16) | s) + 4, the
+         * scale in 11 bits with its sign (PostgreSQL 15 allows -1000..1000);
+         * -1 for none. */
         if (c->kind == COLUMN_VARCHAR && typmod >= 4) c->length = typmod - 4;
         if (c->kind == COLUMN_NUMERIC && typmod >= 4) {
             c->precision = ((typmod - 4) >> 16) & 0xffff;
-            c->scale = (typmod - 4) & 0xffff;
-            if (c->scale > 0x7fff) c->scale -= 0x10000; /* PostgreSQL 15 allows a negative scale */
+            c->scale = (((typmod - 4) & 0x7ff) ^ 1024) - 1024;
         }
         c->not_null = strcmp(PQgetvalue(res, i, 4), "t") == 0;
         c->has_default = strcmp(PQgetvalue(res, i, 5), "t") == 0;

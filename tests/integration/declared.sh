@@ -174,6 +174,49 @@ test_a_widened_or_narrowed_column_is_honoured_at_the_next_start() {
     stop_clean three
 }
 
+# A user's table of measurements: numbers as their producers send them.
+MEASURE_DEF='{"name": "measurements", "batch_size": 100, "table": "measurements",
+      "application": {"member": "package_name", "column": "application_id"},
+      "fields": [{"member": "k", "required": true}, {"member": "amount"}, {"member": "ratio"}],
+      "key": ["application_id", "k"], "on_conflict": "nothing"}'
+
+test_a_user_tables_unconstrained_numeric_stores_every_number_exactly_as_sent() {
+    begin_test numeric
+    register_apps "$APP"
+    sql "CREATE TABLE measurements (
+           id             BIGSERIAL PRIMARY KEY,
+           application_id BIGINT NOT NULL REFERENCES apps_registry_application (id),
+           k              VARCHAR(64) NOT NULL,
+           amount         NUMERIC,
+           ratio          REAL,
+           UNIQUE (application_id, k))" >/dev/null
+    local topic=measurements-numeric
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    definitions_with "$WORK/measure.json" "$MEASURE_DEF"
+    {
+        printf '{"package_name":"%s","k":"a","amount":0.1}\n' "$APP"
+        printf '{"package_name":"%s","k":"b","amount":12345678901234567}\n' "$APP"
+        printf '{"package_name":"%s","k":"c","amount":123456789.123456789}\n' "$APP"
+        printf '{"package_name":"%s","k":"d","amount":123456789012345678901234567890.5}\n' "$APP"
+        printf '{"package_name":"%s","k":"e","ratio":3.4028235e38}\n' "$APP"
+        printf '{"package_name":"%s","k":"f","ratio":1e-46}\n' "$APP"
+    } | produce "$topic" -p 0
+    start_service svc STORAGE_PIPELINES=measurements "STORAGE_PIPELINES_FILE=$WORK/measure.json" \
+        "STORAGE_TOPIC_MEASUREMENTS=$topic"
+    wait_committed "$GROUP_PREFIX.measurements" "$topic" 0 6
+    stop_clean svc
+    assert_eq "a 0.1
+b 12345678901234567
+c 123456789.123456789
+d 123456789012345678901234567890.5
+e 3.4028235e+38" "$(sql "SELECT k || ' ' || coalesce(amount::text, ratio::text) FROM measurements ORDER BY k")" \
+        "each number stored as sent"
+    # Refused at decoding, naming the field, as PostgreSQL would refuse it
+    # (float4in: a nonzero value that underflows to zero).
+    assert_eq "invalid_field|ratio: 1e-46 is out of range for type real" \
+        "$(sql "SELECT error_type || '|' || error_detail FROM dead_letter_events")" "the underflow's dead letter"
+}
+
 test_a_definition_that_disagrees_with_the_database_stops_start_up() {
     begin_test mismatch
     # A field whose column the table lacks: exit 1 naming all three.

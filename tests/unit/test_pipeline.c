@@ -131,15 +131,15 @@ static void integer_ranges_are_the_column_types_narrowed_by_the_definition(void 
     assert_int_equal(def->fields[pipeline_field_index(def, "thumbs_up_count")].max, INT16_MAX);
 }
 
-static void a_numeric_column_sets_the_decimals_and_the_range(void **state)
+static void a_numeric_column_sets_the_precision_and_the_decimals(void **state)
 {
     (void)state;
     const pipeline_def_t *def = pipeline_get(PIPELINE_APP_STATS);
     const field_spec_t *price = &def->fields[pipeline_field_index(def, "price")];
     assert_int_equal(price->kind, FIELD_DECIMAL);
+    assert_int_equal(price->precision, 12);
     assert_int_equal(price->scale, 2);
-    assert_true(price->dmin == 0.0);
-    assert_true(price->dmax == 9999999999.99);
+    assert_true(price->declared.min_set && price->declared.min == 0.0);
 }
 
 /* Each kind of disagreement, and the words start-up says for it. */
@@ -290,7 +290,7 @@ int main(void)
         cmocka_unit_test_setup(a_narrowed_column_is_refused_at_decoding_naming_the_field, rebind),
         cmocka_unit_test_setup(a_column_of_text_takes_any_length, rebind),
         cmocka_unit_test_setup(integer_ranges_are_the_column_types_narrowed_by_the_definition, rebind),
-        cmocka_unit_test_setup(a_numeric_column_sets_the_decimals_and_the_range, rebind),
+        cmocka_unit_test_setup(a_numeric_column_sets_the_precision_and_the_decimals, rebind),
         cmocka_unit_test_setup(a_definition_that_disagrees_with_its_table_is_refused_naming_field_and_column, rebind),
         cmocka_unit_test_setup(a_natural_key_without_a_unique_constraint_is_refused, rebind),
         cmocka_unit_test_setup(a_malformed_file_is_refused_with_its_line_or_member, rebind),
