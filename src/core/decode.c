@@ -214,9 +214,21 @@ static size_t utf8_chars(const char *s, size_t n)
     return chars;
 }
 
+/* The byte length of the first `chars` characters of s[0..n). */
+static size_t utf8_prefix(const char *s, size_t n, size_t chars)
+{
+    size_t i = 0;
+    for (; i < n; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80 && chars-- == 0) break;
+    return i;
+}
+
 /* A string usable as PostgreSQL text: no U+0000 (text cannot hold it; libpq
- * would silently truncate at it), length in characters within the column. */
-static int check_string(const char *name, const jv_t *v, int64_t min, int64_t max,
+ * would silently truncate at it), length in characters within the column.
+ * With `clip`, PostgreSQL's rule for VARCHAR(n) and CHAR(n): characters
+ * beyond n that are all spaces are cut away, any other makes it too long.
+ * *kept: the bytes stored. */
+static int check_string(const char *name, const jv_t *v, int64_t min, int64_t max, bool clip, size_t *kept,
                         rejection_t *rej)
 {
     if (v->type == JV_OVERFLOW) return reject_overflow(rej, name);
@@ -225,6 +237,7 @@ static int check_string(const char *name, const jv_t *v, int64_t min, int64_t ma
                       jv_type_name(v));
     const char *s = v->str;
     size_t n = v->len;
+    *kept = n;
     if (memchr(s, '\0', n))
         return reject(rej, ERROR_INVALID_FIELD,
                       "%s: contains a NUL character (U+0000), which PostgreSQL text cannot hold",
@@ -233,11 +246,35 @@ static int check_string(const char *name, const jv_t *v, int64_t min, int64_t ma
      * within max characters without counting them. */
     if ((int64_t)n <= max && (min <= 0 || (min == 1 && n > 0))) return 0;
     size_t chars = utf8_chars(s, n);
-    if ((int64_t)chars < min || (int64_t)chars > max) {
-        if (min > 0 && chars == 0) return reject(rej, ERROR_INVALID_FIELD, "%s: must not be empty", name);
-        return reject(rej, ERROR_INVALID_FIELD, "%s: %zu characters, longer than the column's %lld",
-                      name, chars, (long long)max);
+    if ((int64_t)chars > max) {
+        size_t at = clip ? utf8_prefix(s, n, (size_t)max) : 0;
+        for (size_t j = at; clip && j < n; j++)
+            if (s[j] != ' ') clip = false;
+        if (!clip)
+            return reject(rej, ERROR_INVALID_FIELD, "%s: %zu characters, longer than the column's %lld", name,
+                          chars, (long long)max);
+        *kept = at;
+        chars = (size_t)max;
     }
+    if ((int64_t)chars < min) {
+        if (chars == 0) return reject(rej, ERROR_INVALID_FIELD, "%s: must not be empty", name);
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %zu characters, fewer than the minimum %lld", name, chars,
+                      (long long)min);
+    }
+    return 0;
+}
+
+/* VARCHAR(n), CHAR(n), TEXT: the string as PostgreSQL stores it (CHAR(n)
+ * padded with spaces to n characters). */
+static int decode_string(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col, rejection_t *rej)
+{
+    size_t kept;
+    if (check_string(f->name, v, f->min, f->max, true, &kept, rej)) return -1;
+    size_t at = ev->len;
+    event_put(ev, v->str, kept);
+    if (f->pad)
+        for (size_t chars = utf8_chars(v->str, kept); (int64_t)chars < f->max; chars++) event_put(ev, " ", 1);
+    *col = event_end(ev, at);
     return 0;
 }
 
@@ -399,29 +436,32 @@ static int hexval(char c)
     return -1;
 }
 
+/* UUID: every form uuid_in reads (PostgreSQL 15): an optional pair of
+ * braces around 32 hexadecimal digits, either case, with a hyphen allowed
+ * after any group of four; stored as PostgreSQL writes it, 8-4-4-4-12 in
+ * lower case. */
 static int decode_uuid(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col,
                        rejection_t *rej)
 {
     if (v->type != JV_STRING)
         return reject(rej, ERROR_INVALID_FIELD, "%s: expected a UUID string, got %s", f->name,
                       jv_type_name(v));
-    const char *s = v->str;
-    size_t n = v->len;
-    char out[37];
-    bool ok = n == 36;
-    for (size_t i = 0; ok && i < 36; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            ok = s[i] == '-';
-            out[i] = '-';
-        } else {
-            int h = hexval(s[i]);
-            ok = h >= 0;
-            out[i] = "0123456789abcdef"[h & 15];
-        }
+    const char *s = v->str, *end = v->str + v->len;
+    char out[36];
+    size_t o = 0;
+    bool braces = s < end && *s == '{', ok = true;
+    s += braces;
+    for (int i = 0; ok && i < 32; i++) {
+        int h = s < end ? hexval(*s++) : -1;
+        ok = h >= 0;
+        if (i == 8 || i == 12 || i == 16 || i == 20) out[o++] = '-';
+        out[o++] = "0123456789abcdef"[h & 15];
+        if (i % 4 == 3 && i < 31 && s < end && *s == '-') s++;
     }
-    if (!ok)
+    if (ok && braces) ok = s < end && *s++ == '}';
+    if (!ok || s != end)
         return reject(rej, ERROR_INVALID_FIELD,
-                      "%s: not a UUID (expected 8-4-4-4-12 hexadecimal digits)", f->name);
+                      "%s: not a UUID (expected 32 hexadecimal digits, as 8-4-4-4-12 or in braces)", f->name);
     *col = event_append(ev, out, 36);
     return 0;
 }
@@ -529,9 +569,7 @@ static int decode_field(const field_spec_t *f, const jv_t *v, const char *doc, s
         return reject_overflow(rej, f->name);
     switch (f->kind) {
     case FIELD_STRING:
-        if (check_string(f->name, v, f->min, f->max, rej)) return -1;
-        *col = event_append(ev, v->str, v->len);
-        return 0;
+        return decode_string(f, v, ev, col, rej);
     case FIELD_INTEGER:
         if (get_integer(f->name, v, f->min, f->max, &x, rej)) return -1;
         *col = append_int(ev, x);
@@ -634,7 +672,8 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char
     ev->version = 0;
     if (vals[0].type == JV_ABSENT || vals[0].type == JV_NULL)
         return reject(rej, ERROR_MISSING_FIELD, "%s: required field is missing", def->app_member);
-    if (check_string(def->app_member, &vals[0], 1, 255, rej)) return -1;
+    size_t kept;
+    if (check_string(def->app_member, &vals[0], 1, 255, false, &kept, rej)) return -1;
     ev->package_name = event_append(ev, vals[0].str, vals[0].len);
 
     for (size_t i = 0; i < def->field_count; i++) {

@@ -37,7 +37,7 @@ enum { PIPELINE_APP_STATS = 0, PIPELINE_REVIEWS, PIPELINE_NETWORK_METRICS };
 
 /* How a JSON field is validated and turned into the text of its column. */
 typedef enum {
-    FIELD_STRING,    /* JSON string, length in characters within [min, max] */
+    FIELD_STRING,    /* JSON string, length in characters within [min, max] (spaces beyond max cut; pad: CHAR(n)) */
     FIELD_INTEGER,   /* integer within [min, max] (the column's own range) */
     FIELD_NUMBER,    /* REAL (single) or DOUBLE PRECISION: the number's text, within [dmin, dmax] */
     FIELD_TIMESTAMP, /* ISO 8601 string, see core/timestamp.h */
@@ -52,6 +52,7 @@ typedef enum {
 typedef enum {
     COLUMN_OTHER = 0, /* a type the decoder cannot check: `type` names it */
     COLUMN_VARCHAR,   /* length: characters, or -1 for no limit */
+    COLUMN_CHAR,      /* CHAR(n), blank-padded: length n, or -1 for no limit */
     COLUMN_TEXT,
     COLUMN_INT2,
     COLUMN_INT4,
@@ -72,7 +73,7 @@ typedef struct {
     char name[64];
     char type[64]; /* as PostgreSQL writes it: "character varying(255)" */
     column_type_t kind;
-    int length;    /* COLUMN_VARCHAR */
+    int length;    /* COLUMN_VARCHAR, COLUMN_CHAR */
     int precision, scale; /* COLUMN_NUMERIC */
     bool not_null, has_default;
 } column_fact_t;
@@ -104,6 +105,7 @@ typedef struct {
     int64_t min, max;  /* FIELD_INTEGER and counts: range; FIELD_STRING: length in characters */
     double dmin, dmax; /* FIELD_NUMBER: range (the declared bounds) */
     bool single;       /* FIELD_NUMBER: REAL, read as float4in reads it */
+    bool pad;          /* FIELD_STRING: CHAR(n), stored padded with spaces to max characters */
     int precision, scale; /* FIELD_DECIMAL: precision -1 for an unconstrained NUMERIC */
 } field_spec_t;
 

@@ -83,14 +83,16 @@ static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fac
     }
     if (bounds && !(is_int(c->kind) || c->kind == COLUMN_NUMERIC || c->kind == COLUMN_FLOAT4 || c->kind == COLUMN_FLOAT8))
         return mismatch(err, errlen, d, f, c->name, "min and max bound numbers, and the column is %s", c->type);
-    if (f->declared.min_length && c->kind != COLUMN_VARCHAR && c->kind != COLUMN_TEXT)
+    if (f->declared.min_length && c->kind != COLUMN_VARCHAR && c->kind != COLUMN_CHAR && c->kind != COLUMN_TEXT)
         return mismatch(err, errlen, d, f, c->name, "min_length bounds strings, and the column is %s", c->type);
     switch (c->kind) {
     case COLUMN_VARCHAR:
+    case COLUMN_CHAR:
     case COLUMN_TEXT:
         f->kind = FIELD_STRING;
         f->min = f->declared.min_length;
-        f->max = c->kind == COLUMN_VARCHAR && c->length >= 0 ? c->length : INT32_MAX;
+        f->max = c->kind != COLUMN_TEXT && c->length >= 0 ? c->length : INT32_MAX;
+        f->pad = c->kind == COLUMN_CHAR && c->length >= 0;
         if (f->min > f->max)
             return mismatch(err, errlen, d, f, c->name, "min_length %lld is beyond the column's %s",
                             (long long)f->min, c->type);

@@ -13,7 +13,7 @@ static column_type_t column_type(const char *typname)
         const char *name;
         column_type_t type;
     } known[] = {
-        {"varchar", COLUMN_VARCHAR},       {"text", COLUMN_TEXT},       {"int2", COLUMN_INT2},
+        {"varchar", COLUMN_VARCHAR},       {"bpchar", COLUMN_CHAR},     {"text", COLUMN_TEXT},       {"int2", COLUMN_INT2},
         {"int4", COLUMN_INT4},             {"int8", COLUMN_INT8},       {"numeric", COLUMN_NUMERIC},
         {"float4", COLUMN_FLOAT4},         {"float8", COLUMN_FLOAT8},   {"bool", COLUMN_BOOL},
         {"uuid", COLUMN_UUID},             {"timestamptz", COLUMN_TIMESTAMPTZ}, {"jsonb", COLUMN_JSONB},
@@ -59,8 +59,8 @@ int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, cha
         c->length = c->precision = c->scale = -1;
         /* typmod: varchar's n + 4; numeric's ((p << 16) | s) + 4, the
          * scale in 11 bits with its sign (PostgreSQL 15 allows -1000..1000);
-         * -1 for none. */
-        if (c->kind == COLUMN_VARCHAR && typmod >= 4) c->length = typmod - 4;
+         * char's n + 4; -1 for none. */
+        if ((c->kind == COLUMN_VARCHAR || c->kind == COLUMN_CHAR) && typmod >= 4) c->length = typmod - 4;
         if (c->kind == COLUMN_NUMERIC && typmod >= 4) {
             c->precision = ((typmod - 4) >> 16) & 0xffff;
             c->scale = (((typmod - 4) & 0x7ff) ^ 1024) - 1024;

@@ -48,6 +48,24 @@ number_cases() {
         123456789012345678901234567890
 }
 
+string_cases() {
+    # varchar_input and bpchar_input: characters beyond n that are all
+    # spaces are cut away, anything else is too long (22001).
+    cases 'varchar(3)' '"ab"' '"abc"' '"ab   "' '"abc  "' '"abcd"' '"ab\t"' '"abc\t"' '"abc \t"' '"\u00e9\u00e9\u00e9  "' \
+        '"\u00e9\u00e9\u00e9\u00e9"' '""' '"a\u0000b"'
+    cases 'character(3)' '"a"' '"abc"' '"abc   "' '"abcd"' '"ab "' '""' '"\u00e9"'
+    cases 'character varying' '"any length at all, trailing spaces kept   "'
+    cases text '"x  "' '"\u2605"'
+    # uuid_in: braces, no hyphens, upper case, a hyphen after any group of four.
+    cases uuid '"3f2504e0-4f89-11d3-9a0c-0305e82c3301"' '"3F2504E0-4F89-11D3-9A0C-0305E82C3301"' \
+        '"{3f2504e0-4f89-11d3-9a0c-0305e82c3301}"' '"3f2504e04f8911d39a0c0305e82c3301"' \
+        '"{3f2504e04f8911d39a0c0305e82c3301}"' '"3f25-04e0-4f89-11d3-9a0c-0305-e82c-3301"' \
+        '"3f2504e0-4f89-11d3-9a0c-0305e82c3301-"' '"3f2504e0--4f89-11d3-9a0c-0305e82c3301"' \
+        '"{3f2504e0-4f89-11d3-9a0c-0305e82c3301"' '"3f2504e0-4f89-11d3-9a0c-0305e82c3301}"' \
+        '"3f-2504e0-4f89-11d3-9a0c-0305e82c3301"' '" 3f2504e0-4f89-11d3-9a0c-0305e82c3301"' \
+        '"3f2504e0-4f89-11d3-9a0c-0305e82c3301 "' '"3f2504e0-4f89-11d3-9a0c-0305e82c330"' '"3g2504e0-4f89-11d3-9a0c-0305e82c3301"'
+}
+
 # Run the cases; fail naming every value where the two part ways.
 agree_on() { # cases...
     local out rc=0
@@ -64,4 +82,10 @@ test_the_decoder_and_postgresql_agree_on_every_edge_number() {
     number_cases | agree_on
 }
 
+test_the_decoder_and_postgresql_agree_on_every_edge_string_and_uuid() {
+    fresh_db dvp_strings
+    string_cases | agree_on
+}
+
 run_tests
+

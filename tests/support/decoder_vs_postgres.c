@@ -10,8 +10,9 @@
  * bound to the table through the catalog, as the service binds its own.
  * Each value is then published in a record to both of the decoder's
  * readers, and its text as the producer meant it (a number's token, a
- * string's characters, anything else as written) is given to PostgreSQL
- * as `SELECT $1::TYPE::text`. They agree when:
+ * string's characters, anything else as written; for json and jsonb the
+ * JSON text as written) is inserted into the table's column, as a client's
+ * text is, in a transaction rolled back. They agree when:
  *   - the decoder accepts it  <=> PostgreSQL accepts it and stores that
  *     very value (for NUMERIC(p,s): the number is not rounded), and
  *   - an accepted value's column text, read by PostgreSQL, gives the same
@@ -20,6 +21,7 @@
  * disagree, 2 on a setup failure. */
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,13 +56,14 @@ static void run(PGconn *pg, const char *sql)
     PQclear(r);
 }
 
-/* PostgreSQL's output of `text` read as `type`: 1 with *out (freed by the
- * caller), or 0 with its SQLSTATE and message in *out. */
-static int pg_reads(PGconn *pg, const char *type, const char *text, char **out)
+/* PostgreSQL's output of `text` stored in table dvp_T's column: 1 with
+ * *out (freed by the caller), or 0 with its SQLSTATE and message in *out. */
+static int pg_reads(PGconn *pg, int table, const char *text, char **out)
 {
     char sql[160];
-    snprintf(sql, sizeof sql, "SELECT ($1::%s)::text", type);
+    snprintf(sql, sizeof sql, "INSERT INTO dvp_%d (application_id, k, v) VALUES (0, 1, $1) RETURNING v::text", table);
     const char *params[] = {text};
+    run(pg, "BEGIN");
     PGresult *r = PQexecParams(pg, sql, 1, NULL, params, NULL, NULL, 0);
     int ok = PQresultStatus(r) == PGRES_TUPLES_OK;
     if (ok) {
@@ -74,6 +77,7 @@ static int pg_reads(PGconn *pg, const char *type, const char *text, char **out)
     }
     if (!*out) abort();
     PQclear(r);
+    run(pg, "ROLLBACK");
     return ok;
 }
 
@@ -91,12 +95,14 @@ static int pg_rounds(PGconn *pg, const char *type, const char *text)
     return rounds;
 }
 
-/* The published text: a JSON string's characters, anything else as written. */
-static char *published(const char *json)
+/* The published text: a JSON string's characters, anything else (and
+ * anything for a json or jsonb column) as written. */
+static char *published(const char *type, const char *json)
 {
     json_error_t e;
     json_t *v = json_loads(json, JSON_DECODE_ANY, &e);
-    char *s = v && json_is_string(v) ? strdup(json_string_value(v)) : strdup(json);
+    bool as_written = strcmp(type, "json") == 0 || strcmp(type, "jsonb") == 0;
+    char *s = v && json_is_string(v) && !as_written ? strdup(json_string_value(v)) : strdup(json);
     if (!s) abort();
     json_decref(v);
     return s;
@@ -166,14 +172,14 @@ int main(int argc, char **argv)
         int n = snprintf(record, sizeof record, "{\"package_name\":\"p\",\"k\":1,\"v\":%s}", c->json);
         int rc = decode_record(def, record, (size_t)n, &ev, &rej);
         int ref_rc = decode_record_reference(def, record, (size_t)n, &ref, &ref_rej);
-        char *text = published(c->json), *pg_out = NULL, *pg_col = NULL;
-        int pg_ok = pg_reads(pg, c->type, text, &pg_out);
+        char *text = published(c->type, c->json), *pg_out = NULL, *pg_col = NULL;
+        int pg_ok = pg_reads(pg, c->pipeline, text, &pg_out);
         int same_value = pg_ok && !pg_rounds(pg, c->type, text);
         const char *col = rc == 0 ? event_column(&ev, 1) : NULL;
         int agrees = rc == ref_rc && (rc == 0) == same_value &&
                      (rc != 0 ? strcmp(rej.detail, ref_rej.detail) == 0 : event_equal(def, &ev, &ref));
         if (agrees && rc == 0 && col) {
-            agrees = pg_reads(pg, c->type, col, &pg_col) && strcmp(pg_col, pg_out) == 0;
+            agrees = pg_reads(pg, c->pipeline, col, &pg_col) && strcmp(pg_col, pg_out) == 0;
         }
         printf("%s %s %s: decoder %s [%s], postgres %s [%s]%s%s\n", agrees ? "agree" : "DISAGREE", c->type, c->json,
                rc == 0 ? "accepts" : "refuses", rc == 0 ? (col ? col : "<null>") : rej.detail,

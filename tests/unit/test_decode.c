@@ -1682,6 +1682,51 @@ static void upper_case_uuid_is_normalised_to_lower_case(void **state)
                  "00000000-0000-0000-0000-000000000000");
 }
 
+static void spaces_beyond_a_varchar_are_cut_as_postgresql_cuts_them(void **state)
+{
+    (void)state;
+    char raw[160], kept[80];
+    /* app_version is VARCHAR(64): 64 characters kept, the spaces beyond cut. */
+    snprintf(raw, sizeof raw, "\"%064d   \"", 7);
+    snprintf(kept, sizeof kept, "%064d", 7);
+    both_store(REV, "app_version", raw, kept);
+    snprintf(raw, sizeof raw, "\"1.2.3%70s\"", "");
+    snprintf(kept, sizeof kept, "1.2.3%59s", "");
+    both_store(REV, "app_version", raw, kept);
+    /* Anything else beyond the length is too long. */
+    snprintf(raw, sizeof raw, "\"%064d  x\"", 7);
+    both_refuse(REV, "app_version", raw, "67 characters, longer than the column's 64");
+    snprintf(raw, sizeof raw, "\"%064d\\t\"", 7);
+    both_refuse(REV, "app_version", raw, "longer than the column's 64");
+}
+
+static void a_char_column_is_padded_to_its_length_as_postgresql_stores_it(void **state)
+{
+    (void)state;
+    column_fact_t c = column_typed("app_version", COLUMN_CHAR, "character(8)", -1, -1);
+    c.length = 8;
+    bind_with(REV, "reviews", "app_version", c);
+    both_store(REV, "app_version", "\"1.2\"", "1.2     ");
+    both_store(REV, "app_version", "\"\u00e9t\u00e9\"", "\u00e9t\u00e9     ");
+    both_store(REV, "app_version", "\"12345678   \"", "12345678");
+    both_refuse(REV, "app_version", "\"123456789\"", "9 characters, longer than the column's 8");
+    shipped_schema_bind();
+}
+
+static void every_uuid_form_postgresql_reads_is_stored_as_postgresql_writes_it(void **state)
+{
+    (void)state;
+    static const char *const forms[] = {
+        "\"3f2504e04f8911d39a0c0305e82c3301\"",
+        "\"{3F2504E0-4F89-11D3-9A0C-0305E82C3301}\"",
+        "\"{3f2504e04f8911d39a0c0305e82c3301}\"",
+        "\"3f25-04e0-4f89-11d3-9a0c-0305-e82c-3301\"",
+        "\"3F2504E04F89-11D39A0C-0305E82C3301\"",
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
+        both_store(NET, "analysis_id", forms[i], "3f2504e0-4f89-11d3-9a0c-0305e82c3301");
+}
+
 static void invalid_uuid_is_rejected(void **state)
 {
     (void)state;
@@ -1691,10 +1736,13 @@ static void invalid_uuid_is_rejected(void **state)
         "\"3f2504e0-4f89-11d3-9a0c-0305e82c33011\"", /* too long */
         "\"3g2504e0-4f89-11d3-9a0c-0305e82c3301\"",  /* bad hex */
         "\"3f2504e0-4f89-11d3-9a0c-0305e82c330z\"",  /* bad hex at the end */
-        "\"3f2504e04f8911d39a0c0305e82c3301\"",      /* missing dashes */
         "\"3f2504e0_4f89_11d3_9a0c_0305e82c3301\"",  /* wrong separator */
         "\"3f2504e04-f89-11d3-9a0c-0305e82c3301\"",  /* dash misplaced */
-        "\"{3f2504e0-4f89-11d3-9a0c-0305e82c3301}\"", /* braces */
+        "\"{3f2504e0-4f89-11d3-9a0c-0305e82c3301\"",  /* a brace not closed */
+        "\"3f2504e0-4f89-11d3-9a0c-0305e82c3301}\"",  /* a brace not opened */
+        "\"3f2504e0--4f89-11d3-9a0c-0305e82c3301\"", /* two hyphens */
+        "\"3f2504e0-4f89-11d3-9a0c-0305e82c3301-\"", /* a hyphen after the last group */
+        "\"3f-2504e0-4f89-11d3-9a0c-0305e82c3301\"", /* a hyphen after two digits */
         "\" 3f2504e0-4f89-11d3-9a0c-0305e82c3301\"", /* padded */
         "\"3f2504e0-4f89-11d3-9a0c-0305e82c33\xc3\xa9\"", /* multi-byte */
     };
@@ -2078,6 +2126,9 @@ int main(void)
         cmocka_unit_test(price_beyond_numeric_12_2_is_rejected),
         cmocka_unit_test(negative_price_is_rejected),
         cmocka_unit_test(upper_case_uuid_is_normalised_to_lower_case),
+        cmocka_unit_test(every_uuid_form_postgresql_reads_is_stored_as_postgresql_writes_it),
+        cmocka_unit_test(spaces_beyond_a_varchar_are_cut_as_postgresql_cuts_them),
+        cmocka_unit_test(a_char_column_is_padded_to_its_length_as_postgresql_stores_it),
         cmocka_unit_test(invalid_uuid_is_rejected),
         cmocka_unit_test(is_free_is_written_as_t_or_f),
         cmocka_unit_test(unknown_fields_are_ignored),
