@@ -36,12 +36,25 @@ int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, cha
 {
     memset(t, 0, sizeof *t);
     const char *params[] = {table};
-    /* A domain counts as its base type's name only if it is that type: it
-     * may carry a CHECK the decoder does not know, so it stays "other". */
+    /* A column's type is judged by its base type: a domain (of a domain...)
+     * is bound as the built-in type it stands on, with that type's typmod,
+     * and its NOT NULL and default count as the column's; its CHECKs are
+     * PostgreSQL's to judge (a row it refuses is that row's dead letter).
+     * Only a type of pg_catalog is known by its name: a user's type named
+     * like a built-in one is not that type. */
     PGresult *res = db_select(conn,
-                              "SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typname, a.atttypmod, "
-                              "a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' "
-                              "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                              "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
+                              "CASE WHEN bt.typnamespace = 'pg_catalog'::regnamespace THEN bt.typname END, b.typmod, "
+                              "a.attnotnull OR b.not_null, "
+                              "a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' OR b.has_default "
+                              "FROM pg_attribute a CROSS JOIN LATERAL ("
+                              "  WITH RECURSIVE d(oid, typmod, not_null, has_default, depth) AS ("
+                              "    SELECT a.atttypid, a.atttypmod, false, false, 0"
+                              "    UNION ALL SELECT t.typbasetype, CASE WHEN d.typmod >= 0 THEN d.typmod ELSE t.typtypmod END,"
+                              "      d.not_null OR t.typnotnull, d.has_default OR t.typdefaultbin IS NOT NULL, d.depth + 1"
+                              "    FROM d JOIN pg_type t ON t.oid = d.oid WHERE t.typtype = 'd')"
+                              "  SELECT * FROM d ORDER BY depth DESC LIMIT 1) b "
+                              "JOIN pg_type bt ON bt.oid = b.oid "
                               "WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped "
                               "ORDER BY a.attnum",
                               1, params, 0, err, errlen);
@@ -55,7 +68,7 @@ int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, cha
         int typmod = atoi(PQgetvalue(res, i, 3));
         snprintf(c->name, sizeof c->name, "%s", PQgetvalue(res, i, 0));
         snprintf(c->type, sizeof c->type, "%s", PQgetvalue(res, i, 1));
-        c->kind = column_type(PQgetvalue(res, i, 2));
+        c->kind = PQgetisnull(res, i, 2) ? COLUMN_OTHER : column_type(PQgetvalue(res, i, 2));
         c->length = c->precision = c->scale = -1;
         /* typmod: varchar's n + 4; numeric's ((p << 16) | s) + 4, the
          * scale in 11 bits with its sign (PostgreSQL 15 allows -1000..1000);

@@ -217,6 +217,46 @@ e 3.4028235e+38" "$(sql "SELECT k || ' ' || coalesce(amount::text, ratio::text) 
         "$(sql "SELECT error_type || '|' || error_detail FROM dead_letter_events")" "the underflow's dead letter"
 }
 
+test_a_domain_check_postgresql_refuses_is_that_rows_dead_letter_and_its_neighbours_are_stored() {
+    begin_test domain
+    register_apps "$APP"
+    # A domain named like a built-in type: bound as its base type, bigint,
+    # its CHECK left to PostgreSQL.
+    sql "CREATE DOMAIN public.int8 AS pg_catalog.int8 CHECK (VALUE > 0);
+         CREATE DOMAIN short_code AS varchar(4);
+         CREATE TABLE stock (
+           id             BIGSERIAL PRIMARY KEY,
+           application_id BIGINT NOT NULL REFERENCES apps_registry_application (id),
+           k              short_code NOT NULL,
+           qty            public.int8,
+           UNIQUE (application_id, k))" >/dev/null
+    local topic=stock-domain
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    definitions_with "$WORK/stock.json" '{"name": "stock", "batch_size": 100, "table": "stock",
+      "application": {"member": "package_name", "column": "application_id"},
+      "fields": [{"member": "k", "required": true}, {"member": "qty"}],
+      "key": ["application_id", "k"], "on_conflict": "nothing"}'
+    {
+        printf '{"package_name":"%s","k":"a","qty":5}\n' "$APP"
+        printf '{"package_name":"%s","k":"b","qty":-1}\n' "$APP"
+        printf '{"package_name":"%s","k":"cdef  ","qty":7}\n' "$APP"
+        printf '{"package_name":"%s","k":"toolong","qty":7}\n' "$APP"
+    } | produce "$topic" -p 0
+    start_service svc STORAGE_PIPELINES=stock "STORAGE_PIPELINES_FILE=$WORK/stock.json" "STORAGE_TOPIC_STOCK=$topic"
+    wait_committed "$GROUP_PREFIX.stock" "$topic" 0 4
+    stop_clean svc
+    assert_eq "a 5
+cdef 7" "$(sql "SELECT k || ' ' || qty FROM stock ORDER BY k")" "the neighbours stored, spaces beyond the length cut"
+    assert_eq "3|invalid_field|k: 7 characters, longer than the column's 4" \
+        "$(sql "SELECT kafka_offset || '|' || error_type || '|' || error_detail FROM dead_letter_events
+                WHERE error_type <> 'database_rejected'")" "the base type's rule, at decoding"
+    assert_contains "$(sql "SELECT kafka_offset || '|' || error_type || '|' || error_detail FROM dead_letter_events
+                            WHERE error_type = 'database_rejected'")" \
+        '1|database_rejected|' "the CHECK's refusal"
+    assert_contains "$(sql "SELECT error_detail FROM dead_letter_events WHERE error_type = 'database_rejected'")" \
+        'violates check constraint "int8_check"' "PostgreSQL's words"
+}
+
 test_a_definition_that_disagrees_with_the_database_stops_start_up() {
     begin_test mismatch
     # A field whose column the table lacks: exit 1 naming all three.
