@@ -334,6 +334,67 @@ static size_t append_int(event_t *ev, int64_t x)
     return event_append(ev, tmp, format_int(tmp, x));
 }
 
+/* Past the string that opens at s[i] ('"'); n if it never closes. */
+static size_t skip_string(const char *s, size_t n, size_t i)
+{
+    for (i++; i < n; i++) {
+        if (s[i] == '\\') i++;
+        else if (s[i] == '"') return i + 1;
+    }
+    return n;
+}
+
+static size_t skip_space(const char *s, size_t n, size_t i)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+    return i;
+}
+
+/* Past the value that starts at s[i]: a string, a container with
+ * everything in it, or a scalar up to the next delimiter. */
+static size_t skip_value(const char *s, size_t n, size_t i)
+{
+    if (i < n && s[i] == '"') return skip_string(s, n, i);
+    if (i < n && (s[i] == '{' || s[i] == '[')) {
+        size_t depth = 0;
+        while (i < n) {
+            char c = s[i];
+            if (c == '"') {
+                i = skip_string(s, n, i);
+                continue;
+            }
+            if (c == '{' || c == '[') depth++;
+            else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+            i++;
+        }
+        return n;
+    }
+    while (i < n && s[i] != '\0' && !strchr(",}] \t\n\r", s[i])) i++;
+    return i;
+}
+
+bool json_member_text(const char *doc, size_t len, size_t member, size_t *start, size_t *end)
+{
+    size_t i = skip_space(doc, len, 0);
+    if (i >= len || doc[i] != '{') return false;
+    i = skip_space(doc, len, i + 1);
+    for (size_t at = 0; i < len && doc[i] == '"'; at++) {
+        i = skip_space(doc, len, skip_string(doc, len, i));
+        if (i >= len || doc[i] != ':') return false;
+        i = skip_space(doc, len, i + 1);
+        size_t value_end = skip_value(doc, len, i);
+        if (at == member) {
+            *start = i;
+            *end = value_end;
+            return value_end > i;
+        }
+        i = skip_space(doc, len, value_end);
+        if (i >= len || doc[i] != ',') return false;
+        i = skip_space(doc, len, i + 1);
+    }
+    return false;
+}
+
 /* A top-level number's text as its producer sent it (json_member_text),
  * in *s and *n; a string standing where a number was read (the reference
  * reader's overflow marker, or a string equal to it) is named as a string. */
@@ -559,13 +620,86 @@ static int decode_counts(const field_spec_t *f, const jv_t *v, event_t *ev, size
     return 0;
 }
 
+/* A value PostgreSQL judges (DESIGN.md: Pipelines are declared): the
+ * decoder says only what text reaches it. */
+
+/* A string's characters as the type's text input (date, time, timestamp,
+ * bytea); U+0000 cannot reach PostgreSQL. */
+static int decode_text(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col, rejection_t *rej)
+{
+    size_t kept;
+    if (check_string(f->name, v, 0, INT64_MAX, false, &kept, rej)) return -1;
+    *col = event_append(ev, v->str, v->len);
+    return 0;
+}
+
+/* json, or jsonb without a kind: the member's JSON text as sent (json keeps
+ * it byte for byte). */
+static int decode_json(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, event_t *ev,
+                       size_t *col, rejection_t *rej)
+{
+    size_t start, end;
+    if (!json_member_text(doc, doc_len, v->member, &start, &end))
+        return reject(rej, ERROR_INVALID_FIELD, "%s: the value's text cannot be found", f->name);
+    *col = event_append(ev, doc + start, end - start);
+    return 0;
+}
+
+/* One element of an array literal, in double quotes ('"' and '\' escaped). */
+static void put_array_element(event_t *ev, const char *s, size_t n)
+{
+    event_put(ev, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"' || s[i] == '\\') event_put(ev, "\\", 1);
+        event_put(ev, s + i, 1);
+    }
+    event_put(ev, "\"", 1);
+}
+
+/* An array column: a JSON array written as PostgreSQL's array literal (its
+ * strings quoted, null as NULL; for json[] and jsonb[] each element's JSON
+ * text as sent), or a string holding a literal, handed over as it is. */
+static int decode_array(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, event_t *ev,
+                        size_t *col, rejection_t *rej)
+{
+    if (v->type == JV_STRING) return decode_text(f, v, ev, col, rej);
+    if (v->type != JV_ARRAY)
+        return reject(rej, ERROR_INVALID_FIELD, "%s: expected an array, got %s", f->name, jv_type_name(v));
+    size_t start = 0, end = 0, i = 0;
+    if (f->json_elements && !json_member_text(doc, doc_len, v->member, &start, &end))
+        return reject(rej, ERROR_INVALID_FIELD, "%s: the value's text cannot be found", f->name);
+    size_t at = ev->len, p = skip_space(doc, end, start + 1);
+    event_put(ev, "{", 1);
+    for (i = 0; i < v->count; i++) {
+        const jv_t *e = &v->items[i];
+        if (i) event_put(ev, ",", 1);
+        if (f->json_elements) { /* the element's text, from the member's */
+            size_t e_end = skip_value(doc, end, p);
+            put_array_element(ev, doc + p, e_end - p);
+            p = skip_space(doc, end, e_end);
+            p = skip_space(doc, end, p + (p < end && doc[p] == ','));
+        } else if (e->type == JV_NULL) {
+            event_put(ev, "NULL", 4);
+        } else if (e->type == JV_STRING && !memchr(e->str, '\0', e->len)) {
+            put_array_element(ev, e->str, e->len);
+        } else {
+            ev->len = at;
+            return reject(rej, ERROR_INVALID_FIELD, "%s[%zu]: expected a string or null, got %s", f->name, i,
+                          e->type == JV_STRING ? "a NUL character (U+0000)" : jv_type_name(e));
+        }
+    }
+    event_put(ev, "}", 1);
+    *col = event_end(ev, at);
+    return 0;
+}
+
 static int decode_field(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, event_t *ev,
                         size_t *col, int64_t *micros, rejection_t *rej)
 {
     int64_t x;
     /* A number beyond a double is judged on its text where a column takes
      * the text (NUMERIC holds it); elsewhere it is out of range. */
-    if (v->type == JV_OVERFLOW && f->kind != FIELD_NUMBER && f->kind != FIELD_DECIMAL)
+    if (v->type == JV_OVERFLOW && f->kind != FIELD_NUMBER && f->kind != FIELD_DECIMAL && f->kind != FIELD_JSON)
         return reject_overflow(rej, f->name);
     switch (f->kind) {
     case FIELD_STRING:
@@ -587,6 +721,9 @@ static int decode_field(const field_spec_t *f, const jv_t *v, const char *doc, s
     case FIELD_HISTOGRAM: return decode_histogram(f, v, ev, col, rej);
     case FIELD_DECIMAL: return decode_decimal(f, v, doc, doc_len, ev, col, rej);
     case FIELD_COUNTS: return decode_counts(f, v, ev, col, rej);
+    case FIELD_TEXT: return decode_text(f, v, ev, col, rej);
+    case FIELD_JSON: return decode_json(f, v, doc, doc_len, ev, col, rej);
+    case FIELD_ARRAY: return decode_array(f, v, doc, doc_len, ev, col, rej);
     }
     return reject(rej, ERROR_INVALID_FIELD, "%s: unsupported field kind", f->name);
 }
@@ -692,67 +829,6 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char
         if ((int)i == def->version_index) ev->version = micros;
     }
     return 0;
-}
-
-/* Past the string that opens at s[i] ('"'); n if it never closes. */
-static size_t skip_string(const char *s, size_t n, size_t i)
-{
-    for (i++; i < n; i++) {
-        if (s[i] == '\\') i++;
-        else if (s[i] == '"') return i + 1;
-    }
-    return n;
-}
-
-static size_t skip_space(const char *s, size_t n, size_t i)
-{
-    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
-    return i;
-}
-
-/* Past the value that starts at s[i]: a string, a container with
- * everything in it, or a scalar up to the next delimiter. */
-static size_t skip_value(const char *s, size_t n, size_t i)
-{
-    if (i < n && s[i] == '"') return skip_string(s, n, i);
-    if (i < n && (s[i] == '{' || s[i] == '[')) {
-        size_t depth = 0;
-        while (i < n) {
-            char c = s[i];
-            if (c == '"') {
-                i = skip_string(s, n, i);
-                continue;
-            }
-            if (c == '{' || c == '[') depth++;
-            else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
-            i++;
-        }
-        return n;
-    }
-    while (i < n && s[i] != '\0' && !strchr(",}] \t\n\r", s[i])) i++;
-    return i;
-}
-
-bool json_member_text(const char *doc, size_t len, size_t member, size_t *start, size_t *end)
-{
-    size_t i = skip_space(doc, len, 0);
-    if (i >= len || doc[i] != '{') return false;
-    i = skip_space(doc, len, i + 1);
-    for (size_t at = 0; i < len && doc[i] == '"'; at++) {
-        i = skip_space(doc, len, skip_string(doc, len, i));
-        if (i >= len || doc[i] != ':') return false;
-        i = skip_space(doc, len, i + 1);
-        size_t value_end = skip_value(doc, len, i);
-        if (at == member) {
-            *start = i;
-            *end = value_end;
-            return value_end > i;
-        }
-        i = skip_space(doc, len, value_end);
-        if (i >= len || doc[i] != ',') return false;
-        i = skip_space(doc, len, i + 1);
-    }
-    return false;
 }
 
 /* The reference reader: jansson, for every document the fast reader

@@ -45,7 +45,11 @@ typedef enum {
     FIELD_UUID,      /* canonical 8-4-4-4-12 hex, stored lower-case */
     FIELD_HISTOGRAM, /* array of exactly 5 integers within [min, max] */
     FIELD_DECIMAL,   /* NUMERIC (precision -1) or NUMERIC(precision, scale): the number's text */
-    FIELD_COUNTS     /* object of name -> integer count within [min, max], stored as JSON */
+    FIELD_COUNTS,    /* object of name -> integer count within [min, max], stored as JSON */
+    /* Judged by PostgreSQL (DESIGN.md: Pipelines are declared): */
+    FIELD_TEXT,      /* a JSON string, its characters handed over as the type's text input */
+    FIELD_JSON,      /* any JSON value, its text as sent (json, or jsonb without a kind) */
+    FIELD_ARRAY      /* a JSON array of strings (json_elements: of any values) as an array literal, or a string holding one */
 } field_kind_t;
 
 /* The column facts PostgreSQL's catalog gives (pg/catalog.c reads them). */
@@ -66,7 +70,12 @@ typedef enum {
     COLUMN_JSONB,
     COLUMN_INT8_ARRAY,
     COLUMN_INT4_ARRAY,
-    COLUMN_INT2_ARRAY
+    COLUMN_INT2_ARRAY,
+    /* Judged by PostgreSQL from the text handed over: */
+    COLUMN_TEXT_INPUT,   /* date, time, timestamp, bytea: the type's own text input */
+    COLUMN_JSON,
+    COLUMN_TEXT_ARRAY,   /* an array of text input: date[], time[], timestamp[], bytea[], char[], varchar[], text[] */
+    COLUMN_JSON_ARRAY    /* json[], jsonb[] */
 } column_type_t;
 
 typedef struct {
@@ -106,6 +115,7 @@ typedef struct {
     double dmin, dmax; /* FIELD_NUMBER: range (the declared bounds) */
     bool single;       /* FIELD_NUMBER: REAL, read as float4in reads it */
     bool pad;          /* FIELD_STRING: CHAR(n), stored padded with spaces to max characters */
+    bool json_elements; /* FIELD_ARRAY: elements are JSON values, each written as sent */
     int precision, scale; /* FIELD_DECIMAL: precision -1 for an unconstrained NUMERIC */
 } field_spec_t;
 

@@ -66,6 +66,15 @@ static bool is_int_array(column_type_t t)
     return t == COLUMN_INT2_ARRAY || t == COLUMN_INT4_ARRAY || t == COLUMN_INT8_ARRAY;
 }
 
+/* Whether two values of a field of this kind that PostgreSQL holds equal
+ * reach it as the same text (a number's text is as sent, PostgreSQL's
+ * judged types as given): only such a column may hold a natural key, which
+ * the batch compares by its text (core/batch.c). */
+static bool written_in_one_form(field_kind_t k)
+{
+    return k == FIELD_STRING || k == FIELD_INTEGER || k == FIELD_UUID || k == FIELD_TIMESTAMP || k == FIELD_BOOLEAN;
+}
+
 /* The decoder's check of field `f` from its column `c`. */
 static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fact_t *c, char *err, size_t errlen)
 {
@@ -124,9 +133,16 @@ static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fac
     case COLUMN_BOOL: f->kind = FIELD_BOOLEAN; return 0;
     case COLUMN_UUID: f->kind = FIELD_UUID; return 0;
     case COLUMN_TIMESTAMPTZ: f->kind = FIELD_TIMESTAMP; return 0;
-    case COLUMN_JSONB:
-        return mismatch(err, errlen, d, f, c->name,
-                        "a jsonb column is checked only as a declared kind: \"kind\": \"counts\"");
+    /* PostgreSQL judges these from the text handed over: a row it refuses
+     * is that row's dead letter (DESIGN.md: Pipelines are declared). */
+    case COLUMN_TEXT_INPUT: f->kind = FIELD_TEXT; return 0;
+    case COLUMN_JSON:
+    case COLUMN_JSONB: f->kind = FIELD_JSON; return 0;
+    case COLUMN_TEXT_ARRAY:
+    case COLUMN_JSON_ARRAY:
+        f->kind = FIELD_ARRAY;
+        f->json_elements = c->kind == COLUMN_JSON_ARRAY;
+        return 0;
     case COLUMN_INT2_ARRAY:
     case COLUMN_INT4_ARRAY:
     case COLUMN_INT8_ARRAY:
@@ -222,6 +238,11 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
             return mismatch(err, errlen, d, f, c->name,
                             "the column is NOT NULL and the field optional: declare it \"required\": true");
         if (bind_field(d, f, c, err, errlen)) return -1;
+        if (strcmp(f->name, d->key_field) == 0 && !written_in_one_form(f->kind))
+            return mismatch(err, errlen, d, f, c->name,
+                            "a natural key needs a column the decoder writes in one form (text, varchar, char, an "
+                            "integer, uuid, timestamptz, boolean), not %s: the batch compares keys by their text",
+                            c->type);
     }
     for (size_t i = 0; i < d->never_count; i++)
         if (!column_of(t, d->never_writes[i]))

@@ -17,6 +17,11 @@ static column_type_t column_type(const char *typname)
         {"int4", COLUMN_INT4},             {"int8", COLUMN_INT8},       {"numeric", COLUMN_NUMERIC},
         {"float4", COLUMN_FLOAT4},         {"float8", COLUMN_FLOAT8},   {"bool", COLUMN_BOOL},
         {"uuid", COLUMN_UUID},             {"timestamptz", COLUMN_TIMESTAMPTZ}, {"jsonb", COLUMN_JSONB},
+        {"date", COLUMN_TEXT_INPUT},       {"time", COLUMN_TEXT_INPUT}, {"timestamp", COLUMN_TEXT_INPUT},
+        {"bytea", COLUMN_TEXT_INPUT},      {"json", COLUMN_JSON},
+        {"_date", COLUMN_TEXT_ARRAY},      {"_time", COLUMN_TEXT_ARRAY}, {"_timestamp", COLUMN_TEXT_ARRAY},
+        {"_bytea", COLUMN_TEXT_ARRAY},     {"_bpchar", COLUMN_TEXT_ARRAY}, {"_varchar", COLUMN_TEXT_ARRAY},
+        {"_text", COLUMN_TEXT_ARRAY},      {"_json", COLUMN_JSON_ARRAY}, {"_jsonb", COLUMN_JSON_ARRAY},
         {"_int8", COLUMN_INT8_ARRAY},      {"_int4", COLUMN_INT4_ARRAY}, {"_int2", COLUMN_INT2_ARRAY},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)

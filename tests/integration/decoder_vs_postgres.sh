@@ -76,6 +76,25 @@ domain_cases() {
     cases money_amount 0.1 12345678901234567 1.005 1e10
 }
 
+# Types PostgreSQL judges: the decoder hands the JSON string (an array,
+# for arrays; any JSON value, for json and jsonb) over as text.
+judged_cases() {
+    cases date '"2026-11-29"' '"2026-02-30"' '"infinity"' '"20261129"' '" 2026-11-29 "' '"2026-11-29 BC"' '""' '"epoch"'
+    cases time '"12:34:56.789"' '"24:00:00"' '"25:00:00"' '"allballs"' '"12:34:56.1234567"'
+    cases 'timestamp without time zone' '"2026-11-29T12:34:56.1234567"' '"2026-11-29 12:34:56+03"' '"infinity"' \
+        '"294277-01-01"' '"2026-13-01"'
+    cases bytea '"\\x00ff"' '"\\xzz"' '"abc"' '"\\\\"'
+    cases 'character(3)[]' '"{a,b}"'
+    cases json '{"a": [1, 2.50, "x"], "b": {}}' '1e400' '"str"' 'true' '[ ]' '"\u0000"' '-0.0'
+    cases jsonb '{"b": 1, "a": [1.50, null]}' '"\u0000"' '1e400' '1e131072' '"x"'
+    cases 'date[]' '["2026-11-29", null]' '["2026-02-30"]' '[]' '"{2026-11-29,NULL}"' '"{2026-02-30}"'
+    cases 'text[]' '["a,b", "\"q\"", "back\\slash", "NULL", "", null, "{}", " x "]'
+    cases 'timestamp[]' '["2026-11-29T12:34:56", "infinity"]'
+    cases 'bytea[]' '["\\x00ff", "abc"]' '["\\xzz"]'
+    cases 'json[]' '[{"a": 1}, null, "s", [1, 2], 2.50]'
+    cases 'jsonb[]' '[{"b": 2, "a": 1}, 1.50]'
+}
+
 # Run the cases; fail naming every value where the two part ways.
 agree_on() { # cases...
     local out rc=0
@@ -104,6 +123,11 @@ test_the_decoder_and_postgresql_agree_on_domains_by_their_base_type() {
          CREATE DOMAIN shorter_code AS short_code CHECK (VALUE <> '');
          CREATE DOMAIN money_amount AS numeric(12,2)" >/dev/null
     domain_cases | agree_on
+}
+
+test_the_decoder_hands_postgresql_its_judged_types_as_postgresql_reads_them() {
+    fresh_db dvp_judged
+    judged_cases | agree_on
 }
 
 run_tests

@@ -12,11 +12,16 @@
  * readers, and its text as the producer meant it (a number's token, a
  * string's characters, anything else as written; for json and jsonb the
  * JSON text as written) is inserted into the table's column, as a client's
- * text is, in a transaction rolled back. They agree when:
- *   - the decoder accepts it  <=> PostgreSQL accepts it and stores that
- *     very value (for NUMERIC(p,s): the number is not rounded), and
- *   - an accepted value's column text, read by PostgreSQL, gives the same
- *     output as the published text.
+ * text is, in a transaction rolled back (a JSON array for an array column:
+ * its elements, as PostgreSQL's json_array_elements reads them). They
+ * agree when:
+ *   - for a type the decoder checks: it accepts the value <=> PostgreSQL
+ *     accepts it and stores that very value (for NUMERIC(p,s): the number
+ *     is not rounded), and an accepted value's column text, read by
+ *     PostgreSQL, gives the same output as the published text;
+ *   - for a type PostgreSQL judges: the decoder hands the value over, and
+ *     PostgreSQL reads the column text as it reads the published value:
+ *     both refused, or both stored alike.
  * Prints one line per case ("agree" or "DISAGREE") and exits 1 if any
  * disagree, 2 on a setup failure. */
 #include <jansson.h>
@@ -56,12 +61,14 @@ static void run(PGconn *pg, const char *sql)
     PQclear(r);
 }
 
-/* PostgreSQL's output of `text` stored in table dvp_T's column: 1 with
- * *out (freed by the caller), or 0 with its SQLSTATE and message in *out. */
-static int pg_reads(PGconn *pg, int table, const char *text, char **out)
+/* PostgreSQL's output of `text` stored in table dvp_T's column, given as
+ * `expr` ("$1": the text itself): 1 with *out (freed by the caller), or 0
+ * with its SQLSTATE and message in *out. */
+static int pg_reads(PGconn *pg, int table, const char *expr, const char *text, char **out)
 {
-    char sql[160];
-    snprintf(sql, sizeof sql, "INSERT INTO dvp_%d (application_id, k, v) VALUES (0, 1, $1) RETURNING v::text", table);
+    char sql[300];
+    snprintf(sql, sizeof sql, "INSERT INTO dvp_%d (application_id, k, v) VALUES (0, 1, %s) RETURNING v::text", table,
+             expr);
     const char *params[] = {text};
     run(pg, "BEGIN");
     PGresult *r = PQexecParams(pg, sql, 1, NULL, params, NULL, NULL, 0);
@@ -171,14 +178,26 @@ int main(int argc, char **argv)
         int n = snprintf(record, sizeof record, "{\"package_name\":\"p\",\"k\":1,\"v\":%s}", c->json);
         int rc = decode_record(def, record, (size_t)n, &ev, &rej);
         int ref_rc = decode_record_reference(def, record, (size_t)n, &ref, &ref_rej);
+        /* A JSON array for an array column: PostgreSQL's own reading of
+         * its elements (as text, or as JSON for json[] and jsonb[]). */
+        char expr[200] = "$1";
+        field_kind_t kind = def->fields[1].kind;
+        if (kind == FIELD_ARRAY && c->json[0] == '[')
+            snprintf(expr, sizeof expr, "ARRAY(SELECT json_array_elements%s($1::json))::%s",
+                     def->fields[1].json_elements ? "" : "_text", c->type);
         char *text = published(c->type, c->json), *pg_out = NULL, *pg_col = NULL;
-        int pg_ok = pg_reads(pg, c->pipeline, text, &pg_out);
-        int same_value = pg_ok && !(def->fields[1].kind == FIELD_DECIMAL && pg_rounds(pg, c->type, text));
+        int pg_ok = pg_reads(pg, c->pipeline, expr, text, &pg_out);
+        int same_value = pg_ok && !(kind == FIELD_DECIMAL && pg_rounds(pg, c->type, text));
+        /* PostgreSQL judges its types: the decoder hands every value over,
+         * and PostgreSQL must read the handed text as it reads the
+         * published one, refusal included. */
+        bool judged = kind == FIELD_TEXT || kind == FIELD_JSON || kind == FIELD_ARRAY;
         const char *col = rc == 0 ? event_column(&ev, 1) : NULL;
-        int agrees = rc == ref_rc && (rc == 0) == same_value &&
+        int agrees = rc == ref_rc && (judged ? rc == 0 : (rc == 0) == same_value) &&
                      (rc != 0 ? strcmp(rej.detail, ref_rej.detail) == 0 : event_equal(def, &ev, &ref));
         if (agrees && rc == 0 && col) {
-            agrees = pg_reads(pg, c->pipeline, col, &pg_col) && strcmp(pg_col, pg_out) == 0;
+            int col_ok = pg_reads(pg, c->pipeline, "$1", col, &pg_col);
+            agrees = col_ok == pg_ok && (!pg_ok || strcmp(pg_col, pg_out) == 0);
         }
         printf("%s %s %s: decoder %s [%s], postgres %s [%s]%s%s\n", agrees ? "agree" : "DISAGREE", c->type, c->json,
                rc == 0 ? "accepts" : "refuses", rc == 0 ? (col ? col : "<null>") : rej.detail,

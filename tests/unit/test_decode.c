@@ -1713,6 +1713,29 @@ static void a_char_column_is_padded_to_its_length_as_postgresql_stores_it(void *
     shipped_schema_bind();
 }
 
+static void types_postgresql_judges_are_handed_over_as_text(void **state)
+{
+    (void)state;
+    bind_with(APP, "app_stats", "version", column_typed("version", COLUMN_TEXT_INPUT, "date", -1, -1));
+    both_store(APP, "version", "\"2026-02-30\"", "2026-02-30"); /* PostgreSQL's to refuse */
+    both_refuse(APP, "version", "20261129", "expected a string, got an integer");
+    both_refuse(APP, "version", "\"a\\u0000b\"", "NUL");
+    /* json and jsonb without a kind: any JSON value, its text as sent. */
+    bind_with(APP, "app_stats", "title", column_typed("title", COLUMN_JSON, "json", -1, -1));
+    both_store(APP, "title", "{\"b\": [1, 2.50, \"\\u00e9\"], \"a\": {}}", "{\"b\": [1, 2.50, \"\\u00e9\"], \"a\": {}}");
+    both_store(APP, "title", "1e400", "1e400");
+    both_store(APP, "title", "\"\\u0000overflow\"", "\"\\u0000overflow\"");
+    /* Arrays: a JSON array as an array literal, or a string holding one. */
+    bind_with(APP, "app_stats", "version", column_typed("version", COLUMN_TEXT_ARRAY, "date[]", -1, -1));
+    both_store(APP, "version", "[\"2026-11-29\", null, \"a,\\\"b\\\\\"]", "{\"2026-11-29\",NULL,\"a,\\\"b\\\\\"}");
+    both_store(APP, "version", "[]", "{}");
+    both_store(APP, "version", "\"{2026-11-29}\"", "{2026-11-29}");
+    both_refuse(APP, "version", "[\"2026-11-29\", 5]", "version[1]: expected a string or null, got an integer");
+    bind_with(APP, "app_stats", "version", column_typed("version", COLUMN_JSON_ARRAY, "jsonb[]", -1, -1));
+    both_store(APP, "version", "[ {\"a\": \"]\"} , null,2.50 ]", "{\"{\\\"a\\\": \\\"]\\\"}\",\"null\",\"2.50\"}");
+    shipped_schema_bind();
+}
+
 static void every_uuid_form_postgresql_reads_is_stored_as_postgresql_writes_it(void **state)
 {
     (void)state;
@@ -2126,6 +2149,7 @@ int main(void)
         cmocka_unit_test(price_beyond_numeric_12_2_is_rejected),
         cmocka_unit_test(negative_price_is_rejected),
         cmocka_unit_test(upper_case_uuid_is_normalised_to_lower_case),
+        cmocka_unit_test(types_postgresql_judges_are_handed_over_as_text),
         cmocka_unit_test(every_uuid_form_postgresql_reads_is_stored_as_postgresql_writes_it),
         cmocka_unit_test(spaces_beyond_a_varchar_are_cut_as_postgresql_cuts_them),
         cmocka_unit_test(a_char_column_is_padded_to_its_length_as_postgresql_stores_it),
