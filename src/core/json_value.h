@@ -6,15 +6,13 @@
  * value here is that view: scalars with their value, containers with their
  * direct children; a child's own children are not kept (only its type is).
  *
- * Two readers fill it, and both give every top-level value its position
- * among the members, from which its text as sent is found when a column
- * needs it (json_member_text).
- *
  * Two readers fill it. json_fast_read (simdjson, src/core/json_fast.cpp)
  * reads ordinary documents and declines the rest; the decoder's reference
  * reader (jansson, src/core/decode.c) reads everything the fast one
  * declines, so every unusual document gets exactly the outcome it always
- * had. */
+ * had. Both give every top-level value its place among the members, from
+ * which its text as sent is found when a column takes it
+ * (json_member_text). */
 #ifndef STORAGE_JSON_VALUE_H
 #define STORAGE_JSON_VALUE_H
 

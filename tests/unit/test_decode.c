@@ -1574,6 +1574,35 @@ static void an_unconstrained_numeric_stores_every_digit_as_sent(void **state)
     shipped_schema_bind();
 }
 
+static field_spec_t *price_spec(void)
+{
+    return (field_spec_t *)&pipeline_get(APP)->fields[field_index(APP, "price")];
+}
+
+/* The definitions stay loaded between tests: the bound set here goes. */
+static int forget_price_bound(void **state)
+{
+    (void)state;
+    price_spec()->declared.max_set = false;
+    shipped_schema_bind();
+    return 0;
+}
+
+static void a_declared_bound_on_a_numeric_is_compared_exactly(void **state)
+{
+    (void)state;
+    bind_with(APP, "app_stats", "price", column_typed("price", COLUMN_NUMERIC, "numeric", -1, -1));
+    price_spec()->declared.max_set = true;
+    price_spec()->declared.max = 0.1; /* the double 0.1000000000000000055511151231257827021181583404541015625 */
+    both_store(APP, "price", "0.1", "0.1");
+    both_store(APP, "price", "1000e-4", "1000e-4");
+    both_store(APP, "price", "0.1000000000000000055511151231257827021181583404541015625",
+               "0.1000000000000000055511151231257827021181583404541015625");
+    /* Each reads as that double, and each is above it. */
+    both_refuse(APP, "price", "0.10000000000000000555111512312578270211815834045410156251", "above the maximum");
+    both_refuse(APP, "price", "0.10000000000000001", "above the maximum");
+}
+
 static void a_numeric_of_any_precision_is_checked_exactly_on_the_text(void **state)
 {
     (void)state;
@@ -2116,6 +2145,7 @@ int main(void)
         cmocka_unit_test(a_numbers_text_is_found_by_its_members_place),
         cmocka_unit_test(an_unconstrained_numeric_stores_every_digit_as_sent),
         cmocka_unit_test(a_numeric_of_any_precision_is_checked_exactly_on_the_text),
+        cmocka_unit_test_teardown(a_declared_bound_on_a_numeric_is_compared_exactly, forget_price_bound),
         cmocka_unit_test(real_is_judged_as_float4in_judges_it),
         cmocka_unit_test(double_precision_is_judged_as_float8in_judges_it),
         cmocka_unit_test(app_score_accepts_0_to_5_only),
