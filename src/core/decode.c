@@ -334,12 +334,17 @@ static size_t append_int(event_t *ev, int64_t x)
     return event_append(ev, tmp, format_int(tmp, x));
 }
 
-/* Past the string that opens at s[i] ('"'); n if it never closes. */
+/* Past the string that opens at s[i] ('"'); n if it never closes. A quote
+ * ends it unless an odd run of backslashes escapes it. */
 static size_t skip_string(const char *s, size_t n, size_t i)
 {
-    for (i++; i < n; i++) {
-        if (s[i] == '\\') i++;
-        else if (s[i] == '"') return i + 1;
+    for (i++; i < n;) {
+        const char *q = memchr(s + i, '"', n - i);
+        if (!q) return n;
+        size_t at = (size_t)(q - s), back = 0;
+        while (at - back > i && s[at - back - 1] == '\\') back++;
+        if (back % 2 == 0) return at + 1;
+        i = at + 1;
     }
     return n;
 }
@@ -369,21 +374,46 @@ static size_t skip_value(const char *s, size_t n, size_t i)
         }
         return n;
     }
-    while (i < n && s[i] != '\0' && !strchr(",}] \t\n\r", s[i])) i++;
+    for (; i < n; i++) {
+        switch (s[i]) {
+        case ',': case '}': case ']': case ' ': case '\t': case '\n': case '\r': case '\0': return i;
+        default: break;
+        }
+    }
     return i;
 }
 
-bool json_member_text(const char *doc, size_t len, size_t member, size_t *start, size_t *end)
+/* A record as sent, and where the last member looked for was found: the
+ * fields are read in their definition's order, most often the record's own,
+ * so each look resumes where the last one stopped (one pass for them all). */
+typedef struct {
+    const char *s;
+    size_t len;
+    bool started;
+    size_t member, pos; /* the member whose key starts at s[pos] */
+} record_text_t;
+
+static bool member_text(record_text_t *d, size_t member, size_t *start, size_t *end)
 {
-    size_t i = skip_space(doc, len, 0);
-    if (i >= len || doc[i] != '{') return false;
-    i = skip_space(doc, len, i + 1);
-    for (size_t at = 0; i < len && doc[i] == '"'; at++) {
+    const char *doc = d->s;
+    size_t len = d->len, i;
+    if (!d->started || member < d->member) {
+        i = skip_space(doc, len, 0);
+        if (i >= len || doc[i] != '{') return false;
+        d->started = true;
+        d->member = 0;
+        d->pos = skip_space(doc, len, i + 1);
+    }
+    i = d->pos;
+    for (size_t at = d->member; i < len && doc[i] == '"'; at++) {
+        size_t key = i;
         i = skip_space(doc, len, skip_string(doc, len, i));
         if (i >= len || doc[i] != ':') return false;
         i = skip_space(doc, len, i + 1);
         size_t value_end = skip_value(doc, len, i);
         if (at == member) {
+            d->member = at;
+            d->pos = key;
             *start = i;
             *end = value_end;
             return value_end > i;
@@ -395,20 +425,26 @@ bool json_member_text(const char *doc, size_t len, size_t member, size_t *start,
     return false;
 }
 
+bool json_member_text(const char *doc, size_t len, size_t member, size_t *start, size_t *end)
+{
+    record_text_t d = {doc, len, false, 0, 0};
+    return member_text(&d, member, start, end);
+}
+
 /* A top-level number's text as its producer sent it (json_member_text),
  * in *s and *n; a string standing where a number was read (the reference
  * reader's overflow marker, or a string equal to it) is named as a string. */
-static int number_text_of(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, const char **s,
+static int number_text_of(const field_spec_t *f, const jv_t *v, record_text_t *doc, const char **s,
                           size_t *n, rejection_t *rej)
 {
     size_t start, end;
     if (v->type != JV_INT && v->type != JV_REAL && v->type != JV_OVERFLOW)
         return reject(rej, ERROR_INVALID_FIELD, "%s: expected a number, got %s", f->name, jv_type_name(v));
-    if (!json_member_text(doc, doc_len, v->member, &start, &end))
+    if (!member_text(doc, v->member, &start, &end))
         return reject(rej, ERROR_INVALID_FIELD, "%s: the number's text cannot be found", f->name);
-    if (doc[start] == '"')
+    if (doc->s[start] == '"')
         return reject(rej, ERROR_INVALID_FIELD, "%s: expected a number, got a string", f->name);
-    *s = doc + start;
+    *s = doc->s + start;
     *n = end - start;
     return 0;
 }
@@ -421,13 +457,13 @@ static int number_text_of(const field_spec_t *f, const jv_t *v, const char *doc,
  * float8in would refuse it (out of range: an overflow, or a nonzero value
  * that underflows to zero); the declared bounds hold for the value
  * PostgreSQL stores. */
-static int decode_number(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, event_t *ev,
+static int decode_number(const field_spec_t *f, const jv_t *v, record_text_t *doc, event_t *ev,
                          size_t *col, rejection_t *rej)
 {
     const char *s;
     size_t n;
     double d;
-    if (number_text_of(f, v, doc, doc_len, &s, &n, rej)) return -1;
+    if (number_text_of(f, v, doc, &s, &n, rej)) return -1;
     if (number_text_float(s, n, f->single, &d))
         return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s is out of range for type %s", f->name, SHOWN(n), s,
                       ELLIPSIS(n), f->single ? "real" : "double precision");
@@ -443,13 +479,13 @@ static int decode_number(const field_spec_t *f, const jv_t *v, const char *doc, 
  * refuse it, and where NUMERIC(p,s) would store another number: more than
  * s decimals (PostgreSQL would round them away). The declared bounds are
  * compared exactly. */
-static int decode_decimal(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, event_t *ev,
+static int decode_decimal(const field_spec_t *f, const jv_t *v, record_text_t *doc, event_t *ev,
                           size_t *col, rejection_t *rej)
 {
     const char *s;
     size_t n;
     number_text_t x;
-    if (number_text_of(f, v, doc, doc_len, &s, &n, rej)) return -1;
+    if (number_text_of(f, v, doc, &s, &n, rej)) return -1;
     number_text_read(s, n, &x);
     switch (number_text_numeric_fit(&x, f->precision, f->scale)) {
     case NUMBER_FITS: break;
@@ -635,13 +671,13 @@ static int decode_text(const field_spec_t *f, const jv_t *v, event_t *ev, size_t
 
 /* json, or jsonb without a kind: the member's JSON text as sent (json keeps
  * it byte for byte). */
-static int decode_json(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, event_t *ev,
+static int decode_json(const field_spec_t *f, const jv_t *v, record_text_t *doc, event_t *ev,
                        size_t *col, rejection_t *rej)
 {
     size_t start, end;
-    if (!json_member_text(doc, doc_len, v->member, &start, &end))
+    if (!member_text(doc, v->member, &start, &end))
         return reject(rej, ERROR_INVALID_FIELD, "%s: the value's text cannot be found", f->name);
-    *col = event_append(ev, doc + start, end - start);
+    *col = event_append(ev, doc->s + start, end - start);
     return 0;
 }
 
@@ -659,25 +695,25 @@ static void put_array_element(event_t *ev, const char *s, size_t n)
 /* An array column: a JSON array written as PostgreSQL's array literal (its
  * strings quoted, null as NULL; for json[] and jsonb[] each element's JSON
  * text as sent), or a string holding a literal, handed over as it is. */
-static int decode_array(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, event_t *ev,
+static int decode_array(const field_spec_t *f, const jv_t *v, record_text_t *doc, event_t *ev,
                         size_t *col, rejection_t *rej)
 {
     if (v->type == JV_STRING) return decode_text(f, v, ev, col, rej);
     if (v->type != JV_ARRAY)
         return reject(rej, ERROR_INVALID_FIELD, "%s: expected an array, got %s", f->name, jv_type_name(v));
     size_t start = 0, end = 0, i = 0;
-    if (f->json_elements && !json_member_text(doc, doc_len, v->member, &start, &end))
+    if (f->json_elements && !member_text(doc, v->member, &start, &end))
         return reject(rej, ERROR_INVALID_FIELD, "%s: the value's text cannot be found", f->name);
-    size_t at = ev->len, p = skip_space(doc, end, start + 1);
+    size_t at = ev->len, p = skip_space(doc->s, end, start + 1);
     event_put(ev, "{", 1);
     for (i = 0; i < v->count; i++) {
         const jv_t *e = &v->items[i];
         if (i) event_put(ev, ",", 1);
         if (f->json_elements) { /* the element's text, from the member's */
-            size_t e_end = skip_value(doc, end, p);
-            put_array_element(ev, doc + p, e_end - p);
-            p = skip_space(doc, end, e_end);
-            p = skip_space(doc, end, p + (p < end && doc[p] == ','));
+            size_t e_end = skip_value(doc->s, end, p);
+            put_array_element(ev, doc->s + p, e_end - p);
+            p = skip_space(doc->s, end, e_end);
+            p = skip_space(doc->s, end, p + (p < end && doc->s[p] == ','));
         } else if (e->type == JV_NULL) {
             event_put(ev, "NULL", 4);
         } else if (e->type == JV_STRING && !memchr(e->str, '\0', e->len)) {
@@ -693,7 +729,7 @@ static int decode_array(const field_spec_t *f, const jv_t *v, const char *doc, s
     return 0;
 }
 
-static int decode_field(const field_spec_t *f, const jv_t *v, const char *doc, size_t doc_len, event_t *ev,
+static int decode_field(const field_spec_t *f, const jv_t *v, record_text_t *doc, event_t *ev,
                         size_t *col, int64_t *micros, rejection_t *rej)
 {
     int64_t x;
@@ -709,7 +745,7 @@ static int decode_field(const field_spec_t *f, const jv_t *v, const char *doc, s
         *col = append_int(ev, x);
         *micros = x; /* an integer orders observations as itself */
         return 0;
-    case FIELD_NUMBER: return decode_number(f, v, doc, doc_len, ev, col, rej);
+    case FIELD_NUMBER: return decode_number(f, v, doc, ev, col, rej);
     case FIELD_TIMESTAMP: return decode_timestamp(f, v, ev, col, micros, rej);
     case FIELD_BOOLEAN:
         if (v->type != JV_BOOL)
@@ -719,11 +755,11 @@ static int decode_field(const field_spec_t *f, const jv_t *v, const char *doc, s
         return 0;
     case FIELD_UUID: return decode_uuid(f, v, ev, col, rej);
     case FIELD_HISTOGRAM: return decode_histogram(f, v, ev, col, rej);
-    case FIELD_DECIMAL: return decode_decimal(f, v, doc, doc_len, ev, col, rej);
+    case FIELD_DECIMAL: return decode_decimal(f, v, doc, ev, col, rej);
     case FIELD_COUNTS: return decode_counts(f, v, ev, col, rej);
     case FIELD_TEXT: return decode_text(f, v, ev, col, rej);
-    case FIELD_JSON: return decode_json(f, v, doc, doc_len, ev, col, rej);
-    case FIELD_ARRAY: return decode_array(f, v, doc, doc_len, ev, col, rej);
+    case FIELD_JSON: return decode_json(f, v, doc, ev, col, rej);
+    case FIELD_ARRAY: return decode_array(f, v, doc, ev, col, rej);
     }
     return reject(rej, ERROR_INVALID_FIELD, "%s: unsupported field kind", f->name);
 }
@@ -802,9 +838,10 @@ static json_t *load_json(const void *value, size_t len, json_error_t *jerr, bool
 
 /* The record's values, whichever parser read them: package_name is vals[0],
  * field i is vals[i + 1]; doc is the record as sent. */
-static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char *doc, size_t doc_len, event_t *ev,
-                         rejection_t *rej)
+static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char *text, size_t text_len,
+                         event_t *ev, rejection_t *rej)
 {
+    record_text_t doc = {text, text_len, false, 0, 0};
     ev->len = 0;
     ev->version = 0;
     if (vals[0].type == JV_ABSENT || vals[0].type == JV_NULL)
@@ -824,7 +861,7 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char
             ev->col[i] = EVENT_NULL;
             continue;
         }
-        if (decode_field(f, v, doc, doc_len, ev, &ev->col[i], &micros, rej)) return -1;
+        if (decode_field(f, v, &doc, ev, &ev->col[i], &micros, rej)) return -1;
         /* A version is a timestamp or an integer (pipeline_bind holds it to that). */
         if ((int)i == def->version_index) ev->version = micros;
     }
