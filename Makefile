@@ -30,7 +30,7 @@ CXXFLAGS   += -std=c++17 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla -fno-ex
 BUILD   ?= build
 
 # The core knows neither Kafka nor PostgreSQL: unit tests link only these.
-CORE_SRC := src/log.c src/settings.c src/env_file.c src/core/timestamp.c src/core/decode.c \
+CORE_SRC := src/log.c src/settings.c src/env_file.c src/core/timestamp.c src/core/decode.c src/core/number_text.c \
             src/core/pipeline.c src/core/pipeline_bind.c src/core/retry.c src/core/batch.c src/core/app_cache.c src/core/utf8.c \
             src/core/clock.c src/worker.c src/metrics.c
 CORE_SRC += src/status_page.c $(BUILD)/pipelines_builtin.c
@@ -109,10 +109,16 @@ $(TSAN_BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(TSAN_SUPPORT) $(TSAN_BU
 	$(CC) $(CFLAGS) $(TSAN) -o $@ $(APP_SRC) $(MAIN_SRC) $(TSAN_SUPPORT) $(TSAN_BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
 
 sanitize: $(SAN_BUILD)/storage-consumer $(addprefix $(SAN_BUILD)/unit/,$(UNIT_TESTS)) \
-          $(BUILD)/fuzz/fuzz_decode
+          $(BUILD)/fuzz/fuzz_decode $(SAN_BUILD)/tests/decoder_vs_postgres
+
+# The decoder against PostgreSQL, value for value: the decoder's core, the
+# catalog's reading of a table, libpq (tests/integration/decoder_vs_postgres.sh).
+$(SAN_BUILD)/tests/decoder_vs_postgres: tests/support/decoder_vs_postgres.c $(CORE_SRC) src/pg/db.c src/pg/catalog.c $(SAN_BUILD)/obj/json_fast.o $(wildcard src/*.h src/*/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(CORE_SRC) src/pg/db.c src/pg/catalog.c $(SAN_BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
 
 # Coverage-guided fuzzing of the decoders (libFuzzer, clang), under ASan+UBSan.
-FUZZ_SRC := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_bind.c src/core/utf8.c $(BUILD)/pipelines_builtin.c \
+FUZZ_SRC := src/core/decode.c src/core/number_text.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_bind.c src/core/utf8.c $(BUILD)/pipelines_builtin.c \
             tests/support/shipped_schema.c
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 $(BUILD)/fuzz/json_fast.o: $(FAST_JSON) src/core/json_value.h
@@ -169,7 +175,7 @@ demo: deps
 # end, replay, network-metrics latency under load, CPU and memory cost, two
 # members against two connections, and the charts (bench/run.sh,
 # bench/charts.sh). Everything is built with the release flags above.
-BENCH_CORE := src/core/decode.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_bind.c src/core/utf8.c $(BUILD)/pipelines_builtin.c \
+BENCH_CORE := src/core/decode.c src/core/number_text.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_bind.c src/core/utf8.c $(BUILD)/pipelines_builtin.c \
               tests/support/shipped_schema.c
 
 $(BUILD)/bench/bare_pg: bench/bare_pg.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/json_value.h"
+#include "core/number_text.h"
 #include "core/timestamp.h"
 #include "core/utf8.h"
 
@@ -105,7 +106,9 @@ static int reject(rejection_t *rej, const char *type, const char *fmt, ...)
  * field. Such a number is replaced by this marker, the JSON string
  * "\u0000overflow", and the document parsed again: the field that holds it
  * is then rejected by name, or ignored when it is unknown. A real string
- * equal to the marker holds U+0000 and is rejected anyway. */
+ * equal to the marker is a string when no number was replaced (as the fast
+ * reader, which takes such a record, reads it); when one was, the fast
+ * reader declined the record and both readers' outcome is this one. */
 #define OVERFLOW_MARKER_JSON "\"\\u0000overflow\""
 static bool is_overflow_marker(const json_t *v)
 {
@@ -115,7 +118,7 @@ static bool is_overflow_marker(const json_t *v)
 
 /* A jansson value as the decoder reads it (json_value.h): scalars and a
  * container's type and size; children are added by ref_member. */
-static jv_t ref_scalar(const json_t *v)
+static jv_t ref_scalar(const json_t *v, bool markers)
 {
     jv_t out = {0};
     if (!v) return out; /* JV_ABSENT */
@@ -135,7 +138,7 @@ static jv_t ref_scalar(const json_t *v)
         out.real = json_real_value(v);
         break;
     case JSON_STRING:
-        out.type = is_overflow_marker(v) ? JV_OVERFLOW : JV_STRING;
+        out.type = markers && is_overflow_marker(v) ? JV_OVERFLOW : JV_STRING;
         out.str = json_string_value(v);
         out.len = json_string_length(v);
         break;
@@ -153,16 +156,16 @@ static jv_t ref_scalar(const json_t *v)
 
 /* A top-level member with its children, which live in *children and *keys
  * (freed by the caller). */
-static jv_t ref_member(const json_t *v, jv_t **children, jv_key_t **keys)
+static jv_t ref_member(const json_t *v, bool markers, jv_t **children, jv_key_t **keys)
 {
-    jv_t out = ref_scalar(v);
+    jv_t out = ref_scalar(v, markers);
     *children = NULL;
     *keys = NULL;
     if ((out.type != JV_ARRAY && out.type != JV_OBJECT) || out.count == 0) return out;
     jv_t *items = calloc(out.count, sizeof *items);
     if (!items) abort();
     if (out.type == JV_ARRAY) {
-        for (size_t i = 0; i < out.count; i++) items[i] = ref_scalar(json_array_get(v, i));
+        for (size_t i = 0; i < out.count; i++) items[i] = ref_scalar(json_array_get(v, i), markers);
     } else {
         jv_key_t *k = calloc(out.count, sizeof *k);
         if (!k) abort();
@@ -171,7 +174,7 @@ static jv_t ref_member(const json_t *v, jv_t **children, jv_key_t **keys)
         json_t *child;
         json_object_keylen_foreach((json_t *)v, key, key_len, child)
         {
-            items[i] = ref_scalar(child);
+            items[i] = ref_scalar(child, markers);
             k[i++] = (jv_key_t){key, key_len};
         }
         out.keys = *keys = k;
@@ -201,8 +204,6 @@ static const char *jv_type_name(const jv_t *v)
     return "an unknown value";
 }
 
-static bool jv_is_number(const jv_t *v) { return v->type == JV_INT || v->type == JV_REAL; }
-static double jv_number(const jv_t *v) { return v->type == JV_INT ? (double)v->integer : v->real; }
 
 /* UTF-8 characters in a string the parser has already validated. */
 static size_t utf8_chars(const char *s, size_t n)
@@ -213,9 +214,21 @@ static size_t utf8_chars(const char *s, size_t n)
     return chars;
 }
 
+/* The byte length of the first `chars` characters of s[0..n). */
+static size_t utf8_prefix(const char *s, size_t n, size_t chars)
+{
+    size_t i = 0;
+    for (; i < n; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80 && chars-- == 0) break;
+    return i;
+}
+
 /* A string usable as PostgreSQL text: no U+0000 (text cannot hold it; libpq
- * would silently truncate at it), length in characters within the column. */
-static int check_string(const char *name, const jv_t *v, int64_t min, int64_t max,
+ * would silently truncate at it), length in characters within the column.
+ * With `clip`, PostgreSQL's rule for VARCHAR(n) and CHAR(n): characters
+ * beyond n that are all spaces are cut away, any other makes it too long.
+ * *kept: the bytes stored. */
+static int check_string(const char *name, const jv_t *v, int64_t min, int64_t max, bool clip, size_t *kept,
                         rejection_t *rej)
 {
     if (v->type == JV_OVERFLOW) return reject_overflow(rej, name);
@@ -224,6 +237,7 @@ static int check_string(const char *name, const jv_t *v, int64_t min, int64_t ma
                       jv_type_name(v));
     const char *s = v->str;
     size_t n = v->len;
+    *kept = n;
     if (memchr(s, '\0', n))
         return reject(rej, ERROR_INVALID_FIELD,
                       "%s: contains a NUL character (U+0000), which PostgreSQL text cannot hold",
@@ -232,11 +246,35 @@ static int check_string(const char *name, const jv_t *v, int64_t min, int64_t ma
      * within max characters without counting them. */
     if ((int64_t)n <= max && (min <= 0 || (min == 1 && n > 0))) return 0;
     size_t chars = utf8_chars(s, n);
-    if ((int64_t)chars < min || (int64_t)chars > max) {
-        if (min > 0 && chars == 0) return reject(rej, ERROR_INVALID_FIELD, "%s: must not be empty", name);
-        return reject(rej, ERROR_INVALID_FIELD, "%s: %zu characters, longer than the column's %lld",
-                      name, chars, (long long)max);
+    if ((int64_t)chars > max) {
+        size_t at = clip ? utf8_prefix(s, n, (size_t)max) : 0;
+        for (size_t j = at; clip && j < n; j++)
+            if (s[j] != ' ') clip = false;
+        if (!clip)
+            return reject(rej, ERROR_INVALID_FIELD, "%s: %zu characters, longer than the column's %lld", name,
+                          chars, (long long)max);
+        *kept = at;
+        chars = (size_t)max;
     }
+    if ((int64_t)chars < min) {
+        if (chars == 0) return reject(rej, ERROR_INVALID_FIELD, "%s: must not be empty", name);
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %zu characters, fewer than the minimum %lld", name, chars,
+                      (long long)min);
+    }
+    return 0;
+}
+
+/* VARCHAR(n), CHAR(n), TEXT: the string as PostgreSQL stores it (CHAR(n)
+ * padded with spaces to n characters). */
+static int decode_string(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col, rejection_t *rej)
+{
+    size_t kept;
+    if (check_string(f->name, v, f->min, f->max, true, &kept, rej)) return -1;
+    size_t at = ev->len;
+    event_put(ev, v->str, kept);
+    if (f->pad)
+        for (size_t chars = utf8_chars(v->str, kept); (int64_t)chars < f->max; chars++) event_put(ev, " ", 1);
+    *col = event_end(ev, at);
     return 0;
 }
 
@@ -296,49 +334,179 @@ static size_t append_int(event_t *ev, int64_t x)
     return event_append(ev, tmp, format_int(tmp, x));
 }
 
-static int decode_number(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col,
-                         rejection_t *rej)
+/* Past the string that opens at s[i] ('"'); n if it never closes. A quote
+ * ends it unless an odd run of backslashes escapes it. */
+static size_t skip_string(const char *s, size_t n, size_t i)
 {
-    if (!jv_is_number(v))
-        return reject(rej, ERROR_INVALID_FIELD, "%s: expected a number, got %s", f->name,
-                      jv_type_name(v));
-    double d = jv_number(v);
-    if (!isfinite(d))
-        return reject(rej, ERROR_INVALID_FIELD, "%s: not a finite number", f->name);
-    if (d < f->dmin || d > f->dmax)
-        return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g is out of range %g..%g", f->name, d,
-                      f->dmin, f->dmax);
-    char tmp[32];
-    /* %.17g round-trips every double exactly through float8 input. */
-    int n = snprintf(tmp, sizeof tmp, "%.17g", d + 0.0); /* + 0.0: no "-0" */
-    *col = event_append(ev, tmp, (size_t)n);
+    for (i++; i < n;) {
+        const char *q = memchr(s + i, '"', n - i);
+        if (!q) return n;
+        size_t at = (size_t)(q - s), back = 0;
+        while (at - back > i && s[at - back - 1] == '\\') back++;
+        if (back % 2 == 0) return at + 1;
+        i = at + 1;
+    }
+    return n;
+}
+
+static size_t skip_space(const char *s, size_t n, size_t i)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+    return i;
+}
+
+/* Past the value that starts at s[i]: a string, a container with
+ * everything in it, or a scalar up to the next delimiter. */
+static size_t skip_value(const char *s, size_t n, size_t i)
+{
+    if (i < n && s[i] == '"') return skip_string(s, n, i);
+    if (i < n && (s[i] == '{' || s[i] == '[')) {
+        size_t depth = 0;
+        while (i < n) {
+            char c = s[i];
+            if (c == '"') {
+                i = skip_string(s, n, i);
+                continue;
+            }
+            if (c == '{' || c == '[') depth++;
+            else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+            i++;
+        }
+        return n;
+    }
+    for (; i < n; i++) {
+        switch (s[i]) {
+        case ',': case '}': case ']': case ' ': case '\t': case '\n': case '\r': case '\0': return i;
+        default: break;
+        }
+    }
+    return i;
+}
+
+/* A record as sent, and where the last member looked for was found: the
+ * fields are read in their definition's order, most often the record's own,
+ * so each look resumes where the last one stopped (one pass for them all). */
+typedef struct {
+    const char *s;
+    size_t len;
+    bool started;
+    size_t member, pos; /* the member whose key starts at s[pos] */
+} record_text_t;
+
+static bool member_text(record_text_t *d, size_t member, size_t *start, size_t *end)
+{
+    const char *doc = d->s;
+    size_t len = d->len, i;
+    if (!d->started || member < d->member) {
+        i = skip_space(doc, len, 0);
+        if (i >= len || doc[i] != '{') return false;
+        d->started = true;
+        d->member = 0;
+        d->pos = skip_space(doc, len, i + 1);
+    }
+    i = d->pos;
+    for (size_t at = d->member; i < len && doc[i] == '"'; at++) {
+        size_t key = i;
+        i = skip_space(doc, len, skip_string(doc, len, i));
+        if (i >= len || doc[i] != ':') return false;
+        i = skip_space(doc, len, i + 1);
+        size_t value_end = skip_value(doc, len, i);
+        if (at == member) {
+            d->member = at;
+            d->pos = key;
+            *start = i;
+            *end = value_end;
+            return value_end > i;
+        }
+        i = skip_space(doc, len, value_end);
+        if (i >= len || doc[i] != ',') return false;
+        i = skip_space(doc, len, i + 1);
+    }
+    return false;
+}
+
+bool json_member_text(const char *doc, size_t len, size_t member, size_t *start, size_t *end)
+{
+    record_text_t d = {doc, len, false, 0, 0};
+    return member_text(&d, member, start, end);
+}
+
+/* A top-level number's text as its producer sent it (json_member_text),
+ * in *s and *n; a string standing where a number was read (the reference
+ * reader's overflow marker, or a string equal to it) is named as a string. */
+static int number_text_of(const field_spec_t *f, const jv_t *v, record_text_t *doc, const char **s,
+                          size_t *n, rejection_t *rej)
+{
+    size_t start, end;
+    if (v->type != JV_INT && v->type != JV_REAL && v->type != JV_OVERFLOW)
+        return reject(rej, ERROR_INVALID_FIELD, "%s: expected a number, got %s", f->name, jv_type_name(v));
+    if (!member_text(doc, v->member, &start, &end))
+        return reject(rej, ERROR_INVALID_FIELD, "%s: the number's text cannot be found", f->name);
+    if (doc->s[start] == '"')
+        return reject(rej, ERROR_INVALID_FIELD, "%s: expected a number, got a string", f->name);
+    *s = doc->s + start;
+    *n = end - start;
     return 0;
 }
 
-/* NUMERIC(p,s): at most s decimals, below 10^(p-s). The JSON text is gone
- * once parsed, so the check is on the double: a number written with at most
- * s decimals parses to the double nearest c/10^s for its whole number c,
- * which is exactly what c / 10^s computes (c < 2^53, which binding holds
- * to: p <= 15; one correctly rounded division). Any other double has more
- * decimals, whatever its magnitude. */
-static int decode_decimal(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col,
-                          rejection_t *rej)
+/* At most 40 characters of a number's text, for a detail. */
+#define SHOWN(n) (int)((n) > 40 ? 40 : (n))
+#define ELLIPSIS(n) ((n) > 40 ? "..." : "")
+
+/* REAL and DOUBLE PRECISION: the text as sent, refused where float4in or
+ * float8in would refuse it (out of range: an overflow, or a nonzero value
+ * that underflows to zero); the declared bounds hold for the value
+ * PostgreSQL stores. */
+static int decode_number(const field_spec_t *f, const jv_t *v, record_text_t *doc, event_t *ev,
+                         size_t *col, rejection_t *rej)
 {
-    if (!jv_is_number(v))
-        return reject(rej, ERROR_INVALID_FIELD, "%s: expected a number, got %s", f->name,
-                      jv_type_name(v));
-    double d = jv_number(v);
-    if (!isfinite(d) || d < f->dmin || d > f->dmax)
-        return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g is out of range %.*f..%.*f", f->name, d,
-                      f->scale, f->dmin, f->scale, f->dmax);
-    static const double pow10[] = {1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
-    double unit = pow10[f->scale];
-    double whole = nearbyint(d * unit);
-    if (whole / unit != d)
-        return reject(rej, ERROR_INVALID_FIELD, "%s: %.17g has more than %d decimals", f->name, d, f->scale);
-    char tmp[48];
-    int n = snprintf(tmp, sizeof tmp, "%.*f", f->scale, whole / unit + 0.0); /* + 0.0: no "-0" */
-    *col = event_append(ev, tmp, (size_t)n);
+    const char *s;
+    size_t n;
+    double d;
+    if (number_text_of(f, v, doc, &s, &n, rej)) return -1;
+    if (number_text_float(s, n, f->single, &d))
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s is out of range for type %s", f->name, SHOWN(n), s,
+                      ELLIPSIS(n), f->single ? "real" : "double precision");
+    if (d < f->dmin || d > f->dmax)
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s is out of range %.17g..%.17g", f->name, SHOWN(n), s,
+                      ELLIPSIS(n), f->dmin, f->dmax);
+    *col = event_append(ev, s, n);
+    return 0;
+}
+
+/* NUMERIC and NUMERIC(p,s): the text as sent, never through a double
+ * (NUMERIC keeps every digit of its input). Refused where numeric_in would
+ * refuse it, and where NUMERIC(p,s) would store another number: more than
+ * s decimals (PostgreSQL would round them away). The declared bounds are
+ * compared exactly. */
+static int decode_decimal(const field_spec_t *f, const jv_t *v, record_text_t *doc, event_t *ev,
+                          size_t *col, rejection_t *rej)
+{
+    const char *s;
+    size_t n;
+    number_text_t x;
+    if (number_text_of(f, v, doc, &s, &n, rej)) return -1;
+    number_text_read(s, n, &x);
+    switch (number_text_numeric_fit(&x, f->precision, f->scale)) {
+    case NUMBER_FITS: break;
+    case NUMBER_OVERFLOWS_NUMERIC:
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s overflows numeric format", f->name, SHOWN(n), s,
+                      ELLIPSIS(n));
+    case NUMBER_BEYOND_PRECISION:
+        return reject(rej, ERROR_INVALID_FIELD,
+                      "%s: %.*s%s is out of range for numeric(%d,%d) (an absolute value below 1e%d)", f->name,
+                      SHOWN(n), s, ELLIPSIS(n), f->precision, f->scale, f->precision - f->scale);
+    case NUMBER_MORE_DECIMALS:
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s has more than %d decimals", f->name, SHOWN(n), s,
+                      ELLIPSIS(n), f->scale);
+    }
+    if (f->declared.min_set && number_text_compare(&x, s, n, f->declared.min) < 0)
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s is below the minimum %.17g", f->name, SHOWN(n), s,
+                      ELLIPSIS(n), f->declared.min);
+    if (f->declared.max_set && number_text_compare(&x, s, n, f->declared.max) > 0)
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %.*s%s is above the maximum %.17g", f->name, SHOWN(n), s,
+                      ELLIPSIS(n), f->declared.max);
+    *col = event_append(ev, s, n);
     return 0;
 }
 
@@ -365,29 +533,32 @@ static int hexval(char c)
     return -1;
 }
 
+/* UUID: every form uuid_in reads (PostgreSQL 15): an optional pair of
+ * braces around 32 hexadecimal digits, either case, with a hyphen allowed
+ * after any group of four; stored as PostgreSQL writes it, 8-4-4-4-12 in
+ * lower case. */
 static int decode_uuid(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col,
                        rejection_t *rej)
 {
     if (v->type != JV_STRING)
         return reject(rej, ERROR_INVALID_FIELD, "%s: expected a UUID string, got %s", f->name,
                       jv_type_name(v));
-    const char *s = v->str;
-    size_t n = v->len;
-    char out[37];
-    bool ok = n == 36;
-    for (size_t i = 0; ok && i < 36; i++) {
-        if (i == 8 || i == 13 || i == 18 || i == 23) {
-            ok = s[i] == '-';
-            out[i] = '-';
-        } else {
-            int h = hexval(s[i]);
-            ok = h >= 0;
-            out[i] = "0123456789abcdef"[h & 15];
-        }
+    const char *s = v->str, *end = v->str + v->len;
+    char out[36];
+    size_t o = 0;
+    bool braces = s < end && *s == '{', ok = true;
+    s += braces;
+    for (int i = 0; ok && i < 32; i++) {
+        int h = s < end ? hexval(*s++) : -1;
+        ok = h >= 0;
+        if (i == 8 || i == 12 || i == 16 || i == 20) out[o++] = '-';
+        out[o++] = "0123456789abcdef"[h & 15];
+        if (i % 4 == 3 && i < 31 && s < end && *s == '-') s++;
     }
-    if (!ok)
+    if (ok && braces) ok = s < end && *s++ == '}';
+    if (!ok || s != end)
         return reject(rej, ERROR_INVALID_FIELD,
-                      "%s: not a UUID (expected 8-4-4-4-12 hexadecimal digits)", f->name);
+                      "%s: not a UUID (expected 32 hexadecimal digits, as 8-4-4-4-12 or in braces)", f->name);
     *col = event_append(ev, out, 36);
     return 0;
 }
@@ -485,22 +656,96 @@ static int decode_counts(const field_spec_t *f, const jv_t *v, event_t *ev, size
     return 0;
 }
 
-static int decode_field(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col,
-                        int64_t *micros, rejection_t *rej)
+/* A value PostgreSQL judges (DESIGN.md: Pipelines are declared): the
+ * decoder says only what text reaches it. */
+
+/* A string's characters as the type's text input (date, time, timestamp,
+ * bytea); U+0000 cannot reach PostgreSQL. */
+static int decode_text(const field_spec_t *f, const jv_t *v, event_t *ev, size_t *col, rejection_t *rej)
+{
+    size_t kept;
+    if (check_string(f->name, v, 0, INT64_MAX, false, &kept, rej)) return -1;
+    *col = event_append(ev, v->str, v->len);
+    return 0;
+}
+
+/* json, or jsonb without a kind: the member's JSON text as sent (json keeps
+ * it byte for byte). */
+static int decode_json(const field_spec_t *f, const jv_t *v, record_text_t *doc, event_t *ev,
+                       size_t *col, rejection_t *rej)
+{
+    size_t start, end;
+    if (!member_text(doc, v->member, &start, &end))
+        return reject(rej, ERROR_INVALID_FIELD, "%s: the value's text cannot be found", f->name);
+    *col = event_append(ev, doc->s + start, end - start);
+    return 0;
+}
+
+/* One element of an array literal, in double quotes ('"' and '\' escaped). */
+static void put_array_element(event_t *ev, const char *s, size_t n)
+{
+    event_put(ev, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"' || s[i] == '\\') event_put(ev, "\\", 1);
+        event_put(ev, s + i, 1);
+    }
+    event_put(ev, "\"", 1);
+}
+
+/* An array column: a JSON array written as PostgreSQL's array literal (its
+ * strings quoted, null as NULL; for json[] and jsonb[] each element's JSON
+ * text as sent), or a string holding a literal, handed over as it is. */
+static int decode_array(const field_spec_t *f, const jv_t *v, record_text_t *doc, event_t *ev,
+                        size_t *col, rejection_t *rej)
+{
+    if (v->type == JV_STRING) return decode_text(f, v, ev, col, rej);
+    if (v->type != JV_ARRAY)
+        return reject(rej, ERROR_INVALID_FIELD, "%s: expected an array, got %s", f->name, jv_type_name(v));
+    size_t start = 0, end = 0, i = 0;
+    if (f->json_elements && !member_text(doc, v->member, &start, &end))
+        return reject(rej, ERROR_INVALID_FIELD, "%s: the value's text cannot be found", f->name);
+    size_t at = ev->len, p = skip_space(doc->s, end, start + 1);
+    event_put(ev, "{", 1);
+    for (i = 0; i < v->count; i++) {
+        const jv_t *e = &v->items[i];
+        if (i) event_put(ev, ",", 1);
+        if (f->json_elements) { /* the element's text, from the member's */
+            size_t e_end = skip_value(doc->s, end, p);
+            put_array_element(ev, doc->s + p, e_end - p);
+            p = skip_space(doc->s, end, e_end);
+            p = skip_space(doc->s, end, p + (p < end && doc->s[p] == ','));
+        } else if (e->type == JV_NULL) {
+            event_put(ev, "NULL", 4);
+        } else if (e->type == JV_STRING && !memchr(e->str, '\0', e->len)) {
+            put_array_element(ev, e->str, e->len);
+        } else {
+            ev->len = at;
+            return reject(rej, ERROR_INVALID_FIELD, "%s[%zu]: expected a string or null, got %s", f->name, i,
+                          e->type == JV_STRING ? "a NUL character (U+0000)" : jv_type_name(e));
+        }
+    }
+    event_put(ev, "}", 1);
+    *col = event_end(ev, at);
+    return 0;
+}
+
+static int decode_field(const field_spec_t *f, const jv_t *v, record_text_t *doc, event_t *ev,
+                        size_t *col, int64_t *micros, rejection_t *rej)
 {
     int64_t x;
-    if (v->type == JV_OVERFLOW) return reject_overflow(rej, f->name);
+    /* A number beyond a double is judged on its text where a column takes
+     * the text (NUMERIC holds it); elsewhere it is out of range. */
+    if (v->type == JV_OVERFLOW && f->kind != FIELD_NUMBER && f->kind != FIELD_DECIMAL && f->kind != FIELD_JSON)
+        return reject_overflow(rej, f->name);
     switch (f->kind) {
     case FIELD_STRING:
-        if (check_string(f->name, v, f->min, f->max, rej)) return -1;
-        *col = event_append(ev, v->str, v->len);
-        return 0;
+        return decode_string(f, v, ev, col, rej);
     case FIELD_INTEGER:
         if (get_integer(f->name, v, f->min, f->max, &x, rej)) return -1;
         *col = append_int(ev, x);
         *micros = x; /* an integer orders observations as itself */
         return 0;
-    case FIELD_NUMBER: return decode_number(f, v, ev, col, rej);
+    case FIELD_NUMBER: return decode_number(f, v, doc, ev, col, rej);
     case FIELD_TIMESTAMP: return decode_timestamp(f, v, ev, col, micros, rej);
     case FIELD_BOOLEAN:
         if (v->type != JV_BOOL)
@@ -510,8 +755,11 @@ static int decode_field(const field_spec_t *f, const jv_t *v, event_t *ev, size_
         return 0;
     case FIELD_UUID: return decode_uuid(f, v, ev, col, rej);
     case FIELD_HISTOGRAM: return decode_histogram(f, v, ev, col, rej);
-    case FIELD_DECIMAL: return decode_decimal(f, v, ev, col, rej);
+    case FIELD_DECIMAL: return decode_decimal(f, v, doc, ev, col, rej);
     case FIELD_COUNTS: return decode_counts(f, v, ev, col, rej);
+    case FIELD_TEXT: return decode_text(f, v, ev, col, rej);
+    case FIELD_JSON: return decode_json(f, v, doc, ev, col, rej);
+    case FIELD_ARRAY: return decode_array(f, v, doc, ev, col, rej);
     }
     return reject(rej, ERROR_INVALID_FIELD, "%s: unsupported field kind", f->name);
 }
@@ -551,8 +799,8 @@ static size_t number_start(const char *s, size_t end)
  * a double (a known integer field then refuses it, out of range, naming it;
  * every other integer of the record stays an exact integer, whatever an
  * unknown member holds); a number beyond a double is replaced by the
- * overflow marker. Returns the document or NULL with *jerr. */
-static json_t *load_json(const void *value, size_t len, json_error_t *jerr)
+ * overflow marker (*markers set). Returns the document or NULL with *jerr. */
+static json_t *load_json(const void *value, size_t len, json_error_t *jerr, bool *markers)
 {
     /* JSON_REJECT_DUPLICATES: a key given twice is a classic way to smuggle
      * a value past validation. JSON_ALLOW_NUL: let \u0000 through the parser
@@ -576,6 +824,7 @@ static json_t *load_json(const void *value, size_t len, json_error_t *jerr)
         memcpy(next, text, start);
         memcpy(next + start, put, put_len);
         if (integer) memcpy(next + start + put_len, ".0", 2);
+        *markers |= !integer;
         memcpy(next + start + grown, text + end, len - end);
         len = len - (end - start) + grown;
         free(copy);
@@ -588,15 +837,17 @@ static json_t *load_json(const void *value, size_t len, json_error_t *jerr)
 }
 
 /* The record's values, whichever parser read them: package_name is vals[0],
- * field i is vals[i + 1]. */
-static int decode_values(const pipeline_def_t *def, const jv_t *vals, event_t *ev,
-                         rejection_t *rej)
+ * field i is vals[i + 1]; doc is the record as sent. */
+static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char *text, size_t text_len,
+                         event_t *ev, rejection_t *rej)
 {
+    record_text_t doc = {text, text_len, false, 0, 0};
     ev->len = 0;
     ev->version = 0;
     if (vals[0].type == JV_ABSENT || vals[0].type == JV_NULL)
         return reject(rej, ERROR_MISSING_FIELD, "%s: required field is missing", def->app_member);
-    if (check_string(def->app_member, &vals[0], 1, 255, rej)) return -1;
+    size_t kept;
+    if (check_string(def->app_member, &vals[0], 1, 255, false, &kept, rej)) return -1;
     ev->package_name = event_append(ev, vals[0].str, vals[0].len);
 
     for (size_t i = 0; i < def->field_count; i++) {
@@ -610,7 +861,7 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, event_t *e
             ev->col[i] = EVENT_NULL;
             continue;
         }
-        if (decode_field(f, v, ev, &ev->col[i], &micros, rej)) return -1;
+        if (decode_field(f, v, &doc, ev, &ev->col[i], &micros, rej)) return -1;
         /* A version is a timestamp or an integer (pipeline_bind holds it to that). */
         if ((int)i == def->version_index) ev->version = micros;
     }
@@ -623,7 +874,8 @@ static int decode_reference(const pipeline_def_t *def, const void *value, size_t
                             const jv_key_t *names, size_t n, event_t *ev, rejection_t *rej)
 {
     json_error_t jerr;
-    json_t *root = load_json(value, len, &jerr);
+    bool markers = false;
+    json_t *root = load_json(value, len, &jerr, &markers);
     if (!root) return reject_parse_error(&jerr, rej);
     int rc = -1;
     /* Only the n members read are set (zeroing all of PIPELINE_MAX_FIELDS
@@ -635,13 +887,27 @@ static int decode_reference(const pipeline_def_t *def, const void *value, size_t
     memset(children, 0, n * sizeof *children);
     memset(keys, 0, n * sizeof *keys);
     if (!json_is_object(root)) {
-        jv_t r = ref_scalar(root);
+        jv_t r = ref_scalar(root, markers);
         reject(rej, ERROR_INVALID_JSON, "expected a JSON object, got %s", jv_type_name(&r));
         goto out;
     }
-    for (size_t k = 0; k < n; k++)
-        vals[k] = ref_member(json_object_get(root, names[k].str), &children[k], &keys[k]);
-    rc = decode_values(def, vals, ev, rej);
+    /* In document order, as the fast reader meets them: a member's
+     * position finds its text (json_member_text). jansson keeps an
+     * object's members in the order they were read. */
+    const char *key;
+    size_t key_len, position = 0;
+    json_t *member;
+    json_object_keylen_foreach(root, key, key_len, member)
+    {
+        size_t k = 0;
+        while (k < n && !(names[k].len == key_len && memcmp(names[k].str, key, key_len) == 0)) k++;
+        if (k < n) {
+            vals[k] = ref_member(member, markers, &children[k], &keys[k]);
+            vals[k].member = position;
+        }
+        position++;
+    }
+    rc = decode_values(def, vals, value, len, ev, rej);
 out:
     for (size_t k = 0; k < n; k++) {
         free(children[k]);
@@ -660,7 +926,7 @@ static int decode_with(const pipeline_def_t *def, const void *value, size_t len,
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
     size_t n = def->field_count + 1;
-    if (fast && json_fast_read(value, len, def->members, n, vals)) return decode_values(def, vals, ev, rej);
+    if (fast && json_fast_read(value, len, def->members, n, vals)) return decode_values(def, vals, value, len, ev, rej);
     return decode_reference(def, value, len, def->members, n, ev, rej);
 }
 

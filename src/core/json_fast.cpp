@@ -149,11 +149,13 @@ extern "C" bool json_fast_read(const void *data, size_t len, const jv_key_t *nam
     r.first_child.assign(n, 0);
     r.first_key.assign(n, 0);
     for (size_t k = 0; k < n; k++) out[k] = jv_t{};
+    size_t position = 0;
     for (auto member : as_object(root)) {
-        size_t k = 0;
+        size_t k = 0, at = position++;
         while (k < n && member.key != std::string_view(names[k].str, names[k].len)) k++;
         if (k == n) continue; /* unknown members are ignored (DESIGN.md: The message contract) */
         out[k] = scalar(member.value);
+        out[k].member = at;
         r.first_child[k] = r.items.size();
         r.first_key[k] = r.keys.size();
         if (out[k].type == JV_ARRAY) {

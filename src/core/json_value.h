@@ -10,7 +10,9 @@
  * reads ordinary documents and declines the rest; the decoder's reference
  * reader (jansson, src/core/decode.c) reads everything the fast one
  * declines, so every unusual document gets exactly the outcome it always
- * had. */
+ * had. Both give every top-level value its place among the members, from
+ * which its text as sent is found when a column takes it
+ * (json_member_text). */
 #ifndef STORAGE_JSON_VALUE_H
 #define STORAGE_JSON_VALUE_H
 
@@ -49,7 +51,21 @@ typedef struct jv {
     const struct jv *items; /* JV_ARRAY: elements; JV_OBJECT: values */
     const jv_key_t *keys;   /* JV_OBJECT: keys[i] names items[i] */
     size_t count;           /* containers: number of children (kept only one level down) */
+    /* A top-level member's value: its position among the document's
+     * top-level members, so its text as sent can be found again
+     * (json_member_text). Children leave it 0. */
+    size_t member;
 } jv_t;
+
+/* The text of the `member`-th value of the top-level object in the `len`
+ * bytes at `doc`, exactly as written (a number's digits, a string with its
+ * quotes and escapes, a container whole): *start and *end delimit it.
+ * The document must be one a reader above accepted: an object, valid JSON.
+ * Returns false when there is no such member (a caller bug). Neither
+ * reader keeps a number's text (simdjson's DOM and jansson both hold the
+ * double), so the decoder finds it here when a column takes it as sent
+ * (DESIGN.md: Two parsers, one outcome). */
+bool json_member_text(const char *doc, size_t len, size_t member, size_t *start, size_t *end);
 
 /* Read `len` bytes at `data` with simdjson and fill out[k] with the member
  * named names[k] of the top-level object (JV_ABSENT when there is none).

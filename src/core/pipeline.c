@@ -529,6 +529,7 @@ const char *pipeline_kind_name(field_kind_t kind)
         [FIELD_STRING] = "string",     [FIELD_INTEGER] = "integer",     [FIELD_NUMBER] = "number",
         [FIELD_TIMESTAMP] = "timestamp", [FIELD_BOOLEAN] = "boolean",   [FIELD_UUID] = "uuid",
         [FIELD_HISTOGRAM] = "histogram", [FIELD_DECIMAL] = "decimal",   [FIELD_COUNTS] = "counts",
+        [FIELD_TEXT] = "text",           [FIELD_JSON] = "json",         [FIELD_ARRAY] = "array",
     };
     return names[kind];
 }

@@ -37,21 +37,26 @@ enum { PIPELINE_APP_STATS = 0, PIPELINE_REVIEWS, PIPELINE_NETWORK_METRICS };
 
 /* How a JSON field is validated and turned into the text of its column. */
 typedef enum {
-    FIELD_STRING,    /* JSON string, length in characters within [min, max] */
+    FIELD_STRING,    /* JSON string, length in characters within [min, max] (spaces beyond max cut; pad: CHAR(n)) */
     FIELD_INTEGER,   /* integer within [min, max] (the column's own range) */
-    FIELD_NUMBER,    /* finite number within [dmin, dmax] */
+    FIELD_NUMBER,    /* REAL (single) or DOUBLE PRECISION: the number's text, within [dmin, dmax] */
     FIELD_TIMESTAMP, /* ISO 8601 string, see core/timestamp.h */
     FIELD_BOOLEAN,   /* true / false */
     FIELD_UUID,      /* canonical 8-4-4-4-12 hex, stored lower-case */
     FIELD_HISTOGRAM, /* array of exactly 5 integers within [min, max] */
-    FIELD_DECIMAL,   /* number within [dmin, dmax], at most `scale` decimals: NUMERIC(p,s) */
-    FIELD_COUNTS     /* object of name -> integer count within [min, max], stored as JSON */
+    FIELD_DECIMAL,   /* NUMERIC (precision -1) or NUMERIC(precision, scale): the number's text */
+    FIELD_COUNTS,    /* object of name -> integer count within [min, max], stored as JSON */
+    /* Judged by PostgreSQL (DESIGN.md: Pipelines are declared): */
+    FIELD_TEXT,      /* a JSON string, its characters handed over as the type's text input */
+    FIELD_JSON,      /* any JSON value, its text as sent (json, or jsonb without a kind) */
+    FIELD_ARRAY      /* a JSON array of strings (json_elements: of any values) as an array literal, or a string holding one */
 } field_kind_t;
 
 /* The column facts PostgreSQL's catalog gives (pg/catalog.c reads them). */
 typedef enum {
     COLUMN_OTHER = 0, /* a type the decoder cannot check: `type` names it */
     COLUMN_VARCHAR,   /* length: characters, or -1 for no limit */
+    COLUMN_CHAR,      /* CHAR(n), blank-padded: length n, or -1 for no limit */
     COLUMN_TEXT,
     COLUMN_INT2,
     COLUMN_INT4,
@@ -65,14 +70,19 @@ typedef enum {
     COLUMN_JSONB,
     COLUMN_INT8_ARRAY,
     COLUMN_INT4_ARRAY,
-    COLUMN_INT2_ARRAY
+    COLUMN_INT2_ARRAY,
+    /* Judged by PostgreSQL from the text handed over: */
+    COLUMN_TEXT_INPUT,   /* date, time, timestamp, bytea: the type's own text input */
+    COLUMN_JSON,
+    COLUMN_TEXT_ARRAY,   /* an array of text input: date[], time[], timestamp[], bytea[], char[], varchar[], text[] */
+    COLUMN_JSON_ARRAY    /* json[], jsonb[] */
 } column_type_t;
 
 typedef struct {
     char name[64];
     char type[64]; /* as PostgreSQL writes it: "character varying(255)" */
     column_type_t kind;
-    int length;    /* COLUMN_VARCHAR */
+    int length;    /* COLUMN_VARCHAR, COLUMN_CHAR */
     int precision, scale; /* COLUMN_NUMERIC */
     bool not_null, has_default;
     /* The SQL of the column's default (pg_get_expr of pg_attrdef; an
@@ -136,8 +146,11 @@ typedef struct {
     /* Derived by pipeline_bind: what the decoder checks. */
     field_kind_t kind;
     int64_t min, max;  /* FIELD_INTEGER and counts: range; FIELD_STRING: length in characters */
-    double dmin, dmax; /* FIELD_NUMBER and FIELD_DECIMAL: range */
-    int scale;         /* FIELD_DECIMAL */
+    double dmin, dmax; /* FIELD_NUMBER: range (the declared bounds) */
+    bool single;       /* FIELD_NUMBER: REAL, read as float4in reads it */
+    bool pad;          /* FIELD_STRING: CHAR(n), stored padded with spaces to max characters */
+    bool json_elements; /* FIELD_ARRAY: elements are JSON values, each written as sent */
+    int precision, scale; /* FIELD_DECIMAL: precision -1 for an unconstrained NUMERIC */
     /* An optional field on a NOT NULL column with a default: the default's
      * SQL, which the upsert writes where the member is absent (or null),
      * and a batch with such a row is not COPYed straight into the table

@@ -2,7 +2,6 @@
  * catalog describes it: the decoder's checks derived from the column types,
  * the definition refused where it disagrees with the table, and the SQL
  * built from both (DESIGN.md: Pipelines are declared). */
-#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -75,6 +74,15 @@ static bool is_int_array(column_type_t t)
     return t == COLUMN_INT2_ARRAY || t == COLUMN_INT4_ARRAY || t == COLUMN_INT8_ARRAY;
 }
 
+/* Whether two values of a field of this kind that PostgreSQL holds equal
+ * reach it as the same text (a number's text is as sent, PostgreSQL's
+ * judged types as given): only such a column may hold a natural key, which
+ * the batch compares by its text (core/batch.c). */
+static bool written_in_one_form(field_kind_t k)
+{
+    return k == FIELD_STRING || k == FIELD_INTEGER || k == FIELD_UUID || k == FIELD_TIMESTAMP || k == FIELD_BOOLEAN;
+}
+
 /* The decoder's check of field `f` from its column `c`. */
 static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fact_t *c, char *err, size_t errlen)
 {
@@ -91,14 +99,16 @@ static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fac
     }
     if (bounds && !(is_int(c->kind) || c->kind == COLUMN_NUMERIC || c->kind == COLUMN_FLOAT4 || c->kind == COLUMN_FLOAT8))
         return mismatch(err, errlen, d, f, c->name, "min and max bound numbers, and the column is %s", c->type);
-    if (f->declared.min_length && c->kind != COLUMN_VARCHAR && c->kind != COLUMN_TEXT)
+    if (f->declared.min_length && c->kind != COLUMN_VARCHAR && c->kind != COLUMN_CHAR && c->kind != COLUMN_TEXT)
         return mismatch(err, errlen, d, f, c->name, "min_length bounds strings, and the column is %s", c->type);
     switch (c->kind) {
     case COLUMN_VARCHAR:
+    case COLUMN_CHAR:
     case COLUMN_TEXT:
         f->kind = FIELD_STRING;
         f->min = f->declared.min_length;
-        f->max = c->kind == COLUMN_VARCHAR && c->length >= 0 ? c->length : INT32_MAX;
+        f->max = c->kind != COLUMN_TEXT && c->length >= 0 ? c->length : INT32_MAX;
+        f->pad = c->kind == COLUMN_CHAR && c->length >= 0;
         if (f->min > f->max)
             return mismatch(err, errlen, d, f, c->name, "min_length %lld is beyond the column's %s",
                             (long long)f->min, c->type);
@@ -114,34 +124,32 @@ static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fac
         return 0;
     case COLUMN_FLOAT4:
     case COLUMN_FLOAT8:
+        /* The range is float4in's or float8in's, decided on the text. */
         f->kind = FIELD_NUMBER;
-        f->dmax = c->kind == COLUMN_FLOAT4 ? FLT_MAX : DBL_MAX;
-        f->dmin = -f->dmax;
+        f->single = c->kind == COLUMN_FLOAT4;
+        f->dmin = -HUGE_VAL, f->dmax = HUGE_VAL;
         narrow_real(f, &f->dmin, &f->dmax);
         return 0;
     case COLUMN_NUMERIC:
-        if (c->precision < 0) { /* any finite number */
-            f->kind = FIELD_NUMBER;
-            f->dmin = -DBL_MAX, f->dmax = DBL_MAX;
-        } else {
-            /* Checked on the double: exact while 10^precision stays below 2^53. */
-            if (c->precision > 15 || c->scale < 0 || c->scale > c->precision)
-                return mismatch(err, errlen, d, f, c->name,
-                                "%s cannot be checked exactly from a JSON number (at most numeric(15,s), 0 <= s <= 15)",
-                                c->type);
-            f->kind = FIELD_DECIMAL;
-            f->scale = c->scale;
-            f->dmax = pow(10, c->precision - c->scale) - pow(10, -c->scale);
-            f->dmin = -f->dmax;
-        }
-        narrow_real(f, &f->dmin, &f->dmax);
+        /* Any precision and scale: checked exactly on the number's text
+         * (core/number_text.h); the declared bounds too. */
+        f->kind = FIELD_DECIMAL;
+        f->precision = c->precision;
+        f->scale = c->precision < 0 ? 0 : c->scale;
         return 0;
     case COLUMN_BOOL: f->kind = FIELD_BOOLEAN; return 0;
     case COLUMN_UUID: f->kind = FIELD_UUID; return 0;
     case COLUMN_TIMESTAMPTZ: f->kind = FIELD_TIMESTAMP; return 0;
-    case COLUMN_JSONB:
-        return mismatch(err, errlen, d, f, c->name,
-                        "a jsonb column is checked only as a declared kind: \"kind\": \"counts\"");
+    /* PostgreSQL judges these from the text handed over: a row it refuses
+     * is that row's dead letter (DESIGN.md: Pipelines are declared). */
+    case COLUMN_TEXT_INPUT: f->kind = FIELD_TEXT; return 0;
+    case COLUMN_JSON:
+    case COLUMN_JSONB: f->kind = FIELD_JSON; return 0;
+    case COLUMN_TEXT_ARRAY:
+    case COLUMN_JSON_ARRAY:
+        f->kind = FIELD_ARRAY;
+        f->json_elements = c->kind == COLUMN_JSON_ARRAY;
+        return 0;
     case COLUMN_INT2_ARRAY:
     case COLUMN_INT4_ARRAY:
     case COLUMN_INT8_ARRAY:
@@ -402,6 +410,11 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
                             "it \"required\": true, or give the column a DEFAULT");
         if (c->not_null && !f->required && !(f->default_sql = strdup(c->default_sql))) abort();
         if (bind_field(d, f, c, err, errlen)) return -1;
+        if (strcmp(f->name, d->key_field) == 0 && !written_in_one_form(f->kind))
+            return mismatch(err, errlen, d, f, c->name,
+                            "a natural key needs a column the decoder writes in one form (text, varchar, char, an "
+                            "integer, uuid, timestamptz, boolean), not %s: the batch compares keys by their text",
+                            c->type);
     }
     for (size_t i = 0; i < d->never_count; i++)
         if (!column_of(t, d->never_writes[i]))

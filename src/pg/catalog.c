@@ -13,10 +13,15 @@ static column_type_t column_type(const char *typname)
         const char *name;
         column_type_t type;
     } known[] = {
-        {"varchar", COLUMN_VARCHAR},       {"text", COLUMN_TEXT},       {"int2", COLUMN_INT2},
+        {"varchar", COLUMN_VARCHAR},       {"bpchar", COLUMN_CHAR},     {"text", COLUMN_TEXT},       {"int2", COLUMN_INT2},
         {"int4", COLUMN_INT4},             {"int8", COLUMN_INT8},       {"numeric", COLUMN_NUMERIC},
         {"float4", COLUMN_FLOAT4},         {"float8", COLUMN_FLOAT8},   {"bool", COLUMN_BOOL},
         {"uuid", COLUMN_UUID},             {"timestamptz", COLUMN_TIMESTAMPTZ}, {"jsonb", COLUMN_JSONB},
+        {"date", COLUMN_TEXT_INPUT},       {"time", COLUMN_TEXT_INPUT}, {"timestamp", COLUMN_TEXT_INPUT},
+        {"bytea", COLUMN_TEXT_INPUT},      {"json", COLUMN_JSON},
+        {"_date", COLUMN_TEXT_ARRAY},      {"_time", COLUMN_TEXT_ARRAY}, {"_timestamp", COLUMN_TEXT_ARRAY},
+        {"_bytea", COLUMN_TEXT_ARRAY},     {"_bpchar", COLUMN_TEXT_ARRAY}, {"_varchar", COLUMN_TEXT_ARRAY},
+        {"_text", COLUMN_TEXT_ARRAY},      {"_json", COLUMN_JSON_ARRAY}, {"_jsonb", COLUMN_JSON_ARRAY},
         {"_int8", COLUMN_INT8_ARRAY},      {"_int4", COLUMN_INT4_ARRAY}, {"_int2", COLUMN_INT2_ARRAY},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -116,19 +121,33 @@ int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, cha
 {
     memset(t, 0, sizeof *t);
     const char *params[] = {table};
-    /* A domain counts as its base type's name only if it is that type: it
-     * may carry a CHECK the decoder does not know, so it stays "other". */
+    /* A column's type is judged by its base type: a domain (of a domain...)
+     * is bound as the built-in type it stands on, with that type's typmod,
+     * and its NOT NULL and default count as the column's; its CHECKs are
+     * PostgreSQL's to judge (a row it refuses is that row's dead letter).
+     * Only a type of pg_catalog is known by its name: a user's type named
+     * like a built-in one is not that type. */
     PGresult *res = db_select(conn,
-                              "SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typname, a.atttypmod, "
-                              "a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '', "
+                              "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
+                              "CASE WHEN bt.typnamespace = 'pg_catalog'::regnamespace THEN bt.typname END, b.typmod, "
+                              "a.attnotnull OR b.not_null, "
+                              "a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' OR b.default_sql IS NOT NULL, "
                               "a.attgenerated <> '', a.attidentity = 'a', "
                               "has_column_privilege(a.attrelid, a.attnum, 'INSERT'), "
                               "has_column_privilege(a.attrelid, a.attnum, 'UPDATE'), "
                               "CASE WHEN a.attidentity = 'd' THEN format('nextval(%L::regclass)', "
                               "pg_get_serial_sequence(a.attrelid::regclass::text, a.attname)) "
-                              "WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END "
-                              "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-                              "LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+                              "WHEN a.attgenerated = '' THEN coalesce(pg_get_expr(ad.adbin, ad.adrelid), b.default_sql) END "
+                              "FROM pg_attribute a "
+                              "LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum "
+                              "CROSS JOIN LATERAL ("
+                              "  WITH RECURSIVE d(oid, typmod, not_null, default_sql, depth) AS ("
+                              "    SELECT a.atttypid, a.atttypmod, false, NULL::text COLLATE \"C\", 0"
+                              "    UNION ALL SELECT t.typbasetype, CASE WHEN d.typmod >= 0 THEN d.typmod ELSE t.typtypmod END,"
+                              "      d.not_null OR t.typnotnull, coalesce(d.default_sql, t.typdefault), d.depth + 1"
+                              "    FROM d JOIN pg_type t ON t.oid = d.oid WHERE t.typtype = 'd')"
+                              "  SELECT * FROM d ORDER BY depth DESC LIMIT 1) b "
+                              "JOIN pg_type bt ON bt.oid = b.oid "
                               "WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped "
                               "ORDER BY a.attnum",
                               1, params, 0, err, errlen);
@@ -142,14 +161,15 @@ int catalog_read_table(db_conn_t *conn, const char *table, table_facts_t *t, cha
         int typmod = atoi(PQgetvalue(res, i, 3));
         snprintf(c->name, sizeof c->name, "%s", PQgetvalue(res, i, 0));
         snprintf(c->type, sizeof c->type, "%s", PQgetvalue(res, i, 1));
-        c->kind = column_type(PQgetvalue(res, i, 2));
+        c->kind = PQgetisnull(res, i, 2) ? COLUMN_OTHER : column_type(PQgetvalue(res, i, 2));
         c->length = c->precision = c->scale = -1;
-        /* typmod: varchar's n + 4; numeric's ((p << 16) | s) + 4; -1 for none. */
-        if (c->kind == COLUMN_VARCHAR && typmod >= 4) c->length = typmod - 4;
+        /* typmod: varchar's n + 4; numeric's ((p << 16) | s) + 4, the
+         * scale in 11 bits with its sign (PostgreSQL 15 allows -1000..1000);
+         * char's n + 4; -1 for none. */
+        if ((c->kind == COLUMN_VARCHAR || c->kind == COLUMN_CHAR) && typmod >= 4) c->length = typmod - 4;
         if (c->kind == COLUMN_NUMERIC && typmod >= 4) {
             c->precision = ((typmod - 4) >> 16) & 0xffff;
-            c->scale = (typmod - 4) & 0xffff;
-            if (c->scale > 0x7fff) c->scale -= 0x10000; /* PostgreSQL 15 allows a negative scale */
+            c->scale = (((typmod - 4) & 0x7ff) ^ 1024) - 1024;
         }
         c->not_null = strcmp(PQgetvalue(res, i, 4), "t") == 0;
         c->has_default = strcmp(PQgetvalue(res, i, 5), "t") == 0;

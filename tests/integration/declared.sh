@@ -174,6 +174,110 @@ test_a_widened_or_narrowed_column_is_honoured_at_the_next_start() {
     stop_clean three
 }
 
+# A user's table NAME of their own: an id, the application, a key k of
+# type KEY_TYPE, and COLUMNS.
+user_table() { # name key_type columns
+    sql "CREATE TABLE $1 (
+           id             BIGSERIAL PRIMARY KEY,
+           application_id BIGINT NOT NULL REFERENCES apps_registry_application (id),
+           k              $2 NOT NULL,
+           $3,
+           UNIQUE (application_id, k))" >/dev/null
+}
+
+# Its pipeline NAME (fields k, required, and MEMBERS, each filling its
+# column) stores the records on stdin from a topic of one partition; the
+# service stops once all are committed.
+store_through_own_pipeline() { # name members...
+    local name=$1 topic=$1-own fields='{"member": "k", "required": true}' m n upper
+    shift
+    for m in "$@"; do fields="$fields, {\"member\": \"$m\"}"; done
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    definitions_with "$WORK/$name.json" "{\"name\": \"$name\", \"batch_size\": 100, \"table\": \"$name\",
+      \"application\": {\"member\": \"package_name\", \"column\": \"application_id\"},
+      \"fields\": [$fields], \"key\": [\"application_id\", \"k\"], \"on_conflict\": \"nothing\"}"
+    n=$(produce_counted "$topic")
+    upper=$(tr '[:lower:]-' '[:upper:]_' <<<"$name")
+    start_service "$name" "STORAGE_PIPELINES=$name" "STORAGE_PIPELINES_FILE=$WORK/$name.json" \
+        "STORAGE_TOPIC_$upper=$topic"
+    wait_committed "$GROUP_PREFIX.$name" "$topic" 0 "$n"
+    stop_clean "$name"
+}
+
+# Produce stdin to TOPIC's partition 0; prints how many records.
+produce_counted() { # topic
+    local records
+    records=$(cat)
+    produce "$1" -p 0 <<<"$records"
+    wc -l <<<"$records"
+}
+
+test_a_user_tables_unconstrained_numeric_stores_every_number_exactly_as_sent() {
+    begin_test numeric
+    register_apps "$APP"
+    user_table measurements "VARCHAR(64)" "amount NUMERIC, ratio REAL"
+    {
+        printf '{"package_name":"%s","k":"a","amount":0.1}\n' "$APP"
+        printf '{"package_name":"%s","k":"b","amount":12345678901234567}\n' "$APP"
+        printf '{"package_name":"%s","k":"c","amount":123456789.123456789}\n' "$APP"
+        printf '{"package_name":"%s","k":"d","amount":123456789012345678901234567890.5}\n' "$APP"
+        printf '{"package_name":"%s","k":"e","ratio":3.4028235e38}\n' "$APP"
+        printf '{"package_name":"%s","k":"f","ratio":1e-46}\n' "$APP"
+    } | store_through_own_pipeline measurements amount ratio
+    assert_eq "a 0.1
+b 12345678901234567
+c 123456789.123456789
+d 123456789012345678901234567890.5
+e 3.4028235e+38" "$(sql "SELECT k || ' ' || coalesce(amount::text, ratio::text) FROM measurements ORDER BY k")" \
+        "each number stored as sent"
+    # Refused at decoding, naming the field, as PostgreSQL would refuse it
+    # (float4in: a nonzero value that underflows to zero).
+    assert_eq "invalid_field|ratio: 1e-46 is out of range for type real" \
+        "$(sql "SELECT error_type || '|' || error_detail FROM dead_letter_events")" "the underflow's dead letter"
+}
+
+test_a_domain_check_postgresql_refuses_is_that_rows_dead_letter_and_its_neighbours_are_stored() {
+    begin_test domain
+    register_apps "$APP"
+    # A domain named like a built-in type: bound as its base type, bigint,
+    # its CHECK left to PostgreSQL.
+    sql "CREATE DOMAIN public.int8 AS pg_catalog.int8 CHECK (VALUE > 0);
+         CREATE DOMAIN short_code AS varchar(4)" >/dev/null
+    user_table stock short_code "qty public.int8"
+    {
+        printf '{"package_name":"%s","k":"a","qty":5}\n' "$APP"
+        printf '{"package_name":"%s","k":"b","qty":-1}\n' "$APP"
+        printf '{"package_name":"%s","k":"cdef  ","qty":7}\n' "$APP"
+        printf '{"package_name":"%s","k":"toolong","qty":7}\n' "$APP"
+    } | store_through_own_pipeline stock qty
+    assert_eq "a 5
+cdef 7" "$(sql "SELECT k || ' ' || qty FROM stock ORDER BY k")" "the neighbours stored, spaces beyond the length cut"
+    assert_eq "3|invalid_field|k: 7 characters, longer than the column's 4" \
+        "$(sql "SELECT kafka_offset || '|' || error_type || '|' || error_detail FROM dead_letter_events
+                WHERE error_type <> 'database_rejected'")" "the base type's rule, at decoding"
+    assert_contains "$(sql "SELECT kafka_offset || '|' || error_type || '|' || error_detail FROM dead_letter_events
+                            WHERE error_type = 'database_rejected'")" \
+        '1|database_rejected|' "the CHECK's refusal"
+    assert_contains "$(sql "SELECT error_detail FROM dead_letter_events WHERE error_type = 'database_rejected'")" \
+        'violates check constraint "int8_check"' "PostgreSQL's words"
+}
+
+test_types_postgresql_judges_reach_it_as_sent_and_a_value_it_refuses_is_that_rows_dead_letter() {
+    begin_test judged
+    register_apps "$APP"
+    user_table events "VARCHAR(64)" "day DATE, doc JSON, tags TEXT[]"
+    {
+        printf '{"package_name":"%s","k":"a","day":"2026-11-29","doc":{"b": [1, 2.50], "a": "\\u00e9"},"tags":["x,y", null]}\n' "$APP"
+        printf '{"package_name":"%s","k":"b","day":"2026-02-30"}\n' "$APP"
+        printf '{"package_name":"%s","k":"c","day":"epoch","doc":1e400,"tags":"{p,q}"}\n' "$APP"
+    } | store_through_own_pipeline events day doc tags
+    assert_eq 'a|2026-11-29|{"b": [1, 2.50], "a": "\u00e9"}|{"x,y",NULL}
+c|1970-01-01|1e400|{p,q}' "$(sql "SELECT k || '|' || day || '|' || doc::text || '|' || tags::text FROM events ORDER BY k")" \
+        "stored as PostgreSQL reads the text sent, json byte for byte"
+    assert_contains "$(sql "SELECT kafka_offset || '|' || error_type || '|' || error_detail FROM dead_letter_events")" \
+        '1|database_rejected|the database refused the row: 22008' "the date PostgreSQL refuses"
+}
+
 test_a_definition_that_disagrees_with_the_database_stops_start_up() {
     begin_test mismatch
     # A field whose column the table lacks: exit 1 naming all three.

@@ -1115,7 +1115,7 @@ static double column_as_double(pipeline_id_t p, const char *field, const char *r
     return d;
 }
 
-static void numbers_are_written_so_they_read_back_to_the_same_double(void **state)
+static void numbers_are_stored_as_the_text_sent(void **state)
 {
     (void)state;
     assert_true(column_as_double(APP, "score", "4.1") == 4.1);
@@ -1126,13 +1126,16 @@ static void numbers_are_written_so_they_read_back_to_the_same_double(void **stat
                 1234.5678901234567);
     field_accepted(APP, "score", "4", "4");
     field_accepted(APP, "score", "4.75", "4.75");
+    field_accepted(APP, "score", "4.10", "4.10");
+    field_accepted(APP, "score", "41e-1", "41e-1");
 }
 
-static void negative_zero_is_written_without_sign(void **state)
+static void negative_zero_reaches_postgresql_as_sent(void **state)
 {
     (void)state;
-    field_accepted(NET, "duration_seconds", "-0.0", "0");
-    field_accepted(APP, "score", "-0", "0");
+    /* float8in keeps the sign of zero: the text decides, as for any number. */
+    field_accepted(NET, "duration_seconds", "-0.0", "-0.0");
+    field_accepted(APP, "score", "-0", "-0");
 }
 
 static void app_score_accepts_0_to_5_only(void **state)
@@ -1140,7 +1143,7 @@ static void app_score_accepts_0_to_5_only(void **state)
     (void)state;
     field_accepted(APP, "score", "0", "0");
     field_accepted(APP, "score", "5", "5");
-    field_accepted(APP, "score", "5.0", "5");
+    field_accepted(APP, "score", "5.0", "5.0");
     field_rejected(APP, "score", "5.01");
     field_rejected(APP, "score", "-0.01");
     field_rejected(APP, "score", "100");
@@ -1467,23 +1470,200 @@ static void histogram_with_negative_or_non_integer_element_is_rejected(void **st
 }
 
 /* ------------------------------------------------------------------------ */
+/* Numbers as sent (DESIGN.md: Pipelines are declared)                      */
+
+/* Pipeline p's table `table` with column `name` changed to `changed`. */
+static void bind_with(pipeline_id_t p, const char *table, const char *name, column_fact_t changed)
+{
+    table_facts_t t = shipped_schema_table(table);
+    column_fact_t cols[32];
+    char err[512];
+    memcpy(cols, t.columns, t.column_count * sizeof *cols);
+    for (size_t i = 0; i < t.column_count; i++)
+        if (strcmp(cols[i].name, name) == 0) cols[i] = changed;
+    t.columns = cols;
+    if (pipeline_bind(p, &t, err, sizeof err)) fail_msg("bind: %s", err);
+}
+
+static column_fact_t column_typed(const char *name, column_type_t kind, const char *type, int precision, int scale)
+{
+    column_fact_t c = {.kind = kind, .length = -1, .precision = precision, .scale = scale};
+    snprintf(c.name, sizeof c.name, "%s", name);
+    snprintf(c.type, sizeof c.type, "%s", type);
+    return c;
+}
+
+/* Field `field` set to `raw`, decoded by the fast reader or the reference one. */
+static int decode_by(pipeline_id_t p, const char *field, const char *raw, int reference, event_t *ev, rejection_t *rej)
+{
+    char *json = msg(p, field, raw, NULL);
+    int rc = reference ? decode_record_reference(pipeline_get(p), json, strlen(json), ev, rej)
+                       : decode_record(pipeline_get(p), json, strlen(json), ev, rej);
+    free(json);
+    return rc;
+}
+
+/* Both readers store field `field` set to `raw` as `expected`. */
+static void both_store(pipeline_id_t p, const char *field, const char *raw, const char *expected)
+{
+    for (int reference = 0; reference < 2; reference++) {
+        event_t ev = {0};
+        rejection_t rej = {0};
+        if (decode_by(p, field, raw, reference, &ev, &rej) != 0)
+            fail_msg("%s=%s refused by the %s reader: %s", field, raw, reference ? "reference" : "fast", rej.detail);
+        assert_string_equal(event_column(&ev, field_index(p, field)), expected);
+        event_free(&ev);
+    }
+}
+
+/* Both readers refuse field `field` set to `raw`, naming it and `mentions`. */
+static void both_refuse(pipeline_id_t p, const char *field, const char *raw, const char *mentions)
+{
+    for (int reference = 0; reference < 2; reference++) {
+        event_t ev = {0};
+        rejection_t rej = {0};
+        int rc = decode_by(p, field, raw, reference, &ev, &rej);
+        event_free(&ev);
+        if (rc == 0) fail_msg("%s=%s accepted by the %s reader", field, raw, reference ? "reference" : "fast");
+        assert_string_equal(rej.error_type, ERROR_INVALID_FIELD);
+        if (strncmp(rej.detail, field, strlen(field)) != 0 || !strstr(rej.detail, mentions))
+            fail_msg("detail \"%s\" does not name %s and \"%s\"", rej.detail, field, mentions);
+    }
+}
+
+static void a_numbers_text_is_found_by_its_members_place(void **state)
+{
+    (void)state;
+    static const char doc[] = "{ \"\\u0073core\" : 4.10 , \"x\": {\"a\": [\"]}\\\"\", 1]}, \"package_name\": \"a\","
+                              " \"crawled_at\": \"2026-11-29T12:00:00Z\", \"price\" :\t0.990 }";
+    for (int reference = 0; reference < 2; reference++) {
+        event_t ev = {0};
+        rejection_t rej = {0};
+        const pipeline_def_t *def = pipeline_get(APP);
+        int rc = reference ? decode_record_reference(def, doc, strlen(doc), &ev, &rej)
+                           : decode_record(def, doc, strlen(doc), &ev, &rej);
+        if (rc != 0) fail_msg("refused: %s", rej.detail);
+        assert_string_equal(event_column(&ev, field_index(APP, "score")), "4.10");
+        assert_string_equal(event_column(&ev, field_index(APP, "price")), "0.990");
+        event_free(&ev);
+    }
+}
+
+static void an_unconstrained_numeric_stores_every_digit_as_sent(void **state)
+{
+    (void)state;
+    bind_with(APP, "app_stats", "price", column_typed("price", COLUMN_NUMERIC, "numeric", -1, -1));
+    both_store(APP, "price", "0.1", "0.1");
+    both_store(APP, "price", "12345678901234567", "12345678901234567");
+    both_store(APP, "price", "123456789.123456789", "123456789.123456789");
+    both_store(APP, "price", "1.10", "1.10");
+    both_store(APP, "price", "2.5E+3", "2.5E+3");
+    /* Beyond int64 and beyond a double: still NUMERIC's to hold. */
+    both_store(APP, "price", "123456789012345678901234567890", "123456789012345678901234567890");
+    both_store(APP, "price", "1e400", "1e400");
+    both_store(APP, "price", "1e-400", "1e-400");
+    /* numeric_in's own limits. */
+    both_store(APP, "price", "9e131071", "9e131071");
+    both_refuse(APP, "price", "1e131072", "overflows numeric format");
+    both_refuse(APP, "price", "1e-16384", "overflows numeric format");
+    both_refuse(APP, "price", "1e2000000000", "overflows numeric format");
+    /* The declared min 0, compared exactly: a negative below any double's
+     * resolution is still negative. */
+    both_store(APP, "price", "-0", "-0");
+    both_refuse(APP, "price", "-1e-400", "below the minimum 0");
+    shipped_schema_bind();
+}
+
+static field_spec_t *price_spec(void)
+{
+    return (field_spec_t *)&pipeline_get(APP)->fields[field_index(APP, "price")];
+}
+
+/* The definitions stay loaded between tests: the bound set here goes. */
+static int forget_price_bound(void **state)
+{
+    (void)state;
+    price_spec()->declared.max_set = false;
+    shipped_schema_bind();
+    return 0;
+}
+
+static void a_declared_bound_on_a_numeric_is_compared_exactly(void **state)
+{
+    (void)state;
+    bind_with(APP, "app_stats", "price", column_typed("price", COLUMN_NUMERIC, "numeric", -1, -1));
+    price_spec()->declared.max_set = true;
+    price_spec()->declared.max = 0.1; /* the double 0.1000000000000000055511151231257827021181583404541015625 */
+    both_store(APP, "price", "0.1", "0.1");
+    both_store(APP, "price", "1000e-4", "1000e-4");
+    both_store(APP, "price", "0.1000000000000000055511151231257827021181583404541015625",
+               "0.1000000000000000055511151231257827021181583404541015625");
+    /* Each reads as that double, and each is above it. */
+    both_refuse(APP, "price", "0.10000000000000000555111512312578270211815834045410156251", "above the maximum");
+    both_refuse(APP, "price", "0.10000000000000001", "above the maximum");
+}
+
+static void a_numeric_of_any_precision_is_checked_exactly_on_the_text(void **state)
+{
+    (void)state;
+    bind_with(APP, "app_stats", "price", column_typed("price", COLUMN_NUMERIC, "numeric(30,10)", 30, 10));
+    both_store(APP, "price", "12345678901234567890.0123456789", "12345678901234567890.0123456789");
+    both_store(APP, "price", "99999999999999999999.9999999999", "99999999999999999999.9999999999");
+    both_store(APP, "price", "1.5000000000000000000000", "1.5000000000000000000000");
+    both_refuse(APP, "price", "12345678901234567890.01234567891", "more than 10 decimals");
+    both_refuse(APP, "price", "1e20", "out of range for numeric(30,10)");
+    shipped_schema_bind();
+    /* The shipped numeric(12,2): decimals PostgreSQL would round away are refused. */
+    both_store(APP, "price", "1.005e2", "1.005e2");
+    both_refuse(APP, "price", "1.005", "more than 2 decimals");
+    both_refuse(APP, "price", "0.30000000000000004", "more than 2 decimals");
+}
+
+static void real_is_judged_as_float4in_judges_it(void **state)
+{
+    (void)state;
+    bind_with(NET, "network_metrics", "duration_seconds",
+              column_typed("duration_seconds", COLUMN_FLOAT4, "real", -1, -1));
+    both_store(NET, "duration_seconds", "3.4028235e38", "3.4028235e38"); /* rounds to the float maximum */
+    both_refuse(NET, "duration_seconds", "3.4028236e38", "out of range for type real");
+    both_refuse(NET, "duration_seconds", "1e-46", "out of range for type real"); /* underflows to zero */
+    both_store(NET, "duration_seconds", "1e-45", "1e-45");                       /* a subnormal is kept */
+    both_store(NET, "duration_seconds", "0e-400", "0e-400");
+    both_store(NET, "duration_seconds", "16777217", "16777217");
+    shipped_schema_bind();
+}
+
+static void double_precision_is_judged_as_float8in_judges_it(void **state)
+{
+    (void)state;
+    both_store(NET, "duration_seconds", "1.7976931348623157e308", "1.7976931348623157e308");
+    both_refuse(NET, "duration_seconds", "1.7976931348623159e308", "out of range for type double precision");
+    both_refuse(NET, "duration_seconds", "1e400", "out of range for type double precision");
+    both_refuse(NET, "duration_seconds", "1e-400", "out of range for type double precision");
+    both_store(NET, "duration_seconds", "4.9e-324", "4.9e-324");
+    both_store(NET, "duration_seconds", "0.1", "0.1");
+    both_store(NET, "duration_seconds", "1.10", "1.10");
+}
+
+/* ------------------------------------------------------------------------ */
 /* Price                                                                    */
 
-static void price_with_two_decimals_is_formatted_exactly(void **state)
+static void price_with_two_decimals_is_stored_as_sent(void **state)
 {
     (void)state;
     field_accepted(APP, "price", "0.99", "0.99");
-    field_accepted(APP, "price", "0", "0.00");
-    field_accepted(APP, "price", "0.0", "0.00");
-    field_accepted(APP, "price", "0.1", "0.10");
+    field_accepted(APP, "price", "0", "0");
+    field_accepted(APP, "price", "0.0", "0.0");
+    field_accepted(APP, "price", "0.1", "0.1");
     field_accepted(APP, "price", "0.07", "0.07");
     field_accepted(APP, "price", "0.29", "0.29");
-    field_accepted(APP, "price", "19.9", "19.90");
+    field_accepted(APP, "price", "19.9", "19.9");
     field_accepted(APP, "price", "4.35", "4.35");
-    field_accepted(APP, "price", "1.005e2", "100.50");
+    field_accepted(APP, "price", "1.005e2", "1.005e2");
     field_accepted(APP, "price", "1234567890.12", "1234567890.12");
     field_accepted(APP, "price", "9999999999.99", "9999999999.99");
-    field_accepted(APP, "price", "9999999999", "9999999999.00");
+    field_accepted(APP, "price", "9999999999", "9999999999");
+    field_accepted(APP, "price", "0.990000", "0.990000");
 }
 
 static void price_with_three_decimals_is_rejected(void **state)
@@ -1531,6 +1711,74 @@ static void upper_case_uuid_is_normalised_to_lower_case(void **state)
                  "00000000-0000-0000-0000-000000000000");
 }
 
+static void spaces_beyond_a_varchar_are_cut_as_postgresql_cuts_them(void **state)
+{
+    (void)state;
+    char raw[160], kept[80];
+    /* app_version is VARCHAR(64): 64 characters kept, the spaces beyond cut. */
+    snprintf(raw, sizeof raw, "\"%064d   \"", 7);
+    snprintf(kept, sizeof kept, "%064d", 7);
+    both_store(REV, "app_version", raw, kept);
+    snprintf(raw, sizeof raw, "\"1.2.3%70s\"", "");
+    snprintf(kept, sizeof kept, "1.2.3%59s", "");
+    both_store(REV, "app_version", raw, kept);
+    /* Anything else beyond the length is too long. */
+    snprintf(raw, sizeof raw, "\"%064d  x\"", 7);
+    both_refuse(REV, "app_version", raw, "67 characters, longer than the column's 64");
+    snprintf(raw, sizeof raw, "\"%064d\\t\"", 7);
+    both_refuse(REV, "app_version", raw, "longer than the column's 64");
+}
+
+static void a_char_column_is_padded_to_its_length_as_postgresql_stores_it(void **state)
+{
+    (void)state;
+    column_fact_t c = column_typed("app_version", COLUMN_CHAR, "character(8)", -1, -1);
+    c.length = 8;
+    bind_with(REV, "reviews", "app_version", c);
+    both_store(REV, "app_version", "\"1.2\"", "1.2     ");
+    both_store(REV, "app_version", "\"\u00e9t\u00e9\"", "\u00e9t\u00e9     ");
+    both_store(REV, "app_version", "\"12345678   \"", "12345678");
+    both_refuse(REV, "app_version", "\"123456789\"", "9 characters, longer than the column's 8");
+    shipped_schema_bind();
+}
+
+static void types_postgresql_judges_are_handed_over_as_text(void **state)
+{
+    (void)state;
+    bind_with(APP, "app_stats", "version", column_typed("version", COLUMN_TEXT_INPUT, "date", -1, -1));
+    both_store(APP, "version", "\"2026-02-30\"", "2026-02-30"); /* PostgreSQL's to refuse */
+    both_refuse(APP, "version", "20261129", "expected a string, got an integer");
+    both_refuse(APP, "version", "\"a\\u0000b\"", "NUL");
+    /* json and jsonb without a kind: any JSON value, its text as sent. */
+    bind_with(APP, "app_stats", "title", column_typed("title", COLUMN_JSON, "json", -1, -1));
+    both_store(APP, "title", "{\"b\": [1, 2.50, \"\\u00e9\"], \"a\": {}}", "{\"b\": [1, 2.50, \"\\u00e9\"], \"a\": {}}");
+    both_store(APP, "title", "1e400", "1e400");
+    both_store(APP, "title", "\"\\u0000overflow\"", "\"\\u0000overflow\"");
+    /* Arrays: a JSON array as an array literal, or a string holding one. */
+    bind_with(APP, "app_stats", "version", column_typed("version", COLUMN_TEXT_ARRAY, "date[]", -1, -1));
+    both_store(APP, "version", "[\"2026-11-29\", null, \"a,\\\"b\\\\\"]", "{\"2026-11-29\",NULL,\"a,\\\"b\\\\\"}");
+    both_store(APP, "version", "[]", "{}");
+    both_store(APP, "version", "\"{2026-11-29}\"", "{2026-11-29}");
+    both_refuse(APP, "version", "[\"2026-11-29\", 5]", "version[1]: expected a string or null, got an integer");
+    bind_with(APP, "app_stats", "version", column_typed("version", COLUMN_JSON_ARRAY, "jsonb[]", -1, -1));
+    both_store(APP, "version", "[ {\"a\": \"]\"} , null,2.50 ]", "{\"{\\\"a\\\": \\\"]\\\"}\",\"null\",\"2.50\"}");
+    shipped_schema_bind();
+}
+
+static void every_uuid_form_postgresql_reads_is_stored_as_postgresql_writes_it(void **state)
+{
+    (void)state;
+    static const char *const forms[] = {
+        "\"3f2504e04f8911d39a0c0305e82c3301\"",
+        "\"{3F2504E0-4F89-11D3-9A0C-0305E82C3301}\"",
+        "\"{3f2504e04f8911d39a0c0305e82c3301}\"",
+        "\"3f25-04e0-4f89-11d3-9a0c-0305-e82c-3301\"",
+        "\"3F2504E04F89-11D39A0C-0305E82C3301\"",
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
+        both_store(NET, "analysis_id", forms[i], "3f2504e0-4f89-11d3-9a0c-0305e82c3301");
+}
+
 static void invalid_uuid_is_rejected(void **state)
 {
     (void)state;
@@ -1540,10 +1788,13 @@ static void invalid_uuid_is_rejected(void **state)
         "\"3f2504e0-4f89-11d3-9a0c-0305e82c33011\"", /* too long */
         "\"3g2504e0-4f89-11d3-9a0c-0305e82c3301\"",  /* bad hex */
         "\"3f2504e0-4f89-11d3-9a0c-0305e82c330z\"",  /* bad hex at the end */
-        "\"3f2504e04f8911d39a0c0305e82c3301\"",      /* missing dashes */
         "\"3f2504e0_4f89_11d3_9a0c_0305e82c3301\"",  /* wrong separator */
         "\"3f2504e04-f89-11d3-9a0c-0305e82c3301\"",  /* dash misplaced */
-        "\"{3f2504e0-4f89-11d3-9a0c-0305e82c3301}\"", /* braces */
+        "\"{3f2504e0-4f89-11d3-9a0c-0305e82c3301\"",  /* a brace not closed */
+        "\"3f2504e0-4f89-11d3-9a0c-0305e82c3301}\"",  /* a brace not opened */
+        "\"3f2504e0--4f89-11d3-9a0c-0305e82c3301\"", /* two hyphens */
+        "\"3f2504e0-4f89-11d3-9a0c-0305e82c3301-\"", /* a hyphen after the last group */
+        "\"3f-2504e0-4f89-11d3-9a0c-0305e82c3301\"", /* a hyphen after two digits */
         "\" 3f2504e0-4f89-11d3-9a0c-0305e82c3301\"", /* padded */
         "\"3f2504e0-4f89-11d3-9a0c-0305e82c33\xc3\xa9\"", /* multi-byte */
     };
@@ -1812,6 +2063,16 @@ static void every_record_decodes_as_the_reference_reader_decodes_it(void **state
     expect_same_as_reference(APP, msg(APP, "histogram", "[1, 2.0, 3e0, 4, 5]", NULL));
     expect_same_as_reference(APP, msg(APP, "histogram", "[1, [2], {}, \"4\", null]", NULL));
     expect_same_as_reference(APP, msg(APP, "histogram", "[1, 2, 3, 4, 18446744073709551615]", NULL));
+    /* A string spelt like the reference reader's overflow marker is a
+     * string to both, top-level or a count's value. */
+    expect_same_as_reference(NET, msg(NET, "protocols", "{\"tcp\": \"\\u0000overflow\"}", NULL));
+    expect_same_as_reference(APP, msg(APP, "score", "\"\\u0000overflow\"", NULL));
+    /* A number's text is found by its member's place, whatever comes
+     * before it: escaped keys, nested strings holding brackets, spaces. */
+    expect_same_as_reference(APP, strdup("{ \"\\u0073core\" : 4.10 , \"x\": {\"a\": [\"]}\", 1]}, "
+                                         "\"package_name\": \"a\", \"crawled_at\": \"2026-11-29T12:00:00Z\", "
+                                         "\"price\" :\t0.990 }"));
+    expect_same_as_reference(APP, msg(APP, "price", "123456789012345678901234567890", NULL));
 }
 
 /* The stored text of a counts object does not depend on the parser: its
@@ -1882,8 +2143,14 @@ int main(void)
         cmocka_unit_test(fractional_number_for_integer_field_is_rejected),
         cmocka_unit_test(integral_number_for_integer_field_is_accepted_as_integer),
         cmocka_unit_test(integral_number_beyond_exact_double_range_is_rejected),
-        cmocka_unit_test(numbers_are_written_so_they_read_back_to_the_same_double),
-        cmocka_unit_test(negative_zero_is_written_without_sign),
+        cmocka_unit_test(numbers_are_stored_as_the_text_sent),
+        cmocka_unit_test(negative_zero_reaches_postgresql_as_sent),
+        cmocka_unit_test(a_numbers_text_is_found_by_its_members_place),
+        cmocka_unit_test(an_unconstrained_numeric_stores_every_digit_as_sent),
+        cmocka_unit_test(a_numeric_of_any_precision_is_checked_exactly_on_the_text),
+        cmocka_unit_test_teardown(a_declared_bound_on_a_numeric_is_compared_exactly, forget_price_bound),
+        cmocka_unit_test(real_is_judged_as_float4in_judges_it),
+        cmocka_unit_test(double_precision_is_judged_as_float8in_judges_it),
         cmocka_unit_test(app_score_accepts_0_to_5_only),
         cmocka_unit_test(negative_duration_and_packet_size_are_rejected),
         cmocka_unit_test(number_overflow_1e400_is_rejected),
@@ -1910,11 +2177,15 @@ int main(void)
         cmocka_unit_test(histogram_of_five_integers_is_an_array_literal),
         cmocka_unit_test(histogram_of_wrong_length_is_rejected),
         cmocka_unit_test(histogram_with_negative_or_non_integer_element_is_rejected),
-        cmocka_unit_test(price_with_two_decimals_is_formatted_exactly),
+        cmocka_unit_test(price_with_two_decimals_is_stored_as_sent),
         cmocka_unit_test(price_with_three_decimals_is_rejected),
         cmocka_unit_test(price_beyond_numeric_12_2_is_rejected),
         cmocka_unit_test(negative_price_is_rejected),
         cmocka_unit_test(upper_case_uuid_is_normalised_to_lower_case),
+        cmocka_unit_test(types_postgresql_judges_are_handed_over_as_text),
+        cmocka_unit_test(every_uuid_form_postgresql_reads_is_stored_as_postgresql_writes_it),
+        cmocka_unit_test(spaces_beyond_a_varchar_are_cut_as_postgresql_cuts_them),
+        cmocka_unit_test(a_char_column_is_padded_to_its_length_as_postgresql_stores_it),
         cmocka_unit_test(invalid_uuid_is_rejected),
         cmocka_unit_test(is_free_is_written_as_t_or_f),
         cmocka_unit_test(unknown_fields_are_ignored),
