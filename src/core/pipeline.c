@@ -27,6 +27,16 @@ static void free_list(char **list, size_t n)
     free(list);
 }
 
+void pipeline_free_sql(pipeline_def_t *d)
+{
+    char **sql[] = {&d->columns_sql, &d->key_sql,         &d->conflict_sql, &d->probe_sql,
+                    &d->select_sql,  &d->upsert_with_sql, &d->returning_sql};
+    for (size_t i = 0; i < sizeof sql / sizeof *sql; i++) {
+        free(*sql[i]);
+        *sql[i] = NULL;
+    }
+}
+
 static void def_free(pipeline_def_t *d)
 {
     free(d->name);
@@ -47,13 +57,7 @@ static void def_free(pipeline_def_t *d)
     free(d->version_field);
     free_list(d->update_columns, d->update_count);
     free_list(d->never_writes, d->never_count);
-    free(d->columns_sql);
-    free(d->key_sql);
-    free(d->conflict_sql);
-    free(d->probe_sql);
-    free(d->select_sql);
-    free(d->upsert_with_sql);
-    free(d->returning_sql);
+    pipeline_free_sql(d);
     free_list(d->app_foreign_keys, d->app_foreign_count);
     memset(d, 0, sizeof *d);
 }

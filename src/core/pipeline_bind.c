@@ -364,13 +364,7 @@ static void write_returning(FILE *f, const pipeline_def_t *d, const table_facts_
 /* Every statement's names, quoted (DESIGN.md: Pipelines are declared). */
 static void build_sql(pipeline_def_t *d, const table_facts_t *t)
 {
-    free(d->columns_sql);
-    free(d->key_sql);
-    free(d->conflict_sql);
-    free(d->probe_sql);
-    free(d->select_sql);
-    free(d->upsert_with_sql);
-    free(d->returning_sql);
+    pipeline_free_sql(d);
     d->columns_sql = sql_text(write_columns, d, t);
     d->key_sql = sql_text(write_key, d, t);
     d->conflict_sql = sql_text(write_conflict, d, t);

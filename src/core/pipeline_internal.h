@@ -20,4 +20,7 @@ const field_spec_t *pipeline_field_by_column(const pipeline_def_t *d, const char
  * allows, keyword, case and all, is then taken literally). */
 void pipeline_quote_name(FILE *f, const char *name, size_t len);
 
+/* Frees the SQL pipeline_bind built for `d` (each pointer left NULL). */
+void pipeline_free_sql(pipeline_def_t *d);
+
 #endif
