@@ -11,7 +11,6 @@ void batch_init(batch_t *b, const pipeline_def_t *def)
 {
     memset(b, 0, sizeof *b);
     b->def = def;
-    b->key_column = (size_t)pipeline_field_index(def, def->key_field);
 }
 
 void batch_free(batch_t *b)
@@ -36,8 +35,7 @@ void batch_decode(batch_t *b, record_t *records, size_t count)
     for (size_t i = 0; i < count; i++) {
         entry_t *e = &b->entries[i];
         e->application_id = -1;
-        e->state = decode_record(b->def, records[i].value, records[i].value_len, &e->event,
-                                 &e->rejection) == 0
+        e->state = decode_record_of(b->def, &records[i], &e->event, &e->rejection) == 0
                        ? ENTRY_EVENT
                        : ENTRY_REJECTED;
     }
@@ -136,13 +134,19 @@ void batch_bind(batch_t *b, const uint32_t *name_of, const int64_t *ids)
 }
 
 /* The natural keys of entries i and j compared: the application's id first
- * when the key includes it, then the key column's text, byte by byte. */
+ * when the key includes it, then each key column's text in the key's
+ * order, byte by byte. */
 static int compare_keys(const batch_t *b, size_t i, size_t j)
 {
     const entry_t *x = &b->entries[i], *y = &b->entries[j];
     if (b->def->key_includes_app && x->application_id != y->application_id)
         return x->application_id < y->application_id ? -1 : 1;
-    return strcmp(event_column(&x->event, b->key_column), event_column(&y->event, b->key_column));
+    for (size_t k = 0; k < b->def->key_count; k++) {
+        size_t c = (size_t)b->def->key_fields[k];
+        int d = strcmp(event_column(&x->event, c), event_column(&y->event, c));
+        if (d) return d;
+    }
+    return 0;
 }
 
 /* Entries i and j have the same natural key. */
@@ -167,7 +171,11 @@ size_t batch_deduplicate(batch_t *b)
     for (size_t i = 0; i < b->count; i++) {
         entry_t *e = &b->entries[i];
         if (e->state != ENTRY_EVENT) continue;
-        uint64_t h = hash_fnv1a(event_column(&e->event, b->key_column), HASH_FNV_OFFSET);
+        uint64_t h = HASH_FNV_OFFSET;
+        /* Each column's text and its end (the NUL): ("ab", "c") and ("a",
+         * "bc") differ. */
+        for (size_t k = 0; k < b->def->key_count; k++)
+            h = hash_fnv1a(event_column(&e->event, (size_t)b->def->key_fields[k]), h) * HASH_FNV_PRIME;
         if (b->def->key_includes_app) h = (h ^ (uint64_t)e->application_id) * HASH_FNV_PRIME;
         winners.hash[i] = h;
         uint32_t *s = index_find(&winners, b, i, same_key);

@@ -13,19 +13,6 @@
 #include "core/decode.h"
 #include "core/pipeline.h"
 
-/* One Kafka record. The bytes belong to the consumer that polled it and stay
- * valid until that consumer releases the batch. */
-typedef struct {
-    const char *topic;
-    int32_t partition;
-    int64_t offset;
-    int64_t timestamp_ms; /* -1: none */
-    const void *key;
-    size_t key_len;
-    const void *value; /* NULL: tombstone */
-    size_t value_len;
-} record_t;
-
 typedef enum {
     ENTRY_EVENT,     /* decoded; to be written (unless superseded) */
     ENTRY_REJECTED,  /* to dead_letter_events */
@@ -49,7 +36,6 @@ typedef struct {
     size_t count;
     entry_t *entries;  /* owned; one per record, kept across batches */
     size_t capacity;
-    size_t key_column; /* the column of def->key_field */
     /* How many times the batch was decoded: what was derived from one
      * decode (a COPY text written ahead) is not taken for the next. */
     uint64_t generation;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/json_value.h"
 #include "core/number_text.h"
@@ -836,10 +837,146 @@ static json_t *load_json(const void *value, size_t len, json_error_t *jerr, bool
     return root;
 }
 
+/* A string of JSON: quotes, backslashes and control characters escaped. */
+static void put_json_string(event_t *ev, const char *s, size_t n)
+{
+    event_put(ev, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\', esc[1] = (char)c;
+            event_put(ev, esc, 2);
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            event_put(ev, esc, 6);
+        } else {
+            event_put(ev, s + i, 1);
+        }
+    }
+    event_put(ev, "\"", 1);
+}
+
+/* Bytes a text column takes: UTF-8 without U+0000 (what `what` holds,
+ * for the rejection). */
+static int check_text_bytes(const field_spec_t *f, const char *what, const void *s, size_t n, rejection_t *rej)
+{
+    if (!utf8_valid(s, n)) return reject(rej, ERROR_INVALID_UTF8, "%s: %s is not valid UTF-8", f->name, what);
+    if (memchr(s, '\0', n))
+        return reject(rej, ERROR_INVALID_FIELD, "%s: %s contains a NUL character (U+0000), which PostgreSQL text "
+                                                "cannot hold", f->name, what);
+    return 0;
+}
+
+/* The record's headers as JSON: [{"key": name, "value": value or null}],
+ * in the record's order; a name or value that is not UTF-8 text refused. */
+static int decode_headers(const field_spec_t *f, const record_t *rec, event_t *ev, size_t *col, rejection_t *rej)
+{
+    size_t at = ev->len;
+    const char *name;
+    const void *value;
+    size_t len;
+    event_put(ev, "[", 1);
+    for (size_t i = 0; rec->headers.at && rec->headers.at(rec->headers.opaque, i, &name, &value, &len); i++) {
+        char what[96];
+        snprintf(what, sizeof what, "header %zu", i);
+        if (check_text_bytes(f, what, name, strlen(name), rej) || (value && check_text_bytes(f, what, value, len, rej))) {
+            ev->len = at;
+            return -1;
+        }
+        event_put(ev, i ? ",{\"key\":" : "{\"key\":", i ? 8 : 7);
+        put_json_string(ev, name, strlen(name));
+        event_put(ev, ",\"value\":", 9);
+        if (value)
+            put_json_string(ev, value, len);
+        else
+            event_put(ev, "null", 4);
+        event_put(ev, "}", 1);
+    }
+    event_put(ev, "]", 1);
+    *col = event_end(ev, at);
+    return 0;
+}
+
+/* Bytes of the record (its key, a header's value) into their column: a
+ * bytea as its hex text, any other as a string the field then checks. */
+static int record_bytes(const field_spec_t *f, const char *what, const void *s, size_t n, char **hex, jv_t *v,
+                        rejection_t *rej)
+{
+    if (f->bytes) {
+        static const char digits[] = "0123456789abcdef";
+        *hex = malloc(2 * n + 3);
+        if (!*hex) abort();
+        memcpy(*hex, "\\x", 2);
+        for (size_t i = 0; i < n; i++) {
+            (*hex)[2 + 2 * i] = digits[((const unsigned char *)s)[i] >> 4];
+            (*hex)[3 + 2 * i] = digits[((const unsigned char *)s)[i] & 15];
+        }
+        *v = (jv_t){.type = JV_STRING, .str = *hex, .len = 2 * n + 2};
+        return 0;
+    }
+    if (!utf8_valid(s, n)) return reject(rej, ERROR_INVALID_UTF8, "%s: %s is not valid UTF-8", f->name, what);
+    *v = (jv_t){.type = JV_STRING, .str = s, .len = n};
+    return 0;
+}
+
+/* A field of the record's own, as the value the field's check takes (a
+ * string or an integer), JV_ABSENT where the record has none (no key, no
+ * such header, no timestamp, or no record: decode_record). The headers go
+ * straight into the event (*col set, JV_OBJECT returned in *v). */
+static int record_value(const field_spec_t *f, const record_t *rec, char *buf, size_t buflen, char **hex, jv_t *v,
+                        event_t *ev, size_t *col, rejection_t *rej)
+{
+    *v = (jv_t){.type = JV_ABSENT};
+    if (!rec) return 0;
+    switch (f->source) {
+    case SOURCE_VALUE: break;
+    case SOURCE_TOPIC: *v = (jv_t){.type = JV_STRING, .str = rec->topic, .len = strlen(rec->topic)}; break;
+    case SOURCE_PARTITION: *v = (jv_t){.type = JV_INT, .integer = rec->partition}; break;
+    case SOURCE_OFFSET: *v = (jv_t){.type = JV_INT, .integer = rec->offset}; break;
+    case SOURCE_TIMESTAMP:
+        if (rec->timestamp_ms < 0) break;
+        if (f->kind == FIELD_TIMESTAMP) {
+            time_t secs = (time_t)(rec->timestamp_ms / 1000);
+            struct tm tm;
+            gmtime_r(&secs, &tm);
+            size_t n = strftime(buf, buflen, "%Y-%m-%dT%H:%M:%S", &tm);
+            snprintf(buf + n, buflen - n, ".%03dZ", (int)(rec->timestamp_ms % 1000));
+            *v = (jv_t){.type = JV_STRING, .str = buf, .len = strlen(buf)};
+        } else {
+            *v = (jv_t){.type = JV_INT, .integer = rec->timestamp_ms};
+        }
+        break;
+    case SOURCE_TIMESTAMP_TYPE:
+        if (rec->timestamp_type == RECORD_TIMESTAMP_NONE) break;
+        snprintf(buf, buflen, "%s", rec->timestamp_type == RECORD_TIMESTAMP_CREATE ? "create" : "log_append");
+        *v = (jv_t){.type = JV_STRING, .str = buf, .len = strlen(buf)};
+        break;
+    case SOURCE_KEY:
+        if (!rec->key) break;
+        return record_bytes(f, "the key", rec->key, rec->key_len, hex, v, rej);
+    case SOURCE_HEADER: {
+        const char *name;
+        const void *value, *last = NULL;
+        size_t len, last_len = 0;
+        for (size_t i = 0; rec->headers.at && rec->headers.at(rec->headers.opaque, i, &name, &value, &len); i++)
+            if (strcmp(name, f->header) == 0) last = value, last_len = len;
+        if (!last) break;
+        return record_bytes(f, "its value", last, last_len, hex, v, rej);
+    }
+    case SOURCE_HEADERS:
+        if (decode_headers(f, rec, ev, col, rej)) return -1;
+        *v = (jv_t){.type = JV_OBJECT};
+        break;
+    }
+    return 0;
+}
+
 /* The record's values, whichever parser read them: package_name is vals[0],
- * field i is vals[i + 1]; doc is the record as sent. */
+ * field i is vals[i + 1]; doc is the record as sent; rec the record, for
+ * the fields of its own (NULL: none). */
 static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char *text, size_t text_len,
-                         event_t *ev, rejection_t *rej)
+                         const record_t *rec, event_t *ev, rejection_t *rej)
 {
     record_text_t doc = {text, text_len, false, 0, 0};
     ev->len = 0;
@@ -854,6 +991,13 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char
         const field_spec_t *f = &def->fields[i];
         const jv_t *v = &vals[i + 1];
         int64_t micros = 0;
+        jv_t own;
+        char buf[64], *hex = NULL;
+        if (f->source != SOURCE_VALUE) {
+            if (record_value(f, rec, buf, sizeof buf, &hex, &own, ev, &ev->col[i], rej)) return -1;
+            if (own.type == JV_OBJECT) continue; /* the headers, written */
+            v = &own;
+        }
         /* null and an absent optional field mean the same. */
         if (v->type == JV_ABSENT || v->type == JV_NULL) {
             if (f->required)
@@ -861,7 +1005,9 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char
             ev->col[i] = EVENT_NULL;
             continue;
         }
-        if (decode_field(f, v, &doc, ev, &ev->col[i], &micros, rej)) return -1;
+        int rc = decode_field(f, v, &doc, ev, &ev->col[i], &micros, rej);
+        free(hex);
+        if (rc) return -1;
         /* A version is a timestamp or an integer (pipeline_bind holds it to that). */
         if ((int)i == def->version_index) ev->version = micros;
     }
@@ -870,7 +1016,7 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char
 
 /* The reference reader: jansson, for every document the fast reader
  * declines (DESIGN.md: Two parsers, one outcome). */
-static int decode_reference(const pipeline_def_t *def, const void *value, size_t len,
+static int decode_reference(const pipeline_def_t *def, const void *value, size_t len, const record_t *rec,
                             const jv_key_t *names, size_t n, event_t *ev, rejection_t *rej)
 {
     json_error_t jerr;
@@ -907,7 +1053,7 @@ static int decode_reference(const pipeline_def_t *def, const void *value, size_t
         }
         position++;
     }
-    rc = decode_values(def, vals, value, len, ev, rej);
+    rc = decode_values(def, vals, value, len, rec, ev, rej);
 out:
     for (size_t k = 0; k < n; k++) {
         free(children[k]);
@@ -917,7 +1063,7 @@ out:
     return rc;
 }
 
-static int decode_with(const pipeline_def_t *def, const void *value, size_t len, event_t *ev,
+static int decode_with(const pipeline_def_t *def, const void *value, size_t len, const record_t *rec, event_t *ev,
                        rejection_t *rej, bool fast)
 {
     jv_t vals[PIPELINE_MAX_FIELDS + 1];
@@ -926,8 +1072,9 @@ static int decode_with(const pipeline_def_t *def, const void *value, size_t len,
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
     size_t n = def->field_count + 1;
-    if (fast && json_fast_read(value, len, def->members, n, vals)) return decode_values(def, vals, value, len, ev, rej);
-    return decode_reference(def, value, len, def->members, n, ev, rej);
+    if (fast && json_fast_read(value, len, def->members, n, vals))
+        return decode_values(def, vals, value, len, rec, ev, rej);
+    return decode_reference(def, value, len, rec, def->members, n, ev, rej);
 }
 
 bool event_equal(const pipeline_def_t *def, const event_t *a, const event_t *b)
@@ -943,11 +1090,16 @@ bool event_equal(const pipeline_def_t *def, const event_t *a, const event_t *b)
 int decode_record(const pipeline_def_t *def, const void *value, size_t len, event_t *ev,
                   rejection_t *rej)
 {
-    return decode_with(def, value, len, ev, rej, true);
+    return decode_with(def, value, len, NULL, ev, rej, true);
+}
+
+int decode_record_of(const pipeline_def_t *def, const record_t *r, event_t *ev, rejection_t *rej)
+{
+    return decode_with(def, r->value, r->value_len, r, ev, rej, true);
 }
 
 int decode_record_reference(const pipeline_def_t *def, const void *value, size_t len,
                             event_t *ev, rejection_t *rej)
 {
-    return decode_with(def, value, len, ev, rej, false);
+    return decode_with(def, value, len, NULL, ev, rej, false);
 }

@@ -20,6 +20,31 @@
 
 #define EVENT_NULL SIZE_MAX
 
+/* A record's headers, as its reader holds them: at(opaque, i, ...) gives
+ * the i-th header's name and value (value NULL: a null header) and
+ * returns false past the last. */
+typedef struct {
+    const void *opaque;
+    bool (*at)(const void *opaque, size_t i, const char **name, const void **value, size_t *len);
+} record_headers_t;
+
+/* One Kafka record. The bytes belong to the consumer that polled it and stay
+ * valid until that consumer releases the batch. */
+typedef struct {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp_ms; /* -1: none */
+    int timestamp_type;   /* RECORD_TIMESTAMP_* */
+    const void *key;      /* NULL: none */
+    size_t key_len;
+    const void *value; /* NULL: tombstone */
+    size_t value_len;
+    record_headers_t headers; /* at NULL: none known */
+} record_t;
+
+enum { RECORD_TIMESTAMP_NONE = 0, RECORD_TIMESTAMP_CREATE, RECORD_TIMESTAMP_LOG_APPEND };
+
 /* Stable error_type codes: the same words in the table, the logs and docs. */
 #define ERROR_EMPTY_PAYLOAD "empty_payload"
 #define ERROR_INVALID_UTF8 "invalid_utf8"
@@ -73,6 +98,11 @@ void decode_repair_utf8(char *s);
  * that cannot allocate cannot make progress either). */
 int decode_record(const pipeline_def_t *def, const void *value, size_t len, event_t *ev,
                   rejection_t *rej);
+
+/* decode_record of record `r`'s value, with the record's own fields a
+ * definition may take as columns (its topic, partition, offset, timestamp,
+ * key, headers). decode_record knows none of them: such a field is absent. */
+int decode_record_of(const pipeline_def_t *def, const record_t *r, event_t *ev, rejection_t *rej);
 
 /* decode_record with the reference JSON reader alone (jansson), never the
  * fast one: the outcome decode_record must equal for every input (DESIGN.md:

@@ -49,11 +49,11 @@ static void def_free(pipeline_def_t *d)
         free(d->fields[i].name);
         free(d->fields[i].column);
         free(d->fields[i].default_sql);
+        free(d->fields[i].header);
     }
     free(d->fields);
     free(d->app_member);
     free(d->app_column);
-    free(d->key_field);
     free(d->version_field);
     free_list(d->update_columns, d->update_count);
     free_list(d->never_writes, d->never_count);
@@ -224,19 +224,61 @@ const field_spec_t *pipeline_field_by_column(const pipeline_def_t *d, const char
     return NULL;
 }
 
+/* The names of the record's own fields ("record": ...), by source. */
+static const char *const source_names[] = {
+    [SOURCE_VALUE] = "value",         [SOURCE_KEY] = "key",
+    [SOURCE_TOPIC] = "topic",         [SOURCE_PARTITION] = "partition",
+    [SOURCE_OFFSET] = "offset",       [SOURCE_TIMESTAMP] = "timestamp",
+    [SOURCE_TIMESTAMP_TYPE] = "timestamp_type", [SOURCE_HEADERS] = "headers",
+    [SOURCE_HEADER] = "header",
+};
+
+/* A field's source: "record" absent or "value" is a member of the value;
+ * anything else is one of the record's own fields, which has no member and
+ * needs a "column" ("header" also the header's "header" name). Its name in
+ * messages is "record <source>" ("record header <name>"). */
+static int read_source(reader_t *r, json_t *f, field_spec_t *fs)
+{
+    json_t *v = json_object_get(f, "record");
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    if (v && !s) return fail(r, "record", "expected a string");
+    for (size_t k = 0; s && k < sizeof source_names / sizeof *source_names; k++)
+        if (strcmp(s, source_names[k]) == 0) fs->source = (field_source_t)k;
+    if (s && fs->source == SOURCE_VALUE && strcmp(s, "value") != 0)
+        return fail(r, "record", "\"%s\" is none of value, key, topic, partition, offset, timestamp, "
+                                 "timestamp_type, headers, header", s);
+    if (fs->source == SOURCE_VALUE) {
+        if (json_object_get(f, "header")) return fail(r, "header", "only a field of \"record\": \"header\" names one");
+        return get_str(r, f, "member", true, &fs->name);
+    }
+    if (json_object_get(f, "member"))
+        return fail(r, "member", "a field of the record's %s has no member (it is not in the value)", s);
+    if (!json_object_get(f, "column")) return fail(r, "column", "required for a field of the record's %s", s);
+    if (fs->source == SOURCE_HEADER) {
+        if (get_str(r, f, "header", true, &fs->header)) return -1;
+        if (asprintf(&fs->name, "record header %s", fs->header) < 0) abort();
+        return 0;
+    }
+    if (json_object_get(f, "header")) return fail(r, "header", "only a field of \"record\": \"header\" names one");
+    if (asprintf(&fs->name, "record %s", s) < 0) abort();
+    return 0;
+}
+
 static int read_field(reader_t *r, json_t *f, size_t i, pipeline_def_t *d)
 {
-    static const char *const known[] = {"member", "column", "required", "kind", "min", "max", "min_length", NULL};
+    static const char *const known[] = {"member", "record", "header", "column", "required", "kind",
+                                        "min",    "max",    "min_length", NULL};
     field_spec_t *fs = &d->fields[i];
     size_t at = strlen(r->where);
     char member[32];
     snprintf(member, sizeof member, "fields[%zu]", i);
     if (!json_is_object(f)) return fail(r, member, "expected an object");
-    json_t *name = json_object_get(f, "member");
+    json_t *name = json_object_get(f, "member"), *record = json_object_get(f, "record");
     snprintf(r->where + at, sizeof r->where - at, ".%s (%s)", member,
-             json_is_string(name) ? json_string_value(name) : "?");
-    if (only_members(r, f, known) || get_str(r, f, "member", true, &fs->name) ||
-        get_column(r, f, "column", false, &fs->column))
+             json_is_string(name)     ? json_string_value(name)
+             : json_is_string(record) ? json_string_value(record)
+                                      : "?");
+    if (only_members(r, f, known) || read_source(r, f, fs) || get_column(r, f, "column", false, &fs->column))
         return -1;
     if (!fs->column) {
         if (!identifier(fs->name))
@@ -299,13 +341,13 @@ static int read_key(reader_t *r, json_t *p, pipeline_def_t *d)
             d->key_includes_app = true;
         else if (!f)
             rc = fail(r, "key", "%s is neither the application's column nor a field's", key[i]);
-        else if (d->key_field)
-            rc = fail(r, "key", "a natural key is one field's column, with or without the application's");
+        else if (d->key_count == PIPELINE_MAX_KEY)
+            rc = fail(r, "key", "at most %d fields' columns", PIPELINE_MAX_KEY);
         else
-            d->key_field = dup(f->name);
+            d->key_fields[d->key_count++] = (int)(f - d->fields);
         if (rc == 0 && f && !f->required) rc = fail(r, "key", "%s is a key column: its field must be required", key[i]);
     }
-    if (rc == 0 && !d->key_field) rc = fail(r, "key", "needs one field's column");
+    if (rc == 0 && d->key_count == 0) rc = fail(r, "key", "needs a field's column");
     free_list(key, n);
     return rc;
 }
@@ -338,7 +380,7 @@ static int read_conflict(reader_t *r, json_t *p, pipeline_def_t *d)
         const field_spec_t *f = pipeline_field_by_column(d, d->update_columns[i]);
         if (!f)
             rc = fail(r, "update", "%s is not a field's column", d->update_columns[i]);
-        else if (strcmp(f->name, d->key_field) == 0) {
+        else if (pipeline_is_key_field(d, (int)(f - d->fields))) {
             char *key = pipeline_key_columns(d, ", ");
             rc = fail(r, "update", "%s is the natural key (%s)", d->update_columns[i], key);
             free(key);
@@ -517,13 +559,32 @@ int pipeline_field_index(const pipeline_def_t *def, const char *name)
     return -1;
 }
 
+bool pipeline_reads_record_metadata(const pipeline_def_t *def)
+{
+    for (size_t i = 0; i < def->field_count; i++) {
+        field_source_t s = def->fields[i].source;
+        if (s == SOURCE_TIMESTAMP_TYPE || s == SOURCE_HEADERS || s == SOURCE_HEADER) return true;
+    }
+    return false;
+}
+
+bool pipeline_is_key_field(const pipeline_def_t *def, int index)
+{
+    for (size_t k = 0; k < def->key_count; k++)
+        if (def->key_fields[k] == index) return true;
+    return false;
+}
+
 char *pipeline_key_columns(const pipeline_def_t *def, const char *sep)
 {
-    int k = pipeline_field_index(def, def->key_field);
-    char *out;
-    if (asprintf(&out, "%s%s%s", def->key_includes_app ? def->app_column : "", def->key_includes_app ? sep : "",
-                 k >= 0 ? def->fields[k].column : "?") < 0)
-        abort();
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f) abort();
+    if (def->key_includes_app) fputs(def->app_column, f);
+    for (size_t k = 0; k < def->key_count; k++)
+        fprintf(f, "%s%s", k || def->key_includes_app ? sep : "", def->fields[def->key_fields[k]].column);
+    if (fclose(f) != 0 || !out) abort();
     return out;
 }
 

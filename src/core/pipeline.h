@@ -34,6 +34,8 @@ enum { PIPELINE_APP_STATS = 0, PIPELINE_REVIEWS, PIPELINE_NETWORK_METRICS };
 /* At most this many pipelines in one file, and fields in one pipeline. */
 #define PIPELINE_MAX 16
 #define PIPELINE_MAX_FIELDS 32
+/* At most this many field columns in a natural key. */
+#define PIPELINE_MAX_KEY 8
 
 /* How a JSON field is validated and turned into the text of its column. */
 typedef enum {
@@ -51,6 +53,21 @@ typedef enum {
     FIELD_JSON,      /* any JSON value, its text as sent (json, or jsonb without a kind) */
     FIELD_ARRAY      /* a JSON array of strings (json_elements: of any values) as an array literal, or a string holding one */
 } field_kind_t;
+
+/* Where a field's value comes from (DESIGN.md: Pipelines are declared):
+ * the record's value, as every field of the built-in pipelines, or the
+ * record's own fields. */
+typedef enum {
+    SOURCE_VALUE = 0,      /* a member of the record's value (a JSON object) */
+    SOURCE_KEY,            /* the record's key, whole: text (UTF-8) or bytea */
+    SOURCE_TOPIC,          /* the topic's name */
+    SOURCE_PARTITION,      /* the partition's number */
+    SOURCE_OFFSET,         /* the record's offset */
+    SOURCE_TIMESTAMP,      /* the record's timestamp: timestamptz, or milliseconds in an integer */
+    SOURCE_TIMESTAMP_TYPE, /* "create" or "log_append" */
+    SOURCE_HEADERS,        /* every header, in order, as JSON: [{"key": k, "value": v or null}, ...] */
+    SOURCE_HEADER          /* one header's value, by name (the last of that name): text (UTF-8) or bytea */
+} field_source_t;
 
 /* The column facts PostgreSQL's catalog gives (pg/catalog.c reads them). */
 typedef enum {
@@ -133,9 +150,13 @@ typedef struct {
 } table_facts_t;
 
 typedef struct {
-    char *name;   /* the message member: "user_name" */
+    /* The message member ("user_name"), or for a record's own field how
+     * messages name it ("record topic", "record header trace-id"). */
+    char *name;
     char *column; /* the column it fills (the member's name unless declared) */
     bool required;
+    field_source_t source;
+    char *header; /* SOURCE_HEADER: the header's name */
     /* Declared in the file: what the column type cannot say. */
     struct {
         bool kind_set, min_set, max_set;
@@ -151,6 +172,7 @@ typedef struct {
     bool pad;          /* FIELD_STRING: CHAR(n), stored padded with spaces to max characters */
     bool json_elements; /* FIELD_ARRAY: elements are JSON values, each written as sent */
     int precision, scale; /* FIELD_DECIMAL: precision -1 for an unconstrained NUMERIC */
+    bool bytes;        /* SOURCE_KEY, SOURCE_HEADER into a bytea (FIELD_TEXT): its bytes as bytea's hex text */
     /* An optional field on a NOT NULL column with a default: the default's
      * SQL, which the upsert writes where the member is absent (or null),
      * and a batch with such a row is not COPYed straight into the table
@@ -175,11 +197,15 @@ typedef struct {
     size_t field_count;
     char *app_member;          /* "package_name": resolved to an application id */
     /* The members a record is read for, set at load: members[0] is
-     * app_member, members[i + 1] field i's name (field_count + 1 of them). */
+     * app_member, members[i + 1] field i's name (field_count + 1 of them;
+     * a field of another source is read from the record, not the value:
+     * its member is never looked at). */
     jv_key_t members[PIPELINE_MAX_FIELDS + 1];
     char *app_column;          /* "application_id": the column that id fills */
-    /* Natural key: app_column (when key_includes_app) plus this field's column. */
-    char *key_field;           /* a field's member name */
+    /* Natural key: app_column (when key_includes_app) plus these fields'
+     * columns (indices in fields, in the key's declared order). */
+    int key_fields[PIPELINE_MAX_KEY];
+    size_t key_count;
     bool key_includes_app;
     /* The field whose greatest value wins when one batch holds the same key
      * twice, and which guards the update (reviews: "last_synced_at"), or
@@ -226,6 +252,10 @@ typedef struct {
     bool bound;
 } pipeline_def_t;
 
+/* Whether a field of `def` reads the record's headers or its timestamp's
+ * type: what a dead letter does not keep (dead-letters redrive refuses). */
+bool pipeline_reads_record_metadata(const pipeline_def_t *def);
+
 /* Load the definitions from the JSON file at `path`, or the built-in ones
  * when `path` is NULL or empty. Loading the source already loaded keeps
  * the definitions (and what was bound to them). Returns 0, or -1 with a
@@ -260,6 +290,9 @@ const char *pipeline_names(char *buf, size_t len);
 /* The index in def->fields of the field called `name`, or -1 (also for
  * NULL). */
 int pipeline_field_index(const pipeline_def_t *def, const char *name);
+
+/* Whether field `index` is one of the natural key's. */
+bool pipeline_is_key_field(const pipeline_def_t *def, int index);
 
 /* The natural key's columns as written, joined by `sep`, for messages
  * ("application_id and crawled_at"); the caller frees it. */

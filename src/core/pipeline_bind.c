@@ -160,6 +160,43 @@ static int bind_field(const pipeline_def_t *d, field_spec_t *f, const column_fac
     return mismatch(err, errlen, d, f, c->name, "the decoder cannot check a column of type %s", c->type);
 }
 
+/* Which columns a field of the record's own can fill, and how (the value's
+ * members take what bind_field says). Returns -1 with a message where the
+ * column cannot take it. */
+static int bind_source(const pipeline_def_t *d, field_spec_t *f, const column_fact_t *c, char *err, size_t errlen)
+{
+    bool text = c->kind == COLUMN_VARCHAR || c->kind == COLUMN_CHAR || c->kind == COLUMN_TEXT;
+    bool bytea = strcmp(c->type, "bytea") == 0;
+    const char *needs = NULL;
+    f->bytes = false;
+    switch (f->source) {
+    case SOURCE_VALUE: return 0;
+    case SOURCE_TOPIC:
+    case SOURCE_TIMESTAMP_TYPE:
+        if (!text) needs = "a text, varchar or char column";
+        break;
+    case SOURCE_PARTITION:
+    case SOURCE_OFFSET:
+        if (!is_int(c->kind)) needs = "an integer column";
+        break;
+    case SOURCE_TIMESTAMP:
+        if (c->kind != COLUMN_TIMESTAMPTZ && c->kind != COLUMN_INT8)
+            needs = "a timestamptz column, or a bigint for its milliseconds";
+        break;
+    case SOURCE_KEY:
+    case SOURCE_HEADER:
+        if (!text && !bytea) needs = "a text, varchar or char column (UTF-8), or a bytea";
+        f->bytes = bytea;
+        break;
+    case SOURCE_HEADERS:
+        if (c->kind != COLUMN_JSON && c->kind != COLUMN_JSONB) needs = "a json or jsonb column";
+        if (f->declared.kind_set) needs = "a json or jsonb column without a kind";
+        break;
+    }
+    if (needs) return mismatch(err, errlen, d, f, c->name, "the %s needs %s, not %s", f->name, needs, c->type);
+    return 0;
+}
+
 static bool is_update_column(const pipeline_def_t *d, const char *column)
 {
     for (size_t i = 0; i < d->update_count; i++)
@@ -203,19 +240,34 @@ static void bind_table_rules(pipeline_def_t *d, const table_facts_t *t)
     }
 }
 
-/* Whether `key` (an index's columns joined by ",") is exactly the natural
- * key's columns, in either order. Compared whole, never split: a name may
- * hold a comma. */
-static bool key_is(const char *key, const pipeline_def_t *d)
+/* Whether `key` (an index's columns joined by ",") is exactly the columns
+ * cols[i] not yet `used`, in any order. Matched name by name, never split
+ * at its commas: a name may hold a comma. */
+static bool columns_are(const char *key, const char *const *cols, size_t n, bool *used, size_t left)
 {
-    const char *field_col = d->fields[pipeline_field_index(d, d->key_field)].column;
-    if (!d->key_includes_app) return strcmp(key, field_col) == 0;
-    for (int order = 0; order < 2; order++) {
-        const char *first = order ? field_col : d->app_column, *second = order ? d->app_column : field_col;
-        size_t n = strlen(first);
-        if (strncmp(key, first, n) == 0 && key[n] == ',' && strcmp(key + n + 1, second) == 0) return true;
+    if (left == 0) return *key == '\0';
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(cols[i]);
+        if (used[i] || strncmp(key, cols[i], len) != 0) continue;
+        if (left == 1 ? key[len] != '\0' : key[len] != ',') continue;
+        used[i] = true;
+        bool rest = columns_are(key + len + (left > 1), cols, n, used, left - 1);
+        used[i] = false;
+        if (rest) return true;
     }
     return false;
+}
+
+/* Whether `key` (an index's columns joined by ",") is exactly the natural
+ * key's columns, in any order. */
+static bool key_is(const char *key, const pipeline_def_t *d)
+{
+    const char *cols[PIPELINE_MAX_KEY + 1];
+    bool used[PIPELINE_MAX_KEY + 1] = {false};
+    size_t n = 0;
+    if (d->key_includes_app) cols[n++] = d->app_column;
+    for (size_t k = 0; k < d->key_count; k++) cols[n++] = d->fields[d->key_fields[k]].column;
+    return columns_are(key, cols, n, used, n);
 }
 
 /* The SQL text `write` puts into a stream, as a new string. */
@@ -252,8 +304,10 @@ static void write_key_of(FILE *f, const pipeline_def_t *d, const char *prefix)
         quote(f, d->app_column);
         fputs(", ", f);
     }
-    fputs(prefix, f);
-    quote(f, d->fields[pipeline_field_index(d, d->key_field)].column);
+    for (size_t k = 0; k < d->key_count; k++) {
+        fprintf(f, "%s%s", k ? ", " : "", prefix);
+        quote(f, d->fields[d->key_fields[k]].column);
+    }
 }
 
 /* The natural key's columns, the application's first. */
@@ -291,10 +345,10 @@ static void write_conflict(FILE *f, const pipeline_def_t *d, const table_facts_t
  * column's own type, so the join uses that index. */
 static void write_probe(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
 {
-    const char *cols[3];
+    const char *cols[PIPELINE_MAX_KEY + 2];
     size_t n = 0;
     if (d->key_includes_app) cols[n++] = d->app_column;
-    cols[n++] = d->fields[pipeline_field_index(d, d->key_field)].column;
+    for (size_t k = 0; k < d->key_count; k++) cols[n++] = d->fields[d->key_fields[k]].column;
     size_t keys = n;
     if (d->version_index >= 0) cols[n++] = d->fields[d->version_index].column;
     fputs("SELECT s.i FROM unnest(", f);
@@ -403,8 +457,8 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
                             "the column is NOT NULL and the field optional, and the column has no default: declare "
                             "it \"required\": true, or give the column a DEFAULT");
         if (c->not_null && !f->required && !(f->default_sql = strdup(c->default_sql))) abort();
-        if (bind_field(d, f, c, err, errlen)) return -1;
-        if (strcmp(f->name, d->key_field) == 0 && !written_in_one_form(f->kind))
+        if (bind_source(d, f, c, err, errlen) || bind_field(d, f, c, err, errlen)) return -1;
+        if (pipeline_is_key_field(d, (int)i) && !written_in_one_form(f->kind))
             return mismatch(err, errlen, d, f, c->name,
                             "a natural key needs a column the decoder writes in one form (text, varchar, char, an "
                             "integer, uuid, timestamptz, boolean), not %s: the batch compares keys by their text",
@@ -421,7 +475,7 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
     bool unique = false;
     for (size_t i = 0; i < t->unique_count && !unique; i++) unique = key_is(t->unique_keys[i], d);
     if (!unique) {
-        const char *key_col = d->fields[pipeline_field_index(d, d->key_field)].column;
+        const char *key_col = d->fields[d->key_fields[0]].column;
         for (size_t i = 0; i < t->unusable_count; i++) {
             const unusable_key_t *u = &t->unusable_keys[i];
             if (!key_is(u->columns, d)) continue;

@@ -217,6 +217,8 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, const consumer_p
     if (!c) abort();
     c->settings = s;
     c->def = pipeline_get(id);
+    for (size_t i = 0; i < c->def->field_count; i++)
+        c->reads_headers |= c->def->fields[i].source == SOURCE_HEADERS || c->def->fields[i].source == SOURCE_HEADER;
     if (positions) c->positions = *positions;
     c->topic = s->topic[id];
     settings_group_id(s, id, c->group, sizeof c->group);
@@ -258,6 +260,13 @@ static void slot_grow(consumer_t *c, int k, size_t max)
 
 /* Returns 1 if the message was kept in slot k, 0 if it was an event we
  * consumed, -1 on a fatal error. */
+/* The i-th header of a record (record_headers_t). */
+static bool header_at(const void *opaque, size_t i, const char **name, const void **value, size_t *len)
+{
+    return rd_kafka_header_get_all((const rd_kafka_headers_t *)opaque, i, name, value, len) ==
+           RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
 static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t errlen)
 {
     if (m->err) {
@@ -315,10 +324,18 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
     r->offset = m->offset;
     rd_kafka_timestamp_type_t tstype;
     r->timestamp_ms = rd_kafka_message_timestamp(m, &tstype);
+    r->timestamp_type = tstype == RD_KAFKA_TIMESTAMP_CREATE_TIME       ? RECORD_TIMESTAMP_CREATE
+                        : tstype == RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME ? RECORD_TIMESTAMP_LOG_APPEND
+                                                                        : RECORD_TIMESTAMP_NONE;
     r->key = m->key;
     r->key_len = m->key_len;
     r->value = m->payload;
     r->value_len = m->len;
+    /* Headers are parsed only for a pipeline that reads them. */
+    rd_kafka_headers_t *headers = NULL;
+    r->headers = (record_headers_t){NULL, NULL};
+    if (c->reads_headers && rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        r->headers = (record_headers_t){headers, header_at};
     if (r->partition >= 0 && r->partition < c->parts_n) {
         c->parts[r->partition].next = r->offset + 1;
         c->parts[r->partition].stall_since = 0;

@@ -30,6 +30,7 @@
 struct consumer {
     const settings_t *settings;
     const pipeline_def_t *def;
+    bool reads_headers; /* a field of def's takes the record's headers */
     const char *topic;
     char group[512];
     rd_kafka_t *rk;

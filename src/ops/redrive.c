@@ -87,6 +87,16 @@ int redrive_pipeline(const settings_t *s, db_conn_t *conn, const pipeline_def_t 
     int64_t after = 0;
     int rc = 0;
 
+    /* A dead letter keeps the record's topic, partition, offset, timestamp,
+     * key and value, not its headers nor its timestamp's type: a redrive
+     * would store another row than the record's. */
+    if (pipeline_reads_record_metadata(def)) {
+        snprintf(err, errlen,
+                 "pipeline %s stores the record's headers or its timestamp's type, which a dead letter does not "
+                 "keep: replay its topic instead (storage-consumer replay %s --to TIMESTAMP)",
+                 def->name, def->name);
+        return -1;
+    }
     /* The checks come from the table as it is now (DESIGN.md: Pipelines are
      * declared): a column widened since the letter was written lets it in. */
     if (catalog_bind_pipeline(conn, def->id, err, errlen)) return -1;

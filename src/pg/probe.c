@@ -9,11 +9,11 @@ long probe_stored(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, const 
 {
     const pipeline_def_t *def = b->def;
     const char **texts = malloc((n ? n : 1) * sizeof *texts);
-    char *params[3];
+    char *params[PIPELINE_MAX_KEY + 2];
     int np = 0;
     if (!texts) abort();
     /* One array per column, in the probe's order: the application's id
-     * (when the key has it), the key field, the version. */
+     * (when the key has it), each key field, the version. */
     if (def->key_includes_app) {
         int64_t *ids = malloc((n ? n : 1) * sizeof *ids);
         if (!ids) abort();
@@ -21,9 +21,11 @@ long probe_stored(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, const 
         params[np++] = db_array_literal(NULL, ids, n);
         free(ids);
     }
-    int columns[2] = {pipeline_field_index(def, def->key_field), def->version_index};
-    for (int c = 0; c < 2; c++) {
-        if (columns[c] < 0) continue;
+    int columns[PIPELINE_MAX_KEY + 1];
+    size_t nc = 0;
+    for (size_t k = 0; k < def->key_count; k++) columns[nc++] = def->key_fields[k];
+    if (def->version_index >= 0) columns[nc++] = def->version_index;
+    for (size_t c = 0; c < nc; c++) {
         /* Key and version fields are required: never NULL in an event. */
         for (size_t k = 0; k < n; k++) texts[k] = event_column(&b->entries[pending[k]].event, (size_t)columns[c]);
         params[np++] = db_array_literal(texts, NULL, n);

@@ -1888,9 +1888,8 @@ static void every_pipeline_keys_and_versions_by_required_fields_it_has(void **st
     (void)state;
     for (int p = 0; p < pipeline_count(); p++) {
         const pipeline_def_t *def = pipeline_get((pipeline_id_t)p);
-        int key = pipeline_field_index(def, def->key_field);
-        assert_true(key >= 0);
-        assert_true(def->fields[key].required);
+        assert_true(def->key_count >= 1);
+        for (size_t k = 0; k < def->key_count; k++) assert_true(def->fields[def->key_fields[k]].required);
         if (def->version_field) {
             /* The decoder keeps a version only from a timestamp or an integer. */
             int version = pipeline_field_index(def, def->version_field);

@@ -415,6 +415,109 @@ static void names_are_taken_literally_and_quoted_in_every_statement(void **state
     expect_load_error("{\"pipelines\": [{\"name\": \"x\", \"table\": \"s.\"}]}", "is not a table name");
 }
 
+/* The record's own fields (DESIGN.md: Pipelines are declared): declared by
+ * "record", refused where malformed; a natural key of several of them
+ * matches its UNIQUE index in any order; each decoded from the record. */
+static void a_malformed_record_field_is_refused_naming_it(void **state)
+{
+    (void)state;
+#define REC(field) ONE("\"fields\": [" field ", {\"member\": \"permission\", \"required\": true}], "  \
+                       "\"key\": [\"permission\"], \"on_conflict\": \"nothing\"")
+    expect_load_error(REC("{\"record\": \"color\", \"column\": \"c\"}"),
+                      "fields[0] (color).record: \"color\" is none of value, key, topic");
+    expect_load_error(REC("{\"record\": \"topic\", \"member\": \"t\", \"column\": \"c\"}"),
+                      "member: a field of the record's topic has no member");
+    expect_load_error(REC("{\"record\": \"offset\"}"), "column: required for a field of the record's offset");
+    expect_load_error(REC("{\"record\": \"header\", \"column\": \"c\"}"), "header: required");
+    expect_load_error(REC("{\"member\": \"m\", \"header\": \"h\"}"), "only a field of \"record\": \"header\" names one");
+    expect_load_error(REC("{\"record\": \"topic\", \"column\": \"c\"}, {\"record\": \"topic\", \"column\": \"d\"}"),
+                      "\"record topic\" is declared twice");
+#undef REC
+}
+
+static const char *header_pairs[][2] = {{"trace-id", "t-1"}, {"source", NULL}, {"trace-id", "t-2"}};
+
+static bool headers_at(const void *opaque, size_t i, const char **name, const void **value, size_t *len)
+{
+    (void)opaque;
+    if (i >= sizeof header_pairs / sizeof *header_pairs) return false;
+    *name = header_pairs[i][0];
+    *value = header_pairs[i][1];
+    *len = header_pairs[i][1] ? strlen(header_pairs[i][1]) : 0;
+    return true;
+}
+
+static void a_key_of_record_fields_takes_its_columns_from_the_record(void **state)
+{
+    (void)state;
+    char err[1024];
+    char *path = write_file(ONE("\"fields\": [{\"record\": \"topic\", \"column\": \"t\", \"required\": true},\n"
+                                " {\"record\": \"partition\", \"column\": \"p\", \"required\": true},\n"
+                                " {\"record\": \"offset\", \"column\": \"o\", \"required\": true},\n"
+                                " {\"record\": \"timestamp\", \"column\": \"at\"},\n"
+                                " {\"record\": \"timestamp_type\", \"column\": \"tt\"},\n"
+                                " {\"record\": \"key\", \"column\": \"k\"},\n"
+                                " {\"record\": \"headers\", \"column\": \"h\"},\n"
+                                " {\"record\": \"header\", \"header\": \"trace-id\", \"column\": \"trace\"},\n"
+                                " {\"member\": \"permission\"}],\n"
+                                " \"key\": [\"t\", \"p\", \"o\"], \"on_conflict\": \"nothing\""));
+    assert_int_equal(0, pipelines_load(path, err, sizeof err));
+    unlink(path);
+    free(path);
+    column_fact_t cols[] = {
+        typed("application_id", COLUMN_INT8, "bigint", true),
+        typed("t", COLUMN_TEXT, "text", true),
+        typed("p", COLUMN_INT4, "integer", true),
+        typed("o", COLUMN_INT8, "bigint", true),
+        typed("at", COLUMN_TIMESTAMPTZ, "timestamp with time zone", false),
+        typed("tt", COLUMN_TEXT, "text", false),
+        typed("k", COLUMN_TEXT_INPUT, "bytea", false),
+        typed("h", COLUMN_JSONB, "jsonb", false),
+        typed("trace", COLUMN_TEXT, "text", false),
+        varchar("permission", 255, false),
+    };
+    /* The index's columns in another order than the key's. */
+    char *keys[] = {"o,t,p"};
+    table_facts_t t = {true, cols, sizeof cols / sizeof *cols, keys, 1};
+    assert_int_equal(0, pipeline_bind(0, &t, err, sizeof err));
+    const pipeline_def_t *def = pipeline_get(0);
+    assert_string_equal(def->key_sql, "\"t\", \"p\", \"o\"");
+    assert_string_equal(def->conflict_sql, "ON CONFLICT (\"t\", \"p\", \"o\") DO NOTHING");
+    const char *json = "{\"package_name\":\"com.example.a\",\"permission\":\"CAMERA\"}";
+    record_t r = {.topic = "events", .partition = 2, .offset = 41, .timestamp_ms = 1764410400123,
+                  .timestamp_type = RECORD_TIMESTAMP_LOG_APPEND, .key = "\x01k", .key_len = 2,
+                  .value = json, .value_len = strlen(json), .headers = {NULL, headers_at}};
+    event_t ev = {0};
+    rejection_t rej;
+    assert_int_equal(0, decode_record_of(def, &r, &ev, &rej));
+    assert_string_equal(event_column(&ev, 0), "events");
+    assert_string_equal(event_column(&ev, 1), "2");
+    assert_string_equal(event_column(&ev, 2), "41");
+    assert_string_equal(event_column(&ev, 3), "2025-11-29 10:00:00.123000+00");
+    assert_string_equal(event_column(&ev, 4), "log_append");
+    assert_string_equal(event_column(&ev, 5), "\\x016b");
+    assert_string_equal(event_column(&ev, 6), "[{\"key\":\"trace-id\",\"value\":\"t-1\"},{\"key\":\"source\",\"value\":null},"
+                                              "{\"key\":\"trace-id\",\"value\":\"t-2\"}]");
+    assert_string_equal(event_column(&ev, 7), "t-2"); /* the last of its name */
+    /* Without a record (decode_record), the record's fields are absent. */
+    assert_int_equal(-1, decode_record(def, json, strlen(json), &ev, &rej));
+    assert_string_equal(rej.detail, "record topic: required field is missing");
+    /* Into a text column, a key must be UTF-8. */
+    cols[6] = typed("k", COLUMN_TEXT, "text", false);
+    assert_int_equal(0, pipeline_bind(0, &t, err, sizeof err));
+    r.key = "\xff";
+    r.key_len = 1;
+    assert_int_equal(-1, decode_record_of(def, &r, &ev, &rej));
+    assert_string_equal(rej.error_type, ERROR_INVALID_UTF8);
+    assert_string_equal(rej.detail, "record key: the key is not valid UTF-8");
+    event_free(&ev);
+    /* A record field on a column that cannot take it. */
+    cols[2] = typed("p", COLUMN_TEXT, "text", true);
+    assert_int_equal(-1, pipeline_bind(0, &t, err, sizeof err));
+    assert_string_equal(err, "pipeline app-permissions, field record partition, column app_permissions.p: the record "
+                             "partition needs an integer column, not text");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -431,6 +534,8 @@ int main(void)
         cmocka_unit_test_setup(an_empty_never_writes_says_none, rebind),
         cmocka_unit_test_setup(a_bound_beyond_the_column_types_range_is_refused, rebind),
         cmocka_unit_test_setup(names_are_taken_literally_and_quoted_in_every_statement, rebind),
+        cmocka_unit_test_setup(a_malformed_record_field_is_refused_naming_it, rebind),
+        cmocka_unit_test_setup(a_key_of_record_fields_takes_its_columns_from_the_record, rebind),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pipelines_free();

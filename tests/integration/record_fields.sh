@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The record's own fields as columns (DESIGN.md: Pipelines are declared): a
+# definition stores a record's topic, partition, offset, timestamp and its
+# type, key, headers (all, or one by name) beside the members of its value,
+# and keys a table by them: an append-only table keyed by (topic,
+# partition, offset) where every redelivery is a no-op, a table keyed by the
+# record's key.
+. "$(dirname "$0")/lib.sh"
+
+pg_start
+broker_start
+
+APP=com.example.events
+
+# The built-in definitions and PIPELINE (a JSON object), at PATH.
+definitions_with() { # path pipeline-json
+    { head -n -2 "$TOP/pipelines/default.json" | sed '$ s/}$/},/'; echo "    $2"; printf '  ]\n}\n'; } >"$1"
+}
+
+# Start pipeline NAME of definition DEF reading TOPIC, as service SVC.
+start_pipeline() { # svc name topic [VAR=value...]
+    local svc=$1 name=$2 topic=$3 suffix
+    shift 3
+    suffix=$(echo "$name" | tr 'a-z-' 'A-Z_')
+    definitions_with "$WORK/def-$TEST_NAME.json" "$DEF"
+    start_service "$svc" "STORAGE_PIPELINES=$name" "STORAGE_PIPELINES_FILE=$WORK/def-$TEST_NAME.json" \
+        "STORAGE_TOPIC_$suffix=$topic" "$@"
+}
+
+EVENTS_DEF='{"name": "events", "batch_size": 50, "table": "events",
+      "application": {"member": "package_name", "column": "application_id"},
+      "fields": [{"record": "topic", "column": "src_topic", "required": true},
+                 {"record": "partition", "column": "src_partition", "required": true},
+                 {"record": "offset", "column": "src_offset", "required": true},
+                 {"record": "timestamp", "column": "published_at"},
+                 {"record": "timestamp_type", "column": "timestamp_type"},
+                 {"record": "headers", "column": "headers"},
+                 {"record": "header", "header": "trace-id", "column": "trace"},
+                 {"member": "body"}],
+      "key": ["src_topic", "src_partition", "src_offset"],
+      "on_conflict": "nothing"}'
+
+create_events() {
+    sql "CREATE TABLE events (
+           application_id BIGINT NOT NULL,
+           src_topic      TEXT NOT NULL,
+           src_partition  INT NOT NULL,
+           src_offset     BIGINT NOT NULL,
+           published_at   TIMESTAMPTZ,
+           timestamp_type TEXT,
+           headers        JSONB,
+           trace          TEXT,
+           body           TEXT,
+           UNIQUE (src_topic, src_partition, src_offset))" >/dev/null
+}
+
+event() { printf '{"package_name":"%s","body":"%s"}\n' "$APP" "$1"; } # body
+
+events_digest() {
+    sql "SELECT count(*) || ' ' || md5(string_agg(e::text, ',' ORDER BY src_partition, src_offset)) FROM events e"
+}
+
+test_an_append_only_table_keyed_by_topic_partition_and_offset_stays_exact_under_redelivery_and_replay() {
+    begin_test appendonly
+    register_apps "$APP"
+    create_events
+    local topic=events-$TEST_NAME i
+    broker_ctl topic-create "$topic" 2 >/dev/null
+    # The same body 120 times on each partition (no natural key in the
+    # value: only the record's position tells them apart), with headers on
+    # the first 100 of each.
+    for p in 0 1; do
+        for i in $(seq 1 100); do event same; done | produce "$topic" -p "$p" -H trace-id=t-1 -H source=crawler
+        for i in $(seq 1 20); do event same; done | produce "$topic" -p "$p"
+    done
+    local before after
+    before=$(date +%s)
+    DEF=$EVENTS_DEF start_pipeline svc events "$topic"
+    wait_committed "$(group_of events)" "$topic" 0 120
+    wait_committed "$(group_of events)" "$topic" 1 120
+    stop_clean svc
+    after=$(date +%s)
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+    assert_eq "240|2|120|0-119" "$(sql "SELECT count(*) || '|' || count(DISTINCT src_partition) || '|' ||
+                                          count(DISTINCT src_offset) || '|' || min(src_offset) || '-' || max(src_offset)
+                                   FROM events WHERE src_topic = '$topic' AND body = 'same'")" \
+        "rows, partitions, offsets per partition, their range"
+    assert_eq "200|200|40" "$(sql "SELECT count(*) FILTER (WHERE trace = 't-1') || '|' ||
+        count(*) FILTER (WHERE headers = '[{\"key\": \"trace-id\", \"value\": \"t-1\"}, {\"key\": \"source\", \"value\": \"crawler\"}]') || '|' ||
+        count(*) FILTER (WHERE headers = '[]' AND trace IS NULL) FROM events")" \
+        "rows with the trace header, with both headers in order, with none"
+    assert_eq "240" "$(sql "SELECT count(*) FROM events WHERE timestamp_type = 'create'
+        AND published_at BETWEEN to_timestamp($before - 600) AND to_timestamp($after + 1)")" \
+        "rows with the producer's create time"
+    local digest
+    digest=$(events_digest)
+
+    # Replay from the earliest offset: every record again, every one a
+    # no-op, the table unchanged to the byte.
+    OP_ENV=("STORAGE_PIPELINES_FILE=$WORK/def-$TEST_NAME.json" "STORAGE_TOPIC_EVENTS=$topic" STORAGE_PIPELINES=events)
+    op replay replay events --to earliest
+    assert_eq 0 "$OP_RC" "replay's exit: $(err replay)"
+    DEF=$EVENTS_DEF start_pipeline again events "$topic"
+    wait_committed "$(group_of events)" "$topic" 0 120
+    wait_committed "$(group_of events)" "$topic" 1 120
+    stop_clean again
+    assert_eq "240|0" "$(batch_sum again events skipped)|$(batch_sum again events inserted)" \
+        "records of the replay skipped, inserted"
+    assert_eq "$digest" "$(events_digest)" "the table after the replay"
+}
+
+KV_DEF='{"name": "latest", "batch_size": 50, "table": "latest",
+      "application": {"member": "package_name", "column": "application_id"},
+      "fields": [{"record": "key", "column": "k", "required": true},
+                 {"member": "v", "required": true},
+                 {"record": "timestamp", "column": "seen_ms", "required": true}],
+      "key": ["k"],
+      "on_conflict": {"update": ["v", "seen_ms"], "when_newer": "seen_ms"}}'
+
+test_a_table_keyed_by_the_record_key_keeps_each_keys_newest_value() {
+    begin_test reckey
+    register_apps "$APP"
+    sql "CREATE TABLE latest (application_id BIGINT NOT NULL, k TEXT NOT NULL UNIQUE, v TEXT NOT NULL,
+                              seen_ms BIGINT NOT NULL)" >/dev/null
+    local topic=latest-$TEST_NAME i
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    # k-1..k-50 = old; then k-1..k-25 = new (later, so newer); then a
+    # record without a key and one whose key is not UTF-8.
+    for i in $(seq 1 50); do printf 'k-%s|{"package_name":"%s","v":"old"}\n' "$i" "$APP"; done |
+        produce "$topic" -p 0 -K '|'
+    for i in $(seq 1 25); do printf 'k-%s|{"package_name":"%s","v":"new"}\n' "$i" "$APP"; done |
+        produce "$topic" -p 0 -K '|'
+    printf '{"package_name":"%s","v":"keyless"}\n' "$APP" | produce "$topic" -p 0
+    printf 'k-\xff|{"package_name":"%s","v":"bad key"}\n' "$APP" | produce "$topic" -p 0 -K '|'
+    DEF=$KV_DEF start_pipeline svc latest "$topic"
+    wait_committed "$(group_of latest)" "$topic" 0 77
+    stop_clean svc
+    assert_eq "50|25|25" "$(sql "SELECT count(*) || '|' || count(*) FILTER (WHERE v = 'new' AND substr(k, 3)::int <= 25)
+                                 || '|' || count(*) FILTER (WHERE v = 'old' AND substr(k, 3)::int > 25) FROM latest")" \
+        "keys, newest values, values never overwritten"
+    assert_eq "75 missing_field|76 invalid_utf8" \
+        "$(sql "SELECT string_agg(kafka_offset || ' ' || error_type, '|' ORDER BY kafka_offset) FROM dead_letter_events")" \
+        "dead letters: the keyless record, then the key that is not UTF-8"
+    assert_contains "$(sql "SELECT string_agg(error_detail, ' / ') FROM dead_letter_events")" "record key"
+}
+
+test_a_record_field_on_a_column_that_cannot_take_it_is_refused_at_start() {
+    begin_test recrefused
+    sql "CREATE TABLE events (application_id BIGINT NOT NULL, src_topic TEXT NOT NULL, src_partition TEXT NOT NULL,
+           src_offset BIGINT NOT NULL, body TEXT, UNIQUE (src_topic, src_partition, src_offset))" >/dev/null
+    local topic=events-$TEST_NAME
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    DEF='{"name": "events", "table": "events",
+          "application": {"member": "package_name", "column": "application_id"},
+          "fields": [{"record": "topic", "column": "src_topic", "required": true},
+                     {"record": "partition", "column": "src_partition", "required": true},
+                     {"record": "offset", "column": "src_offset", "required": true},
+                     {"member": "body"}],
+          "key": ["src_topic", "src_partition", "src_offset"], "on_conflict": "nothing"}' \
+        start_pipeline svc events "$topic"
+    assert_eq 1 "$(svc_wait svc 60)" "exit"
+    assert_contains "$(cat "$(svc_log svc)")" \
+        "pipeline events, field record partition, column events.src_partition: the record partition needs an integer column, not text"
+}
+
+run_tests
