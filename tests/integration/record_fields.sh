@@ -107,6 +107,12 @@ test_an_append_only_table_keyed_by_topic_partition_and_offset_stays_exact_under_
     assert_eq "240|0" "$(batch_sum again events skipped)|$(batch_sum again events inserted)" \
         "records of the replay skipped, inserted"
     assert_eq "$digest" "$(events_digest)" "the table after the replay"
+
+    # A dead letter keeps no headers: redrive refuses rather than store a
+    # row without them.
+    op redrive dead-letters redrive --pipeline events
+    [ "$OP_RC" -ne 0 ] || fail "redrive of a pipeline that stores headers succeeded"
+    assert_contains "$(err redrive)" "pipeline events stores the record's headers or its timestamp's type"
 }
 
 KV_DEF='{"name": "latest", "batch_size": 50, "table": "latest",
