@@ -46,6 +46,7 @@ void metrics_record_batch(pipeline_metrics_t *pm, const batch_t *b, const batch_
     atomic_fetch_add_explicit(&pm->skipped, c->skipped + c->superseded, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->skipped_by_probe, c->skipped_by_probe, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->inserted_by_copy, c->inserted_by_copy, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pm->deleted, c->deleted, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->dead_lettered, c->dead_lettered, memory_order_relaxed);
     atomic_fetch_add_explicit(&pm->batches, 1, memory_order_relaxed);
     /* Only dead letters this batch inserted: a replay re-reads records
@@ -252,6 +253,9 @@ char *metrics_render(metrics_t *m)
     counter(&o, m, "rows_inserted_by_copy_total",
             "Of the inserted rows, those of a batch predicted new, COPYed straight into the table.",
             offsetof(pipeline_metrics_t, inserted_by_copy));
+    counter(&o, m, "rows_deleted_total",
+            "Rows the pipeline's tombstones deleted, or marked deleted (its tombstone rule).",
+            offsetof(pipeline_metrics_t, deleted));
     counter(&o, m, "rows_updated_total", "Rows updated (reviews with a newer observation).",
             offsetof(pipeline_metrics_t, updated));
     counter(&o, m, "rows_skipped_total", "Records already stored (redelivery, older observation).",

@@ -42,6 +42,7 @@ typedef enum { DB_STATE_UNKNOWN = 0, DB_STATE_OK, DB_STATE_FAILING } db_state_t;
 
 typedef struct {
     atomic_uint_fast64_t consumed, inserted, updated, skipped, skipped_by_probe, inserted_by_copy, dead_lettered;
+    atomic_uint_fast64_t deleted; /* rows deleted or marked by tombstones */
     atomic_uint_fast64_t dead_letters_by_type[METRICS_ERROR_TYPES];
     atomic_uint_fast64_t batches, db_retries, commit_failures;
     /* Records retention deleted before they were stored (DESIGN.md: Progress

@@ -570,7 +570,8 @@ int worker_run(worker_t *w)
                                   LF_INT("dead_lettered", counts.dead_lettered), LF_RANGES("offsets", ranges, nranges),
                                   LF_FIXED("duration_ms", duration, 1), LF_STR("topic", w->settings->topic[id]),
                                   LF_INT("skipped_by_probe", counts.skipped_by_probe),
-                                  LF_INT("inserted_by_copy", counts.inserted_by_copy)),
+                                  LF_INT("inserted_by_copy", counts.inserted_by_copy),
+                                  LF_INT("deleted", counts.deleted)),
                        "batch");
             free(ranges);
         }

@@ -35,9 +35,9 @@ void batch_decode(batch_t *b, record_t *records, size_t count)
     for (size_t i = 0; i < count; i++) {
         entry_t *e = &b->entries[i];
         e->application_id = -1;
-        e->state = decode_record_of(b->def, &records[i], &e->event, &e->rejection) == 0
-                       ? ENTRY_EVENT
-                       : ENTRY_REJECTED;
+        int rc = decode_record_of(b->def, &records[i], &e->event, &e->rejection);
+        e->tombstone = rc == DECODE_TOMBSTONE;
+        e->state = rc == 0 ? ENTRY_EVENT : e->tombstone ? ENTRY_TOMBSTONE : ENTRY_REJECTED;
     }
 }
 
@@ -163,23 +163,64 @@ static bool wins_over(const batch_t *b, const entry_t *e, const entry_t *than)
     return b->def->version_field && e->event.version > than->event.version;
 }
 
+/* Entry `loser` is superseded by entry `by`. */
+static void supersede(batch_t *b, size_t loser, size_t by)
+{
+    b->entries[loser].state = ENTRY_SUPERSEDED;
+    b->entries[loser].winner = by;
+}
+
+/* A tombstone (DESIGN.md: Pipelines are declared, tombstones) supersedes
+ * an earlier tombstone of its key. One that deletes also ends the event
+ * standing before it (applied first, it would be deleted anyway) and takes
+ * the winners' slot, where an event after it stands again; one that marks
+ * leaves that event standing, to be written before the mark. */
+static size_t bury(batch_t *b, size_t i, uint32_t *s, key_index_t *graves)
+{
+    size_t superseded = 0;
+    uint32_t *g = index_find(graves, b, i, same_key);
+    if (*g && b->entries[*g - 1].state == ENTRY_TOMBSTONE) supersede(b, *g - 1, i), superseded++;
+    *g = (uint32_t)(i + 1);
+    if (b->def->tombstones != TOMBSTONE_DELETE) return superseded;
+    if (*s && b->entries[*s - 1].state == ENTRY_EVENT) supersede(b, *s - 1, i), superseded++;
+    *s = (uint32_t)(i + 1);
+    return superseded;
+}
+
+/* An event after a marking tombstone of its key brings the key back: the
+ * tombstone is superseded. */
+static size_t revive(batch_t *b, size_t i, key_index_t *graves)
+{
+    if (b->def->tombstones != TOMBSTONE_MARK) return 0;
+    uint32_t *g = index_find(graves, b, i, same_key);
+    if (!*g || b->entries[*g - 1].state != ENTRY_TOMBSTONE) return 0;
+    supersede(b, *g - 1, i);
+    return 1;
+}
+
 size_t batch_deduplicate(batch_t *b)
 {
-    key_index_t winners;
+    key_index_t winners, graves;
     size_t superseded = 0;
     index_init(&winners, b->count);
+    index_init(&graves, b->count);
     for (size_t i = 0; i < b->count; i++) {
         entry_t *e = &b->entries[i];
-        if (e->state != ENTRY_EVENT) continue;
+        if (e->state != ENTRY_EVENT && e->state != ENTRY_TOMBSTONE) continue;
         uint64_t h = HASH_FNV_OFFSET;
         /* Each column's text and its end (the NUL): ("ab", "c") and ("a",
          * "bc") differ. */
         for (size_t k = 0; k < b->def->key_count; k++)
             h = hash_fnv1a(event_column(&e->event, (size_t)b->def->key_fields[k]), h) * HASH_FNV_PRIME;
         if (b->def->key_includes_app) h = (h ^ (uint64_t)e->application_id) * HASH_FNV_PRIME;
-        winners.hash[i] = h;
+        winners.hash[i] = graves.hash[i] = h;
         uint32_t *s = index_find(&winners, b, i, same_key);
-        if (*s == 0) {
+        if (e->state == ENTRY_TOMBSTONE) {
+            superseded += bury(b, i, s, &graves);
+            continue;
+        }
+        superseded += revive(b, i, &graves);
+        if (*s == 0 || b->entries[*s - 1].state == ENTRY_TOMBSTONE) {
             *s = (uint32_t)(i + 1);
             continue;
         }
@@ -195,6 +236,7 @@ size_t batch_deduplicate(batch_t *b)
         }
     }
     index_free(&winners);
+    index_free(&graves);
     return superseded;
 }
 
@@ -211,12 +253,12 @@ bool batch_promote(batch_t *b, size_t rejected, size_t *promoted)
     size_t best = b->count;
     for (size_t i = 0; i < b->count; i++) {
         const entry_t *e = &b->entries[i];
-        if (e->state != ENTRY_SUPERSEDED || root_of(b, i) != rejected) continue;
+        if (e->state != ENTRY_SUPERSEDED || e->tombstone || root_of(b, i) != rejected) continue;
         if (best == b->count || wins_over(b, e, &b->entries[best])) best = i;
     }
     if (best == b->count) return false;
     for (size_t i = 0; i < b->count; i++)
-        if (i != best && b->entries[i].state == ENTRY_SUPERSEDED && root_of(b, i) == rejected)
+        if (i != best && b->entries[i].state == ENTRY_SUPERSEDED && !b->entries[i].tombstone && root_of(b, i) == rejected)
             b->entries[i].winner = best;
     b->entries[best].state = ENTRY_EVENT;
     *promoted = best;

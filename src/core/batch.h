@@ -16,7 +16,8 @@
 typedef enum {
     ENTRY_EVENT,     /* decoded; to be written (unless superseded) */
     ENTRY_REJECTED,  /* to dead_letter_events */
-    ENTRY_SUPERSEDED /* same natural key as a winning event of this batch */
+    ENTRY_SUPERSEDED, /* same natural key as a winning event of this batch, or a tombstone after it */
+    ENTRY_TOMBSTONE   /* a tombstone to apply (the pipeline's tombstone rule): its key alone */
 } entry_state_t;
 
 typedef struct {
@@ -25,6 +26,7 @@ typedef struct {
     rejection_t rejection;
     int64_t application_id;
     size_t winner; /* ENTRY_SUPERSEDED: the entry that superseded this one */
+    bool tombstone; /* decoded as a tombstone (ENTRY_TOMBSTONE, or superseded by a later one) */
     /* ENTRY_REJECTED: its dead letter was inserted by this batch's
      * transaction (false: already stored, e.g. by a replayed read). */
     bool dead_letter_new;
@@ -50,6 +52,7 @@ typedef struct {
 /* Counters of one batch, for the log line and the metrics. */
 typedef struct {
     size_t inserted, updated, skipped, dead_lettered, superseded;
+    size_t deleted; /* rows the batch's tombstones deleted or marked */
     size_t skipped_by_probe; /* of `skipped`, found stored before the write, never sent */
     size_t inserted_by_copy; /* of `inserted`, COPYed straight into the table */
 } batch_counts_t;

@@ -1063,12 +1063,40 @@ out:
     return rc;
 }
 
+/* A tombstone of a pipeline with a tombstone rule: its natural key alone,
+ * every key field one of the record's own (pipelines_load holds the rule
+ * to that); every other column NULL. Returns DECODE_TOMBSTONE, or -1 with
+ * the rejection of a key the record lacks or a column refuses. */
+static int decode_tombstone(const pipeline_def_t *def, const record_t *rec, event_t *ev, rejection_t *rej)
+{
+    record_text_t doc = {"", 0, false, 0, 0};
+    ev->len = 0;
+    ev->version = 0;
+    ev->package_name = event_append(ev, "", 0);
+    for (size_t i = 0; i < def->field_count; i++) ev->col[i] = EVENT_NULL;
+    for (size_t k = 0; k < def->key_count; k++) {
+        size_t i = (size_t)def->key_fields[k];
+        const field_spec_t *f = &def->fields[i];
+        jv_t v;
+        char buf[64], *hex = NULL;
+        int64_t micros;
+        if (record_value(f, rec, buf, sizeof buf, &hex, &v, ev, &ev->col[i], rej)) return -1;
+        if (v.type == JV_ABSENT)
+            return reject(rej, ERROR_MISSING_FIELD, "%s: the tombstone's key is missing", f->name);
+        int rc = decode_field(f, &v, &doc, ev, &ev->col[i], &micros, rej);
+        free(hex);
+        if (rc) return -1;
+    }
+    return DECODE_TOMBSTONE;
+}
+
 static int decode_with(const pipeline_def_t *def, const void *value, size_t len, const record_t *rec, event_t *ev,
                        rejection_t *rej, bool fast)
 {
     jv_t vals[PIPELINE_MAX_FIELDS + 1];
 
     if (!def->bound) abort(); /* a caller bug: the checks come from the table (pipeline_bind) */
+    if (value == NULL && rec && def->tombstones != TOMBSTONE_DEAD_LETTER) return decode_tombstone(def, rec, ev, rej);
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
     size_t n = def->field_count + 1;

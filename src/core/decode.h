@@ -101,7 +101,10 @@ int decode_record(const pipeline_def_t *def, const void *value, size_t len, even
 
 /* decode_record of record `r`'s value, with the record's own fields a
  * definition may take as columns (its topic, partition, offset, timestamp,
- * key, headers). decode_record knows none of them: such a field is absent. */
+ * key, headers). decode_record knows none of them: such a field is absent.
+ * A tombstone (no value) of a pipeline with a tombstone rule decodes to its
+ * natural key alone and returns DECODE_TOMBSTONE. */
+#define DECODE_TOMBSTONE 1
 int decode_record_of(const pipeline_def_t *def, const record_t *r, event_t *ev, rejection_t *rej);
 
 /* decode_record with the reference JSON reader alone (jansson), never the

@@ -29,8 +29,8 @@ static void free_list(char **list, size_t n)
 
 void pipeline_free_sql(pipeline_def_t *d)
 {
-    char **sql[] = {&d->columns_sql, &d->key_sql,         &d->conflict_sql, &d->probe_sql,
-                    &d->select_sql,  &d->upsert_with_sql, &d->returning_sql};
+    char **sql[] = {&d->columns_sql,     &d->key_sql,       &d->conflict_sql, &d->probe_sql, &d->select_sql,
+                    &d->upsert_with_sql, &d->returning_sql, &d->tombstone_sql};
     for (size_t i = 0; i < sizeof sql / sizeof *sql; i++) {
         free(*sql[i]);
         *sql[i] = NULL;
@@ -57,6 +57,7 @@ static void def_free(pipeline_def_t *d)
     free(d->version_field);
     free_list(d->update_columns, d->update_count);
     free_list(d->never_writes, d->never_count);
+    free(d->mark_column);
     pipeline_free_sql(d);
     free_list(d->app_foreign_keys, d->app_foreign_count);
     memset(d, 0, sizeof *d);
@@ -391,10 +392,47 @@ static int read_conflict(reader_t *r, json_t *p, pipeline_def_t *d)
     return rc;
 }
 
+/* "tombstones": "dead_letter" (the default), "delete", or {"mark": column}.
+ * A rule other than the dead letter needs a key the record alone gives. */
+static int read_tombstones(reader_t *r, json_t *p, pipeline_def_t *d)
+{
+    static const char *const known[] = {"mark", NULL};
+    json_t *v = json_object_get(p, "tombstones");
+    const char *rule = json_is_string(v) ? json_string_value(v) : "";
+    if (!v || strcmp(rule, "dead_letter") == 0) return 0;
+    if (strcmp(rule, "delete") == 0) {
+        d->tombstones = TOMBSTONE_DELETE;
+    } else if (json_is_object(v)) {
+        size_t at = strlen(r->where);
+        snprintf(r->where + at, sizeof r->where - at, ".tombstones");
+        if (only_members(r, v, known) || get_column(r, v, "mark", true, &d->mark_column)) return -1;
+        r->where[at] = '\0';
+        d->tombstones = TOMBSTONE_MARK;
+        if (pipeline_field_by_column(d, d->mark_column) || strcmp(d->mark_column, d->app_column) == 0)
+            return fail(r, "tombstones", "the mark column %s is written by a field", d->mark_column);
+        if (!d->update_count)
+            return fail(r, "tombstones", "a marked row comes back with a newer value, which sets the mark to NULL: "
+                                         "the mark needs an \"on_conflict\" update rule (or \"tombstones\": "
+                                         "\"delete\")");
+    } else {
+        return fail(r, "tombstones", "expected \"dead_letter\", \"delete\" or {\"mark\": \"column\"}");
+    }
+    if (d->key_includes_app)
+        return fail(r, "tombstones", "a tombstone has no value, so no application: the natural key must not hold "
+                                     "the application's column %s", d->app_column);
+    for (size_t k = 0; k < d->key_count; k++)
+        if (d->fields[d->key_fields[k]].source == SOURCE_VALUE)
+            return fail(r, "tombstones", "a tombstone has no value: the natural key's column %s must come from the "
+                                         "record (\"record\": \"key\", ...), not from the member %s",
+                        d->fields[d->key_fields[k]].column, d->fields[d->key_fields[k]].name);
+    return 0;
+}
+
 static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
 {
-    static const char *const known[] = {"name", "topic", "group", "batch_size", "table", "application",
-                                        "fields", "key", "on_conflict", "never_writes", NULL};
+    static const char *const known[] = {"name",        "topic",        "group",      "batch_size",
+                                        "table",       "application",  "fields",     "key",
+                                        "on_conflict", "never_writes", "tombstones", NULL};
     static const char *const app_known[] = {"member", "column", NULL};
     if (!json_is_object(p)) return fail(r, NULL, "expected an object");
     if (get_str(r, p, "name", true, &d->name)) return -1;
@@ -439,11 +477,12 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
         d->field_count = i + 1;
         if (read_field(r, json_array_get(fields, i), i, d)) return -1;
     }
-    if (read_key(r, p, d) || read_conflict(r, p, d) ||
+    if (read_key(r, p, d) || read_conflict(r, p, d) || read_tombstones(r, p, d) ||
         get_columns(r, p, "never_writes", true, &d->never_writes, &d->never_count))
         return -1;
     for (size_t i = 0; i < d->never_count; i++)
-        if (pipeline_field_by_column(d, d->never_writes[i]) || strcmp(d->never_writes[i], d->app_column) == 0)
+        if (pipeline_field_by_column(d, d->never_writes[i]) || strcmp(d->never_writes[i], d->app_column) == 0 ||
+            (d->mark_column && strcmp(d->never_writes[i], d->mark_column) == 0))
             return fail(r, "never_writes", "%s is written by this pipeline", d->never_writes[i]);
     d->version_index = pipeline_field_index(d, d->version_field);
     d->members[0] = (jv_key_t){d->app_member, strlen(d->app_member)};

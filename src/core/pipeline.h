@@ -69,6 +69,14 @@ typedef enum {
     SOURCE_HEADER          /* one header's value, by name (the last of that name): text (UTF-8) or bytea */
 } field_source_t;
 
+/* What a tombstone (a record with a key and no value) does (DESIGN.md:
+ * Pipelines are declared). */
+typedef enum {
+    TOMBSTONE_DEAD_LETTER = 0, /* an empty_payload dead letter */
+    TOMBSTONE_DELETE,          /* deletes the row of its key */
+    TOMBSTONE_MARK             /* sets the row's mark column to the record's timestamp */
+} tombstone_rule_t;
+
 /* The column facts PostgreSQL's catalog gives (pg/catalog.c reads them). */
 typedef enum {
     COLUMN_OTHER = 0, /* a type the decoder cannot check: `type` names it */
@@ -217,6 +225,12 @@ typedef struct {
     size_t update_count;
     char **never_writes;       /* columns the service never writes */
     size_t never_count;
+    /* What a tombstone does; TOMBSTONE_MARK: the timestamptz column it
+     * sets, which every write of a value sets back to NULL. A rule other
+     * than the dead letter needs a key of the record's own fields alone:
+     * a tombstone has no value to read a member from. */
+    tombstone_rule_t tombstones;
+    char *mark_column;
     /* Built by pipeline_bind, every name quoted (DESIGN.md: Pipelines are
      * declared): the written columns, the application's first, then each
      * field's, in the file's order ("\"application_id\", \"review_id\", ...");
@@ -242,6 +256,11 @@ typedef struct {
     char *select_sql;
     char *upsert_with_sql;
     char *returning_sql;
+    /* Built by pipeline_bind for a tombstone rule: the DELETE (or the
+     * UPDATE of the mark) of the keys given as one array literal per key
+     * column (and, for the mark, one of the records' timestamps in
+     * milliseconds, -1: none); NULL without one. */
+    char *tombstone_sql;
     /* Bound from the table (DESIGN.md: The write path, Errors). */
     bool partitioned, row_security, deferrable;
     /* The foreign keys on the application's column alone: a row that

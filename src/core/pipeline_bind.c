@@ -331,6 +331,11 @@ static void write_conflict(FILE *f, const pipeline_def_t *d, const table_facts_t
         fputs(" = EXCLUDED.", f);
         quote(f, d->update_columns[i]);
     }
+    if (d->mark_column) {
+        fputs(", ", f);
+        quote(f, d->mark_column);
+        fputs(" = NULL", f);
+    }
     if (d->update_count) {
         const char *v = d->fields[d->version_index].column;
         fputs(" WHERE EXCLUDED.", f);
@@ -415,6 +420,33 @@ static void write_returning(FILE *f, const pipeline_def_t *d, const table_facts_
     }
 }
 
+/* A tombstone rule's statement: the keys unnested side by side (each array
+ * cast to its column's type, as the probe's), then the rows of those keys
+ * deleted, or their mark set to the record's timestamp (now() where the
+ * record has none). */
+static void write_tombstone(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
+{
+    if (d->tombstones == TOMBSTONE_DEAD_LETTER) return;
+    if (d->tombstones == TOMBSTONE_DELETE) {
+        fprintf(f, "DELETE FROM %s t USING unnest(", d->table_sql);
+    } else {
+        fprintf(f, "UPDATE %s t SET ", d->table_sql);
+        quote(f, d->mark_column);
+        fputs(" = CASE WHEN k.ts >= 0 THEN to_timestamp(k.ts / 1000.0) ELSE now() END FROM unnest(", f);
+    }
+    for (size_t k = 0; k < d->key_count; k++)
+        fprintf(f, "%s$%zu::%s[]", k ? ", " : "", k + 1, column_of(t, d->fields[d->key_fields[k]].column)->type);
+    if (d->tombstones == TOMBSTONE_MARK) fprintf(f, ", $%zu::bigint[]", d->key_count + 1);
+    fputs(") AS k(", f);
+    for (size_t k = 0; k < d->key_count; k++) fprintf(f, "%sc%zu", k ? ", " : "", k);
+    fputs(d->tombstones == TOMBSTONE_MARK ? ", ts) WHERE " : ") WHERE ", f);
+    for (size_t k = 0; k < d->key_count; k++) {
+        fputs(k ? " AND t." : "t.", f);
+        quote(f, d->fields[d->key_fields[k]].column);
+        fprintf(f, " = k.c%zu", k);
+    }
+}
+
 /* Every statement's names, quoted (DESIGN.md: Pipelines are declared). */
 static void build_sql(pipeline_def_t *d, const table_facts_t *t)
 {
@@ -426,6 +458,7 @@ static void build_sql(pipeline_def_t *d, const table_facts_t *t)
     d->select_sql = sql_text(write_select, d, t);
     d->upsert_with_sql = sql_text(write_upsert_with, d, t);
     d->returning_sql = sql_text(write_returning, d, t);
+    if (d->tombstones != TOMBSTONE_DEAD_LETTER) d->tombstone_sql = sql_text(write_tombstone, d, t);
 }
 
 int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t errlen)
@@ -467,6 +500,17 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
     for (size_t i = 0; i < d->never_count; i++)
         if (!column_of(t, d->never_writes[i]))
             return mismatch(err, errlen, d, NULL, d->never_writes[i], "listed in never_writes, and no such column");
+    if (d->mark_column) {
+        /* The tombstone sets it, every newer value sets it back to NULL. */
+        const column_fact_t *c = column_of(t, d->mark_column);
+        if (!c) return mismatch(err, errlen, d, NULL, d->mark_column, "the tombstones' mark column: no such column");
+        if (c->kind != COLUMN_TIMESTAMPTZ || c->not_null)
+            return mismatch(err, errlen, d, NULL, c->name, "the tombstones' mark needs a nullable timestamptz column, "
+                                                           "not %s%s", c->type, c->not_null ? " NOT NULL" : "");
+        if (c->generated || c->update_denied || c->insert_denied)
+            return mismatch(err, errlen, d, NULL, c->name, "the tombstones' mark column cannot be written by the "
+                                                           "role %s", t->role);
+    }
     for (size_t i = 0; i < t->column_count; i++) {
         const column_fact_t *c = &t->columns[i];
         if (c->not_null && !c->has_default && strcmp(c->name, d->app_column) != 0 && !pipeline_field_by_column(d, c->name))

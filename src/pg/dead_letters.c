@@ -430,7 +430,7 @@ static int mark(void *ctx, db_conn_t *conn, int64_t deadline_ms, const batch_t *
 
     for (size_t i = 0; i < b->count; i++) {
         const entry_t *e = &b->entries[i];
-        if (e->state == ENTRY_EVENT) stored[ns++] = m->ids[i];
+        if (e->state == ENTRY_EVENT || e->state == ENTRY_TOMBSTONE) stored[ns++] = m->ids[i];
         else if (e->state == ENTRY_SUPERSEDED) superseded[nx++] = m->ids[i];
         else if (e->state == ENTRY_REJECTED) {
             failing[nf] = m->ids[i];

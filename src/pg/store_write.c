@@ -236,11 +236,80 @@ static bool needs_defaults(const store_t *st, const batch_t *b, size_t n)
     return false;
 }
 
-static bool has_rejections(const batch_t *b)
+static bool has_state(const batch_t *b, entry_state_t state)
 {
     for (size_t i = 0; i < b->count; i++)
-        if (b->entries[i].state == ENTRY_REJECTED) return true;
+        if (b->entries[i].state == state) return true;
     return false;
+}
+
+/* Apply the tombstones idx[0..n) (DESIGN.md: Pipelines are declared,
+ * tombstones): one statement deletes, or marks, the rows of their keys.
+ * Adds the rows it changed to *changed. Returns 0, or -1 with err/cls. */
+static int apply_tombstones(store_t *st, const batch_t *b, const size_t *idx, size_t n, size_t *changed, char *err,
+                            size_t errlen, error_class_t *cls)
+{
+    const pipeline_def_t *def = st->def;
+    char *params[PIPELINE_MAX_KEY + 1] = {NULL};
+    const char **texts = calloc(n ? n : 1, sizeof *texts);
+    int64_t *ts = calloc(n ? n : 1, sizeof *ts);
+    int np = 0;
+    if (!texts || !ts) abort();
+    for (size_t k = 0; k < def->key_count; k++) {
+        for (size_t j = 0; j < n; j++) texts[j] = event_column(&b->entries[idx[j]].event, (size_t)def->key_fields[k]);
+        params[np++] = db_array_literal(texts, NULL, n);
+    }
+    if (def->tombstones == TOMBSTONE_MARK) {
+        for (size_t j = 0; j < n; j++) ts[j] = b->records[idx[j]].timestamp_ms;
+        params[np++] = db_array_literal(NULL, ts, n);
+    }
+    PGresult *res = db_query(st->conn, def->tombstone_sql, np, (const char *const *)params, NULL, NULL, st->deadline,
+                             err, errlen, cls);
+    for (int i = 0; i < np; i++) free(params[i]);
+    free(texts);
+    free(ts);
+    if (!res) return -1;
+    *changed += strtoul(PQcmdTuples(res), NULL, 10);
+    PQclear(res);
+    return 0;
+}
+
+/* Every standing tombstone of the batch in one statement; while
+ * isolating, each alone under a savepoint, one the table refuses (another
+ * table's foreign key pointing at its row) dead-lettered with the
+ * database's words. */
+static int tombstones(store_t *st, batch_t *b, bool isolating, char *err, size_t errlen, error_class_t *cls)
+{
+    size_t n = 0, *one = malloc((b->count ? b->count : 1) * sizeof *one);
+    if (!one) abort();
+    for (size_t i = 0; i < b->count; i++)
+        if (b->entries[i].state == ENTRY_TOMBSTONE) one[n++] = i;
+    int rc = 0;
+    if (!isolating || n == 0) {
+        rc = n ? apply_tombstones(st, b, one, n, &st->done.deleted, err, errlen, cls) : 0;
+        free(one);
+        return rc;
+    }
+    for (size_t j = 0; j < n && rc == 0; j++) {
+        char why[1024];
+        if ((rc = exec_simple(st, "SAVEPOINT storage_tombstone", err, errlen, cls))) break;
+        if (apply_tombstones(st, b, &one[j], 1, &st->done.deleted, why, sizeof why, cls) == 0) {
+            rc = exec_simple(st, "RELEASE SAVEPOINT storage_tombstone", err, errlen, cls);
+            continue;
+        }
+        if (*cls != ERROR_CLASS_DATA) {
+            snprintf(err, errlen, "%s", why);
+            rc = -1;
+            break;
+        }
+        char detail[1200];
+        snprintf(detail, sizeof detail, "the database refused the tombstone: %s", why);
+        batch_reject(b, one[j], ERROR_DATABASE_REJECTED, detail);
+        rc = exec_simple(st, "ROLLBACK TO SAVEPOINT storage_tombstone; RELEASE SAVEPOINT storage_tombstone", err,
+                         errlen, cls);
+    }
+    free(one);
+    return rc;
 }
 
 /* The end of an attempt's transaction: the upsert of the n staged events
@@ -299,27 +368,42 @@ static int send_end(store_t *st, batch_t *b, const store_hook_t *hook, size_t n,
     return rc;
 }
 
-/* A batch with dead letters, or with a hook: step by step, BEGIN; the dead
- * letters (an extended-protocol query, which cannot join a simple one); the
- * COPY; then send_end. */
+/* A batch with dead letters, tombstones, or a hook: step by step, BEGIN;
+ * the dead letters (an extended-protocol query, which cannot join a simple
+ * one); the tombstones that delete, before the values after them; the
+ * COPY; then send_end — or, for tombstones that mark, the upsert waited
+ * for, the marks, then send_end. */
 static int send_step_by_step(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err,
                              size_t errlen, error_class_t *cls)
 {
+    bool mark = st->def->tombstones == TOMBSTONE_MARK && has_state(b, ENTRY_TOMBSTONE);
     if (exec_simple(st, begin_sql(st), err, errlen, cls) ||
         dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls) ||
-        (n && copy_events(st, b, n, NULL, err, errlen, cls)))
+        (!mark && tombstones(st, b, false, err, errlen, cls)) || (n && copy_events(st, b, n, NULL, err, errlen, cls)))
         return -1;
-    return send_end(st, b, hook, n, err, errlen, cls);
+    if (!mark) return send_end(st, b, hook, n, err, errlen, cls);
+    /* Marks after the values they mark: the upsert waited for here. */
+    if (n) {
+        PGresult *res = db_query(st->conn, st->insert_sql, 0, NULL, NULL, NULL, st->deadline, err, errlen, cls);
+        if (!res) return -1;
+        count_upsert(res, n, &st->done);
+        PQclear(res);
+    }
+    if (tombstones(st, b, false, err, errlen, cls)) return -1;
+    return send_end(st, b, hook, 0, err, errlen, cls);
 }
 
-/* After the database refused a value: BEGIN; the events upserted in halves
- * under savepoints (isolate), so the records it refuses join the dead
- * letters written after them; the dead letters; then send_end with nothing
- * left to upsert. */
+/* After the database refused a value: BEGIN; the tombstones one by one
+ * (a mark's after the events), the events upserted in halves under
+ * savepoints (isolate), so the
+ * records it refuses join the dead letters written after them; the dead
+ * letters; then send_end with nothing left to upsert. */
 static int send_isolating(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err, size_t errlen,
                           error_class_t *cls)
 {
-    if (exec_simple(st, begin_sql(st), err, errlen, cls) || isolate(st, b, st->pending, n, &st->done, err, errlen, cls) ||
+    bool mark = st->def->tombstones == TOMBSTONE_MARK;
+    if (exec_simple(st, begin_sql(st), err, errlen, cls) || (!mark && tombstones(st, b, true, err, errlen, cls)) ||
+        isolate(st, b, st->pending, n, &st->done, err, errlen, cls) || (mark && tombstones(st, b, true, err, errlen, cls)) ||
         dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls))
         return -1;
     return send_end(st, b, hook, 0, err, errlen, cls);
@@ -337,12 +421,14 @@ static int send_attempt(store_t *st, batch_t *b, const store_hook_t *hook, bool 
     st->direct = false;
     if (isolating) {
         rc = send_isolating(st, b, hook, n, err, errlen, cls);
-    } else if (!hook->fn && !has_rejections(b)) {
+    } else if (!hook->fn && !has_state(b, ENTRY_REJECTED) && !has_state(b, ENTRY_TOMBSTONE)) {
         st->direct = st->direct_next && !st->copy_refused && !st->def->row_security && n > 0 && st->probed == 0 &&
                      !needs_defaults(st, b, n);
         if (st->direct) upserted_at_the_end = 0;
         rc = send_one_query(st, b, hook, n, err, errlen, cls);
     } else {
+        /* Marks are written after the upsert, which is then waited for. */
+        if (st->def->tombstones == TOMBSTONE_MARK && has_state(b, ENTRY_TOMBSTONE)) upserted_at_the_end = 0;
         rc = send_step_by_step(st, b, hook, n, err, errlen, cls);
     }
     /* Only a first attempt uses the text prepared ahead: a later one may have

@@ -123,13 +123,20 @@ KV_DEF='{"name": "latest", "batch_size": 50, "table": "latest",
       "key": ["k"],
       "on_conflict": {"update": ["v", "seen_ms"], "when_newer": "seen_ms"}}'
 
+# The latest table (EXTRA columns added) and a topic of the test's own,
+# whose name goes into $topic.
+latest_table_and_topic() { # [extra]
+    sql "CREATE TABLE latest (application_id BIGINT NOT NULL, k TEXT NOT NULL UNIQUE, v TEXT NOT NULL,
+                              seen_ms BIGINT NOT NULL${1:+, $1})" >/dev/null
+    topic=latest-$TEST_NAME
+    broker_ctl topic-create "$topic" 1 >/dev/null
+}
+
 test_a_table_keyed_by_the_record_key_keeps_each_keys_newest_value() {
     begin_test reckey
     register_apps "$APP"
-    sql "CREATE TABLE latest (application_id BIGINT NOT NULL, k TEXT NOT NULL UNIQUE, v TEXT NOT NULL,
-                              seen_ms BIGINT NOT NULL)" >/dev/null
-    local topic=latest-$TEST_NAME i
-    broker_ctl topic-create "$topic" 1 >/dev/null
+    local topic i
+    latest_table_and_topic
     # k-1..k-50 = old; then k-1..k-25 = new (later, so newer); then a
     # record without a key and one whose key is not UTF-8.
     for i in $(seq 1 50); do printf 'k-%s|{"package_name":"%s","v":"old"}\n' "$i" "$APP"; done |
@@ -167,6 +174,107 @@ test_a_record_field_on_a_column_that_cannot_take_it_is_refused_at_start() {
     assert_eq 1 "$(svc_wait svc 60)" "exit"
     assert_contains "$(cat "$(svc_log svc)")" \
         "pipeline events, field record partition, column events.src_partition: the record partition needs an integer column, not text"
+}
+
+# A value (or, with an empty VALUE, a tombstone) of key K, keyed records
+# one per line for `produce -K '|' -Z`.
+kv() { # k [value]
+    if [ -n "${2:-}" ]; then printf '%s|{"package_name":"%s","v":"%s"}\n' "$1" "$APP" "$2"; else printf '%s|\n' "$1"; fi
+}
+
+latest_state() {
+    sql "SELECT string_agg(k || '=' || v || '@' || seen_ms, ',' ORDER BY k) FROM latest"
+}
+
+test_tombstones_delete_the_rows_of_their_keys_in_record_order() {
+    begin_test tombdelete
+    register_apps "$APP"
+    local topic i
+    latest_table_and_topic
+    # k-1..k-30; tombstones of k-1..k-10; k-5 back; then within one batch
+    # a value then a tombstone of k-40, a tombstone then a value of k-41.
+    {
+        for i in $(seq 1 30); do kv "k-$i" one; done
+        for i in $(seq 1 10); do kv "k-$i"; done
+        kv k-5 back
+        kv k-40 gone; kv k-40; kv k-41; kv k-41 after
+    } | produce "$topic" -p 0 -K '|' -Z
+    # Batches of 30: the values, then the tombstones and what follows them.
+    DEF=${KV_DEF/'"on_conflict"'/'"tombstones": "delete", "on_conflict"'} start_pipeline svc latest "$topic" \
+        STORAGE_MAX_POLL_RECORDS_LATEST=30
+    wait_committed "$(group_of latest)" "$topic" 0 45
+    stop_clean svc
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+    assert_eq "22|back|after|" "$(sql "SELECT count(*) || '|' || max(v) FILTER (WHERE k = 'k-5') || '|' ||
+        max(v) FILTER (WHERE k = 'k-41') || '|' || coalesce(max(v) FILTER (WHERE k IN ('k-1', 'k-10', 'k-40')), '')
+        FROM latest")" "rows; k-5 and k-41 stored after their tombstones; k-1, k-10 and k-40 deleted"
+    assert_eq "10|2" "$(batch_sum svc latest deleted)|$(batch_lines svc latest)" "rows the tombstones deleted, batches"
+    local state
+    state=$(latest_state)
+
+    # A replay from before the deletes, in one batch of 50: the values
+    # before each tombstone are superseded by it, the deletes find no row,
+    # the rest is skipped as stored: the same state. (Split across batches,
+    # a replay stores a deleted key's value again until it reads the
+    # tombstone after it.)
+    OP_ENV=("STORAGE_PIPELINES_FILE=$WORK/def-$TEST_NAME.json" "STORAGE_TOPIC_LATEST=$topic" STORAGE_PIPELINES=latest)
+    op replay replay latest --to earliest
+    assert_eq 0 "$OP_RC" "replay's exit: $(err replay)"
+    DEF=${KV_DEF/'"on_conflict"'/'"tombstones": "delete", "on_conflict"'} start_pipeline again latest "$topic"
+    wait_committed "$(group_of latest)" "$topic" 0 45
+    stop_clean again
+    assert_eq "$state" "$(latest_state)" "the table after the replay"
+}
+
+test_tombstones_mark_the_rows_of_their_keys_and_a_newer_value_clears_the_mark() {
+    begin_test tombmark
+    register_apps "$APP"
+    local topic i
+    latest_table_and_topic "deleted_at TIMESTAMPTZ"
+    { for i in $(seq 1 20); do kv "k-$i" one; done; } | produce "$topic" -p 0 -K '|' -Z
+    { for i in $(seq 1 5); do kv "k-$i"; done; } | produce "$topic" -p 0 -K '|' -Z
+    kv k-1 again | produce "$topic" -p 0 -K '|' -Z
+    local def=${KV_DEF/'"on_conflict"'/'"tombstones": {"mark": "deleted_at"}, "on_conflict"'}
+    # Batches of 20: the values, then the tombstones and k-1's new value.
+    DEF=$def start_pipeline svc latest "$topic" STORAGE_MAX_POLL_RECORDS_LATEST=20
+    wait_committed "$(group_of latest)" "$topic" 0 26
+    stop_clean svc
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+    assert_eq "20|4|again" "$(sql "SELECT count(*) || '|' || count(deleted_at) FILTER (WHERE k IN ('k-2', 'k-3', 'k-4', 'k-5')) || '|' ||
+        max(v) FILTER (WHERE k = 'k-1' AND deleted_at IS NULL) FROM latest")" \
+        "rows kept; marked; k-1 back with its newer value and no mark"
+    assert_eq 4 "$(sql "SELECT count(*) FROM latest WHERE deleted_at IS NOT NULL")" "marked rows in all"
+    assert_eq "4|2" "$(batch_sum svc latest deleted)|$(batch_lines svc latest)" "rows the tombstones marked, batches"
+    assert_eq 0 "$(sql "SELECT count(*) FROM latest WHERE deleted_at IS NOT NULL AND
+        deleted_at < to_timestamp(seen_ms / 1000.0)")" "marks older than the value they mark"
+    local state
+    state=$(sql "SELECT string_agg(k || v || seen_ms || coalesce(deleted_at::text, '-'), ',' ORDER BY k) FROM latest")
+
+    # A replay in one batch: each value stands beside the tombstone after
+    # it, meets the version guard (not newer than the row's), and the row
+    # stays marked; the tombstones mark it again at the same time.
+    OP_ENV=("STORAGE_PIPELINES_FILE=$WORK/def-$TEST_NAME.json" "STORAGE_TOPIC_LATEST=$topic" STORAGE_PIPELINES=latest)
+    op replay replay latest --to earliest
+    assert_eq 0 "$OP_RC" "replay's exit: $(err replay)"
+    DEF=$def start_pipeline again latest "$topic"
+    wait_committed "$(group_of latest)" "$topic" 0 26
+    stop_clean again
+    assert_eq "$state" "$(sql "SELECT string_agg(k || v || seen_ms || coalesce(deleted_at::text, '-'), ',' ORDER BY k) FROM latest")" \
+        "the table after the replay"
+}
+
+test_a_tombstone_rule_without_a_key_of_the_records_own_is_refused() {
+    begin_test tombrefused
+    local topic
+    latest_table_and_topic
+    DEF='{"name": "latest", "table": "latest",
+          "application": {"member": "package_name", "column": "application_id"},
+          "fields": [{"member": "k", "required": true}, {"member": "v", "required": true},
+                     {"record": "timestamp", "column": "seen_ms", "required": true}],
+          "key": ["k"], "tombstones": "delete", "on_conflict": "nothing"}' start_pipeline svc latest "$topic"
+    assert_eq 2 "$(svc_wait svc 60)" "exit"
+    assert_contains "$(cat "$(svc_log svc)")" \
+        "tombstones: a tombstone has no value: the natural key's column k must come from the record"
 }
 
 run_tests
