@@ -14,10 +14,30 @@ broker_start
 
 APPS=20
 
-# The conversion of docs/OPERATIONS.md, the block after its
-# <!-- partition-app-stats --> marker.
-guide_conversion() {
-    sed -n '/^<!-- partition-app-stats -->$/,/^```$/p' "$TOP/docs/OPERATIONS.md" | sed '1,2d;$d'
+# The block of docs/OPERATIONS.md after its <!-- MARKER --> line.
+guide_block() { # marker
+    sed -n "/^<!-- $1 -->\$/,/^\`\`\`\$/p" "$TOP/docs/OPERATIONS.md" | sed '1,2d;$d'
+}
+
+# A test's database with pg_partman, its days cut at midnight UTC as the
+# test reckons them, and the apps.
+begin_partman_test() { # name
+    begin_test "$1"
+    sql "ALTER DATABASE test_$1 SET timezone TO 'UTC';
+         CREATE SCHEMA partman;
+         CREATE EXTENSION pg_partman SCHEMA partman" >/dev/null
+    sql "INSERT INTO apps_registry_application (package_name, name)
+         SELECT 'com.example.s-' || i, 'app ' || i FROM generate_series(1, $APPS) i" >/dev/null
+}
+
+# Convert app_stats by the guide's SQL, as the guide says to run it.
+convert_by_the_guide() {
+    local sql_text
+    sql_text=$(guide_block partition-app-stats)
+    assert_contains "$sql_text" "partman.create_parent('public.app_stats'" "the guide's conversion"
+    echo "$sql_text" >"$WORK/convert-$TEST_NAME.sql"
+    psql "$DB" -X -q -v ON_ERROR_STOP=1 -f "$WORK/convert-$TEST_NAME.sql" >"$WORK/convert-$TEST_NAME.log" 2>&1 ||
+        fail "the guide's conversion failed: $(tail -n 5 "$WORK/convert-$TEST_NAME.log")"
 }
 
 # The date N days from the suite's first day (UTC; a run across midnight
@@ -97,13 +117,7 @@ wait_page_dead_letters() { # port reason count
 }
 
 test_app_stats_converted_by_the_guide_ingests_while_pg_partman_makes_and_drops_partitions() {
-    begin_test partman
-    # Days are cut at midnight UTC, as the test reckons them.
-    sql "ALTER DATABASE test_partman SET timezone TO 'UTC';
-         CREATE SCHEMA partman;
-         CREATE EXTENSION pg_partman SCHEMA partman" >/dev/null
-    sql "INSERT INTO apps_registry_application (package_name, name)
-         SELECT 'com.example.s-' || i, 'app ' || i FROM generate_series(1, $APPS) i" >/dev/null
+    begin_partman_test partman
 
     # The shipped, plain app_stats with data in it, stored by the service:
     # two days older than the 90 days' retention, the last three days.
@@ -119,12 +133,7 @@ test_app_stats_converted_by_the_guide_ingests_while_pg_partman_makes_and_drops_p
 
     # The crawlers go on while the pipeline is stopped for the conversion.
     crawl 0 20 | publish
-    local sql_text
-    sql_text=$(guide_conversion)
-    assert_contains "$sql_text" "partman.create_parent('public.app_stats'" "the guide's conversion"
-    echo "$sql_text" >"$WORK/convert.sql"
-    psql "$DB" -X -q -v ON_ERROR_STOP=1 -f "$WORK/convert.sql" >"$WORK/convert.log" 2>&1 ||
-        fail "the guide's conversion failed: $(tail -n 5 "$WORK/convert.log")"
+    convert_by_the_guide
     assert_eq "p|" "$(sql "SELECT c.relkind::text || '|' || coalesce((SELECT string_agg(i.inhrelid::regclass::text, ',') FROM pg_inherits i
                                 JOIN pg_class p ON p.oid = i.inhrelid WHERE i.inhparent = c.oid AND p.relpartbound IS NOT NULL
                                 AND pg_get_expr(p.relpartbound, p.oid) = 'DEFAULT'), '')
@@ -208,6 +217,35 @@ test_app_stats_converted_by_the_guide_ingests_while_pg_partman_makes_and_drops_p
     assert_eq 0 "$OP_RC" "resolve's exit"
     assert_contains "$(out resolve)" "acknowledged=$APPS"
     assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events WHERE resolved_at IS NULL")" "unresolved dead letters"
+}
+
+# The suite's PostgreSQL as it was before a test added to its configuration.
+restore_postgresql_conf() {
+    cp "$PG_DIR/data/postgresql.conf.before" "$PG_DIR/data/postgresql.conf"
+    pg_ctl_ restart -m fast >/dev/null
+}
+
+test_the_guides_background_worker_runs_the_maintenance() {
+    begin_partman_test bgw
+    sql "INSERT INTO app_stats (application_id, crawled_at)
+         SELECT id, d FROM apps_registry_application, (VALUES ('$(day -100)T06:00:00Z'::timestamptz), ('$(day 0)T06:00:00Z')) v (d)" >/dev/null
+    convert_by_the_guide
+    assert_eq t "$(has_partition -100)" "the partition past the retention, before the worker"
+    # The guide's postgresql.conf lines, for this test's database, as the
+    # suite's superuser, once a second rather than hourly.
+    guide_block partman-bgw | sed -e "s/'analytics'/'test_bgw'/" -e 's/= 3600$/= 1/' -e "s/'analytics_owner'/'postgres'/" \
+        >"$WORK/bgw.conf"
+    assert_eq 3 "$(grep -cE "^pg_partman_bgw\.(dbname = 'test_bgw'|interval = 1|role = 'postgres')$" "$WORK/bgw.conf")" \
+        "the guide's lines, made this test's: [$(cat "$WORK/bgw.conf")]"
+    cp "$PG_DIR/data/postgresql.conf" "$PG_DIR/data/postgresql.conf.before"
+    cat "$WORK/bgw.conf" >>"$PG_DIR/data/postgresql.conf"
+    trap 'end_test restore_postgresql_conf' EXIT
+    pg_ctl_ restart -m fast >/dev/null
+    # The worker's first round, a second after the start, drops the day past
+    # the retention; today's rows stay.
+    wait_for_sql "SELECT to_regclass('$(partition_of -100)') IS NULL" t 30
+    assert_eq "$(day 0)|$APPS" "$(usql "SELECT crawled_at::date || '|' || count(*) FROM app_stats GROUP BY crawled_at::date")" \
+        "the rows after the worker's maintenance"
 }
 
 run_tests
