@@ -20,6 +20,10 @@
 # packets by port without touching the machine's network or another
 # scenario's; the suite fails without them.
 #
+# postgresql-15-partman (pg_partman) is for the partitions suite, which runs
+# docs/OPERATIONS.md's conversion of app_stats into a table partitioned by
+# day and pg_partman's maintenance against it; the service never needs it.
+#
 # chromium (headless) loads the status page in the status suite; with
 # --no-install-recommends it comes without fonts, hence fonts-liberation
 # for a readable screenshot.
@@ -30,7 +34,7 @@ set -eu
 # strace (a run against the unit's sandbox). make bench draws its charts with
 # gnuplot (gnuplot-nox: no X11); the bench suite checks them with xmllint.
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libsimdjson-dev libmicrohttpd-dev libcmocka-dev
-postgresql-15 postgresql-client-15 kcat procps clang libclang-rt-14-dev
+postgresql-15 postgresql-client-15 postgresql-15-partman kcat procps clang libclang-rt-14-dev
 systemd prometheus python3-yaml docker-compose groff-base man-db strace jq gnuplot-nox libxml2-utils
 chromium fonts-liberation openssl iproute2 nftables"
 
