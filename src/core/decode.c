@@ -920,13 +920,69 @@ static int record_bytes(const field_spec_t *f, const char *what, const void *s, 
     return 0;
 }
 
+/* The record's key read as a JSON object, once per record, for the fields
+ * of its members (DESIGN.md: Pipelines are declared). */
+typedef struct {
+    bool read;
+    json_t *root; /* NULL after a failed read: jerr says why */
+    bool markers;
+    json_error_t jerr;
+    record_text_t doc;
+} key_doc_t;
+
+/* What one field of the record's own is read into: scratch, and what is
+ * freed once its value is decoded. */
+typedef struct {
+    char buf[64];
+    char *hex;
+    jv_t *children;
+    jv_key_t *keys;
+} own_value_t;
+
+static int reject_parse_error(const json_error_t *e, rejection_t *rej);
+static json_t *load_json(const void *value, size_t len, json_error_t *jerr, bool *markers);
+
+/* Member f->header of the record's key, a JSON object, with its place among
+ * the key's members (for its text as sent). */
+static int key_member(const field_spec_t *f, const record_t *rec, key_doc_t *kd, own_value_t *o, jv_t *v,
+                      rejection_t *rej)
+{
+    if (!kd->read) {
+        kd->read = true;
+        kd->root = load_json(rec->key, rec->key_len, &kd->jerr, &kd->markers);
+        kd->doc = (record_text_t){rec->key, rec->key_len, false, 0, 0};
+    }
+    if (!kd->root) {
+        rejection_t why;
+        reject_parse_error(&kd->jerr, &why);
+        return reject(rej, why.error_type, "%s: the key is not JSON: %s", f->name, why.detail);
+    }
+    if (!json_is_object(kd->root)) return reject(rej, ERROR_INVALID_JSON, "%s: the key is not a JSON object", f->name);
+    const char *key;
+    size_t key_len, position = 0;
+    json_t *member;
+    json_object_keylen_foreach(kd->root, key, key_len, member)
+    {
+        if (key_len == strlen(f->header) && memcmp(key, f->header, key_len) == 0) {
+            *v = ref_member(member, kd->markers, &o->children, &o->keys);
+            v->member = position;
+            return 0;
+        }
+        position++;
+    }
+    return 0;
+}
+
 /* A field of the record's own, as the value the field's check takes (a
- * string or an integer), JV_ABSENT where the record has none (no key, no
- * such header, no timestamp, or no record: decode_record). The headers go
- * straight into the event (*col set, JV_OBJECT returned in *v). */
-static int record_value(const field_spec_t *f, const record_t *rec, char *buf, size_t buflen, char **hex, jv_t *v,
+ * string or an integer, or a member of the key as any member),
+ * JV_ABSENT where the record has none (no key, no such header or member, no
+ * timestamp, or no record: decode_record). The headers go straight into the
+ * event (*col set, JV_OBJECT returned in *v). */
+static int record_value(const field_spec_t *f, const record_t *rec, key_doc_t *kd, own_value_t *o, jv_t *v,
                         event_t *ev, size_t *col, rejection_t *rej)
 {
+    char *buf = o->buf;
+    size_t buflen = sizeof o->buf;
     *v = (jv_t){.type = JV_ABSENT};
     if (!rec) return 0;
     switch (f->source) {
@@ -954,7 +1010,10 @@ static int record_value(const field_spec_t *f, const record_t *rec, char *buf, s
         break;
     case SOURCE_KEY:
         if (!rec->key) break;
-        return record_bytes(f, "the key", rec->key, rec->key_len, hex, v, rej);
+        return record_bytes(f, "the key", rec->key, rec->key_len, &o->hex, v, rej);
+    case SOURCE_KEY_MEMBER:
+        if (!rec->key) break;
+        return key_member(f, rec, kd, o, v, rej);
     case SOURCE_HEADER: {
         const char *name;
         const void *value, *last = NULL;
@@ -962,7 +1021,7 @@ static int record_value(const field_spec_t *f, const record_t *rec, char *buf, s
         for (size_t i = 0; rec->headers.at && rec->headers.at(rec->headers.opaque, i, &name, &value, &len); i++)
             if (strcmp(name, f->header) == 0) last = value, last_len = len;
         if (!last) break;
-        return record_bytes(f, "its value", last, last_len, hex, v, rej);
+        return record_bytes(f, "its value", last, last_len, &o->hex, v, rej);
     }
     case SOURCE_HEADERS:
         if (decode_headers(f, rec, ev, col, rej)) return -1;
@@ -972,11 +1031,35 @@ static int record_value(const field_spec_t *f, const record_t *rec, char *buf, s
     return 0;
 }
 
+/* Field i, one of the record's own, decoded into ev->col[i] (absent: NULL,
+ * or missing_field when it is required). Returns 0 or -1 with *rej. */
+static int decode_own(const pipeline_def_t *def, size_t i, const record_t *rec, key_doc_t *kd, event_t *ev,
+                      int64_t *micros, rejection_t *rej)
+{
+    const field_spec_t *f = &def->fields[i];
+    own_value_t o = {.hex = NULL};
+    jv_t v;
+    int rc = record_value(f, rec, kd, &o, &v, ev, &ev->col[i], rej);
+    if (rc == 0 && v.type != JV_OBJECT) { /* JV_OBJECT: the headers, written */
+        if (v.type == JV_ABSENT || v.type == JV_NULL) {
+            ev->col[i] = EVENT_NULL;
+            if (f->required) rc = reject(rej, ERROR_MISSING_FIELD, "%s: required field is missing", f->name);
+        } else {
+            rc = decode_field(f, &v, f->source == SOURCE_KEY_MEMBER ? &kd->doc : &(record_text_t){"", 0, false, 0, 0},
+                              ev, &ev->col[i], micros, rej);
+        }
+    }
+    free(o.hex);
+    free(o.children);
+    free(o.keys);
+    return rc;
+}
+
 /* The record's values, whichever parser read them: package_name is vals[0],
  * field i is vals[i + 1]; doc is the record as sent; rec the record, for
  * the fields of its own (NULL: none). */
-static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char *text, size_t text_len,
-                         const record_t *rec, event_t *ev, rejection_t *rej)
+static int decode_fields(const pipeline_def_t *def, const jv_t *vals, const char *text, size_t text_len,
+                         const record_t *rec, key_doc_t *kd, event_t *ev, rejection_t *rej)
 {
     record_text_t doc = {text, text_len, false, 0, 0};
     ev->len = 0;
@@ -991,12 +1074,10 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char
         const field_spec_t *f = &def->fields[i];
         const jv_t *v = &vals[i + 1];
         int64_t micros = 0;
-        jv_t own;
-        char buf[64], *hex = NULL;
         if (f->source != SOURCE_VALUE) {
-            if (record_value(f, rec, buf, sizeof buf, &hex, &own, ev, &ev->col[i], rej)) return -1;
-            if (own.type == JV_OBJECT) continue; /* the headers, written */
-            v = &own;
+            if (decode_own(def, i, rec, kd, ev, &micros, rej)) return -1;
+            if ((int)i == def->version_index) ev->version = micros;
+            continue;
         }
         /* null and an absent optional field mean the same. */
         if (v->type == JV_ABSENT || v->type == JV_NULL) {
@@ -1005,13 +1086,20 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char
             ev->col[i] = EVENT_NULL;
             continue;
         }
-        int rc = decode_field(f, v, &doc, ev, &ev->col[i], &micros, rej);
-        free(hex);
-        if (rc) return -1;
+        if (decode_field(f, v, &doc, ev, &ev->col[i], &micros, rej)) return -1;
         /* A version is a timestamp or an integer (pipeline_bind holds it to that). */
         if ((int)i == def->version_index) ev->version = micros;
     }
     return 0;
+}
+
+static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char *text, size_t text_len,
+                         const record_t *rec, event_t *ev, rejection_t *rej)
+{
+    key_doc_t kd = {.read = false};
+    int rc = decode_fields(def, vals, text, text_len, rec, &kd, ev, rej);
+    json_decref(kd.root);
+    return rc;
 }
 
 /* The reference reader: jansson, for every document the fast reader
@@ -1069,25 +1157,18 @@ out:
  * the rejection of a key the record lacks or a column refuses. */
 static int decode_tombstone(const pipeline_def_t *def, const record_t *rec, event_t *ev, rejection_t *rej)
 {
-    record_text_t doc = {"", 0, false, 0, 0};
+    key_doc_t kd = {.read = false};
+    int rc = DECODE_TOMBSTONE;
     ev->len = 0;
     ev->version = 0;
     ev->package_name = event_append(ev, "", 0);
     for (size_t i = 0; i < def->field_count; i++) ev->col[i] = EVENT_NULL;
-    for (size_t k = 0; k < def->key_count; k++) {
-        size_t i = (size_t)def->key_fields[k];
-        const field_spec_t *f = &def->fields[i];
-        jv_t v;
-        char buf[64], *hex = NULL;
+    for (size_t k = 0; k < def->key_count && rc == DECODE_TOMBSTONE; k++) {
         int64_t micros;
-        if (record_value(f, rec, buf, sizeof buf, &hex, &v, ev, &ev->col[i], rej)) return -1;
-        if (v.type == JV_ABSENT)
-            return reject(rej, ERROR_MISSING_FIELD, "%s: the tombstone's key is missing", f->name);
-        int rc = decode_field(f, &v, &doc, ev, &ev->col[i], &micros, rej);
-        free(hex);
-        if (rc) return -1;
+        if (decode_own(def, (size_t)def->key_fields[k], rec, &kd, ev, &micros, rej)) rc = -1;
     }
-    return DECODE_TOMBSTONE;
+    json_decref(kd.root);
+    return rc;
 }
 
 static int decode_with(const pipeline_def_t *def, const void *value, size_t len, const record_t *rec, event_t *ev,

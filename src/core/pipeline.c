@@ -244,13 +244,21 @@ static int read_source(reader_t *r, json_t *f, field_spec_t *fs)
     const char *s = json_is_string(v) ? json_string_value(v) : NULL;
     if (v && !s) return fail(r, "record", "expected a string");
     for (size_t k = 0; s && k < sizeof source_names / sizeof *source_names; k++)
-        if (strcmp(s, source_names[k]) == 0) fs->source = (field_source_t)k;
+        if (source_names[k] && strcmp(s, source_names[k]) == 0) fs->source = (field_source_t)k;
     if (s && fs->source == SOURCE_VALUE && strcmp(s, "value") != 0)
         return fail(r, "record", "\"%s\" is none of value, key, topic, partition, offset, timestamp, "
                                  "timestamp_type, headers, header", s);
     if (fs->source == SOURCE_VALUE) {
         if (json_object_get(f, "header")) return fail(r, "header", "only a field of \"record\": \"header\" names one");
         return get_str(r, f, "member", true, &fs->name);
+    }
+    if (fs->source == SOURCE_KEY && json_object_get(f, "member")) {
+        /* A member of the key, a JSON object: named "record key.MEMBER". */
+        fs->source = SOURCE_KEY_MEMBER;
+        if (get_str(r, f, "member", true, &fs->header)) return -1;
+        if (json_object_get(f, "header")) return fail(r, "header", "only a field of \"record\": \"header\" names one");
+        if (asprintf(&fs->name, "record key.%s", fs->header) < 0) abort();
+        return 0;
     }
     if (json_object_get(f, "member"))
         return fail(r, "member", "a field of the record's %s has no member (it is not in the value)", s);
@@ -282,10 +290,11 @@ static int read_field(reader_t *r, json_t *f, size_t i, pipeline_def_t *d)
     if (only_members(r, f, known) || read_source(r, f, fs) || get_column(r, f, "column", false, &fs->column))
         return -1;
     if (!fs->column) {
-        if (!identifier(fs->name))
-            return fail(r, "member", "\"%s\" is not a column name (" NAME_RULE "): give the field a \"column\"",
-                        fs->name);
-        fs->column = dup(fs->name);
+        /* The member's name (of the value, or of the key). */
+        const char *of = fs->source == SOURCE_KEY_MEMBER ? fs->header : fs->name;
+        if (!identifier(of))
+            return fail(r, "member", "\"%s\" is not a column name (" NAME_RULE "): give the field a \"column\"", of);
+        fs->column = dup(of);
     }
     json_t *v;
     if ((v = json_object_get(f, "required"))) {

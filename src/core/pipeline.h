@@ -66,7 +66,8 @@ typedef enum {
     SOURCE_TIMESTAMP,      /* the record's timestamp: timestamptz, or milliseconds in an integer */
     SOURCE_TIMESTAMP_TYPE, /* "create" or "log_append" */
     SOURCE_HEADERS,        /* every header, in order, as JSON: [{"key": k, "value": v or null}, ...] */
-    SOURCE_HEADER          /* one header's value, by name (the last of that name): text (UTF-8) or bytea */
+    SOURCE_HEADER,         /* one header's value, by name (the last of that name): text (UTF-8) or bytea */
+    SOURCE_KEY_MEMBER      /* a member of the record's key (a JSON object), checked as a value's member */
 } field_source_t;
 
 /* What a tombstone (a record with a key and no value) does (DESIGN.md:
@@ -164,7 +165,7 @@ typedef struct {
     char *column; /* the column it fills (the member's name unless declared) */
     bool required;
     field_source_t source;
-    char *header; /* SOURCE_HEADER: the header's name */
+    char *header; /* SOURCE_HEADER: the header's name; SOURCE_KEY_MEMBER: the key's member */
     /* Declared in the file: what the column type cannot say. */
     struct {
         bool kind_set, min_set, max_set;

@@ -170,7 +170,8 @@ static int bind_source(const pipeline_def_t *d, field_spec_t *f, const column_fa
     const char *needs = NULL;
     f->bytes = false;
     switch (f->source) {
-    case SOURCE_VALUE: return 0;
+    case SOURCE_VALUE:
+    case SOURCE_KEY_MEMBER: return 0;
     case SOURCE_TOPIC:
     case SOURCE_TIMESTAMP_TYPE:
         if (!text) needs = "a text, varchar or char column";

@@ -277,4 +277,31 @@ test_a_tombstone_rule_without_a_key_of_the_records_own_is_refused() {
         "tombstones: a tombstone has no value: the natural key's column k must come from the record"
 }
 
+test_a_table_keyed_by_a_member_of_a_json_key_takes_its_values_and_its_tombstones() {
+    begin_test jsonkey
+    register_apps "$APP"
+    sql "CREATE TABLE items (application_id BIGINT NOT NULL, id INT NOT NULL UNIQUE, v TEXT NOT NULL)" >/dev/null
+    local topic=items-$TEST_NAME i
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    {
+        for i in $(seq 1 20); do printf '{"id": %s}|{"package_name":"%s","v":"v%s"}\n' "$i" "$APP" "$i"; done
+        for i in $(seq 1 5); do printf '{"id": %s}|\n' "$i"; done
+        printf 'id-6|{"package_name":"%s","v":"bad"}\n' "$APP"
+        printf '{"id": "6"}|{"package_name":"%s","v":"bad"}\n' "$APP"
+    } | produce "$topic" -p 0 -K '|' -Z
+    DEF='{"name": "items", "batch_size": 10, "table": "items",
+          "application": {"member": "package_name", "column": "application_id"},
+          "fields": [{"record": "key", "member": "id", "required": true}, {"member": "v", "required": true}],
+          "key": ["id"], "tombstones": "delete", "on_conflict": "nothing"}' start_pipeline svc items "$topic"
+    wait_committed "$(group_of items)" "$topic" 0 27
+    stop_clean svc
+    assert_eq "15|6-20" "$(sql "SELECT count(*) || '|' || min(id) || '-' || max(id) FROM items")" "rows left, their ids"
+    assert_eq 5 "$(batch_sum svc items deleted)" "rows the tombstones deleted"
+    assert_eq "25 invalid_json|26 invalid_field" \
+        "$(sql "SELECT string_agg(kafka_offset || ' ' || error_type, '|' ORDER BY kafka_offset) FROM dead_letter_events")" \
+        "dead letters: a key that is not JSON, a member that is not an integer"
+    assert_contains "$(sql "SELECT string_agg(error_detail, ' / ' ORDER BY kafka_offset) FROM dead_letter_events")" \
+        "record key.id: the key is not JSON"
+}
+
 run_tests

@@ -518,6 +518,61 @@ static void a_key_of_record_fields_takes_its_columns_from_the_record(void **stat
                              "partition needs an integer column, not text");
 }
 
+/* A member of a JSON key checked as a value's member would be; a key that
+ * is not JSON, or not an object, is refused naming the field. */
+static void a_member_of_the_records_key_is_checked_as_a_values_member(void **state)
+{
+    (void)state;
+    char err[1024];
+    char *path = write_file(ONE("\"fields\": [{\"record\": \"key\", \"member\": \"id\", \"required\": true},\n"
+                                " {\"record\": \"key\", \"member\": \"price\", \"column\": \"amount\"},\n"
+                                " {\"member\": \"permission\"}],\n"
+                                " \"key\": [\"id\"], \"on_conflict\": \"nothing\""));
+    assert_int_equal(0, pipelines_load(path, err, sizeof err));
+    unlink(path);
+    free(path);
+    column_fact_t cols[] = {
+        typed("application_id", COLUMN_INT8, "bigint", true),
+        typed("id", COLUMN_INT4, "integer", true),
+        typed("amount", COLUMN_NUMERIC, "numeric", false),
+        varchar("permission", 255, false),
+    };
+    char *keys[] = {"id"};
+    table_facts_t t = {true, cols, sizeof cols / sizeof *cols, keys, 1};
+    assert_int_equal(0, pipeline_bind(0, &t, err, sizeof err));
+    const pipeline_def_t *def = pipeline_get(0);
+    assert_string_equal(def->fields[0].name, "record key.id");
+    const char *json = "{\"package_name\":\"com.example.a\",\"permission\":\"CAMERA\"}";
+    struct {
+        const char *key, *id, *amount, *rejected;
+    } cases[] = {
+        {"{\"price\": 0.10, \"id\": 7}", "7", "0.10", NULL},
+        {"{\"id\": 7}", "7", NULL, NULL},
+        {"{\"id\": 4294967296}", NULL, NULL, "record key.id: 4294967296 is out of range"},
+        {"{\"id\": \"7\"}", NULL, NULL, "record key.id: expected an integer"},
+        {"{\"other\": 1}", NULL, NULL, "record key.id: required field is missing"},
+        {"k-7", NULL, NULL, "record key.id: the key is not JSON: "},
+        {"[7]", NULL, NULL, "record key.id: the key is not a JSON object"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        record_t r = {.topic = "t", .key = cases[c].key, .key_len = strlen(cases[c].key), .value = json,
+                      .value_len = strlen(json), .timestamp_ms = -1};
+        event_t ev = {0};
+        rejection_t rej;
+        int rc = decode_record_of(def, &r, &ev, &rej);
+        if (cases[c].rejected) {
+            assert_int_equal(-1, rc);
+            if (!strstr(rej.detail, cases[c].rejected)) fail_msg("%s: \"%s\" lacks \"%s\"", cases[c].key, rej.detail, cases[c].rejected);
+        } else {
+            assert_int_equal(0, rc);
+            assert_string_equal(event_column(&ev, 0), cases[c].id);
+            if (cases[c].amount) assert_string_equal(event_column(&ev, 1), cases[c].amount);
+            else assert_null(event_column(&ev, 1));
+        }
+        event_free(&ev);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -536,6 +591,7 @@ int main(void)
         cmocka_unit_test_setup(names_are_taken_literally_and_quoted_in_every_statement, rebind),
         cmocka_unit_test_setup(a_malformed_record_field_is_refused_naming_it, rebind),
         cmocka_unit_test_setup(a_key_of_record_fields_takes_its_columns_from_the_record, rebind),
+        cmocka_unit_test_setup(a_member_of_the_records_key_is_checked_as_a_values_member, rebind),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pipelines_free();
