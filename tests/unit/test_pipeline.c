@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "shipped_schema.h"
+#include "core/batch.h"
 #include "core/decode.h"
 
 static const char review_head[] = "{\"package_name\":\"com.example.a\",\"review_id\":\"r1\",\"score\":4,"
@@ -573,6 +574,65 @@ static void a_member_of_the_records_key_is_checked_as_a_values_member(void **sta
     }
 }
 
+/* The states de-duplication leaves a batch of key/value records (value
+ * NULL: a tombstone) in, under the tombstone rule `rule`. */
+static void dedup_states(const char *rule, const char *expected)
+{
+    char err[1024], text[2048];
+    snprintf(text, sizeof text,
+             ONE("\"fields\": [{\"record\": \"key\", \"column\": \"k\", \"required\": true},\n"
+                 " {\"member\": \"v\", \"required\": true},\n"
+                 " {\"record\": \"timestamp\", \"column\": \"seen\", \"required\": true}],\n"
+                 " \"key\": [\"k\"], \"tombstones\": %s,\n"
+                 " \"on_conflict\": {\"update\": [\"v\", \"seen\"], \"when_newer\": \"seen\"}"),
+             rule);
+    char *path = write_file(text);
+    assert_int_equal(0, pipelines_load(path, err, sizeof err));
+    unlink(path);
+    free(path);
+    column_fact_t cols[] = {
+        typed("application_id", COLUMN_INT8, "bigint", true), typed("k", COLUMN_TEXT, "text", true),
+        typed("v", COLUMN_TEXT, "text", true), typed("seen", COLUMN_INT8, "bigint", true),
+        typed("gone", COLUMN_TIMESTAMPTZ, "timestamp with time zone", false),
+    };
+    char *keys[] = {"k"};
+    table_facts_t t = {true, cols, sizeof cols / sizeof *cols, keys, 1};
+    assert_int_equal(0, pipeline_bind(0, &t, err, sizeof err));
+    const char *v = "{\"package_name\":\"com.example.a\",\"v\":\"x\"}";
+    /* a: a value, a tombstone, a newer value; b: a value, a tombstone;
+     * c: two tombstones. */
+    const char *k[] = {"a", "b", "a", "c", "b", "a", "c"};
+    const bool tomb[] = {false, false, true, true, true, false, true};
+    record_t r[7];
+    for (size_t i = 0; i < 7; i++)
+        r[i] = (record_t){.topic = "t", .offset = (int64_t)i, .timestamp_ms = (int64_t)i + 1, .key = k[i],
+                          .key_len = 1, .value = tomb[i] ? NULL : v, .value_len = tomb[i] ? 0 : strlen(v)};
+    batch_t b;
+    batch_init(&b, pipeline_get(0));
+    batch_decode(&b, r, 7);
+    for (size_t i = 0; i < 7; i++) b.entries[i].application_id = 1;
+    batch_deduplicate(&b);
+    char got[16] = "";
+    static const char letter[] = {[ENTRY_EVENT] = 'E', [ENTRY_REJECTED] = 'R', [ENTRY_SUPERSEDED] = 's',
+                                  [ENTRY_TOMBSTONE] = 'T'};
+    for (size_t i = 0; i < 7; i++) got[i] = letter[b.entries[i].state];
+    assert_string_equal(got, expected);
+    batch_free(&b);
+}
+
+/* DESIGN.md: Pipelines are declared, tombstones. A delete supersedes the
+ * values of its key before it (they would be deleted) and an earlier
+ * tombstone; a value after it stands. A mark leaves the value before it
+ * standing (written, then marked); a value after it supersedes it. */
+static void tombstones_keep_the_record_order_of_their_key(void **state)
+{
+    (void)state;
+    /*                        a  b  a  c  b  a  c */
+    dedup_states("\"delete\"", "ssTsTET");
+    dedup_states("{\"mark\": \"gone\"}", "sEssTET");
+    dedup_states("\"dead_letter\"", "sERRRER");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -592,6 +652,7 @@ int main(void)
         cmocka_unit_test_setup(a_malformed_record_field_is_refused_naming_it, rebind),
         cmocka_unit_test_setup(a_key_of_record_fields_takes_its_columns_from_the_record, rebind),
         cmocka_unit_test_setup(a_member_of_the_records_key_is_checked_as_a_values_member, rebind),
+        cmocka_unit_test_setup(tombstones_keep_the_record_order_of_their_key, rebind),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pipelines_free();
