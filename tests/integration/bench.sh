@@ -96,6 +96,18 @@ test_bench_charts_are_well_formed_svg_holding_every_series() {
         "latency samples charted"
 }
 
+# A short ingest window can hold a single latency sample: its chart still
+# draws the series (a step from no message visible to all of them).
+test_a_latency_chart_of_one_sample_still_draws_its_series() {
+    bench_ran
+    local one=$WORK/one-sample
+    rm -rf "$one" && mkdir -p "$one/bench-data"
+    cp "$OUT/bench.json" "$one/" && cp "$OUT/bench-data/rounds.tsv" "$one/bench-data/"
+    printf '30.2\t8.476\n' >"$one/bench-data/latency-ingest.tsv"
+    "$TOP/bench/charts.sh" "$one" >/dev/null 2>&1 || fail "bench/charts.sh failed on one latency sample"
+    assert_contains "$(series "$one/bench-charts/latency.svg")" "messages visible within x ms" "latency.svg series of one sample"
+}
+
 # A member whose rows do not all stay in the database: a wrapper around the
 # release binary deletes one stored review when a scale-out member stops.
 test_bench_fails_when_the_two_members_leave_a_row_missing() {
