@@ -152,11 +152,12 @@ test: deps
 # make tsan: the integration suites against the ThreadSanitizer build; any
 # report fails the run (tests/run.sh). Not the resources suite: it measures
 # memory, under LeakSanitizer and in the release build; nor the bench suite:
-# it runs the release binaries. About 15 minutes on
+# it runs the release binaries; nor the unit tests and the fuzzing, which
+# this build does not make. About 15 minutes on
 # two cores, too long for make test, which does not run it.
 tsan: deps
 	$(MAKE) all $(TSAN_BUILD)/storage-consumer
-	SKIP_SUITES="resources bench" tests/run.sh $(TSAN_BUILD)
+	SKIP_SUITES="resources bench unit fuzz" tests/run.sh $(TSAN_BUILD)
 
 # make reliability: the service against kill -9, PostgreSQL and broker faults,
 # rebalances and graceful stops, each scenario judged by a model of what was

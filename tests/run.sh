@@ -7,8 +7,9 @@
 #
 #   tests/run.sh BUILD [SUITE-FILTER]
 #
-# SKIP_SUITES="NAME..." leaves those suites out (make tsan: the resources
-# suite measures memory, under LeakSanitizer and in the release build).
+# SKIP_SUITES="NAME..." leaves those suites out, saying so (make tsan: the
+# resources suite measures memory, under LeakSanitizer and in the release
+# build; "unit" the unit test binaries, "fuzz" the fuzzing).
 set -uo pipefail
 
 build=${1:?usage: tests/run.sh BUILD [FILTER]}
@@ -72,25 +73,47 @@ run_suite() {
     failed=$((failed + f))
 }
 
-for t in "$STORAGE_TEST_BUILD"/unit/test_*; do
-    [ -x "$t" ] || continue
-    name=$(basename "$t")
-    [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
-    run_suite "$name" "$t"
-done
+# A suite left out on purpose is said so; one that should run and cannot
+# (a unit binary not built, no fuzz binary) fails: neither passes unseen.
+skipped() { [[ " ${SKIP_SUITES:-} " == *" $1 "* ]] && echo "# suite $1 left out (SKIP_SUITES)"; }
+missing() { # name what
+    echo "# suite $1"
+    echo "  not ok - suite $1: $2"
+    failed=$((failed + 1))
+}
+
+# Every tests/unit/test_*.c has its binary in BUILD/unit (SKIP_SUITES=unit:
+# none of them, as in a build of the service alone).
+if ! skipped unit; then
+    for src in "$top"/tests/unit/test_*.c; do
+        name=$(basename "$src" .c)
+        [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+        t=$STORAGE_TEST_BUILD/unit/$name
+        if [ -x "$t" ]; then
+            run_suite "$name" "$t"
+        else
+            missing "$name" "no unit test binary $t (make sanitize builds it)"
+        fi
+    done
+fi
 
 # TEST_SUITES_DIR: another directory of suites (the runner's own test).
 for s in "${TEST_SUITES_DIR:-$top/tests/integration}"/*.sh; do
     name=$(basename "$s" .sh)
     [ "$name" = lib ] && continue
-    [[ " ${SKIP_SUITES:-} " == *" $name "* ]] && continue
     [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+    skipped "$name" && continue
     run_suite "$name" bash "$s"
 done
 
-# Bounded coverage-guided fuzzing of the decoders (FUZZ_BIN set by make test).
-if [ -n "${FUZZ_BIN:-}" ] && { [ -z "$filter" ] || [[ fuzz == *"$filter"* ]]; }; then
-    run_suite fuzz "$top/tests/fuzz/run.sh" "$FUZZ_BIN" "${FUZZ_SECONDS:-60}"
+# Bounded coverage-guided fuzzing of the decoders (FUZZ_BIN, set by make
+# test; SKIP_SUITES=fuzz leaves it out).
+if { [ -z "$filter" ] || [[ fuzz == *"$filter"* ]]; } && ! skipped fuzz; then
+    if [ -n "${FUZZ_BIN:-}" ] && [ -x "$FUZZ_BIN" ]; then
+        run_suite fuzz "$top/tests/fuzz/run.sh" "$FUZZ_BIN" "${FUZZ_SECONDS:-60}"
+    else
+        missing fuzz "no fuzz binary [${FUZZ_BIN:-}] (make sanitize builds build/fuzz/fuzz_decode: FUZZ_BIN=build/fuzz/fuzz_decode; SKIP_SUITES=fuzz leaves it out)"
+    fi
 fi
 
 echo "$passed passed, $failed failed"

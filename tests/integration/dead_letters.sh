@@ -617,14 +617,19 @@ test_migration_adds_resolution_columns() {
     assert_eq "t" "$(sql "SELECT indpred IS NOT NULL FROM pg_index WHERE indexrelid = 'dead_letter_events_unresolved_idx'::regclass")" \
         "partial index on unresolved dead letters"
     # A resolution is whole: no resolved_at without its kind, no other kind.
-    local id
+    # Each refused by its own CHECK, not by any error.
+    local id out
     id=$(dead_letter reviews 0 1 invalid_json "bad" '{')
-    if sql "UPDATE dead_letter_events SET resolved_at = now() WHERE id = $id" 2>/dev/null; then
+    if out=$(sql "UPDATE dead_letter_events SET resolved_at = now() WHERE id = $id" 2>&1); then
         fail "resolved_at was set without a resolution_kind"
     fi
-    if sql "UPDATE dead_letter_events SET resolved_at = now(), resolution_kind = 'deleted' WHERE id = $id" 2>/dev/null; then
+    assert_contains "$out" 'violates check constraint "dead_letter_events_resolution_complete_check"' "the refusal"
+    if out=$(sql "UPDATE dead_letter_events SET resolved_at = now(), resolution_kind = 'deleted' WHERE id = $id" 2>&1); then
         fail "a resolution_kind other than redriven or acknowledged was accepted"
     fi
+    assert_contains "$out" 'violates check constraint "dead_letter_events_resolution_kind_check"' "the refusal"
+    # The same row takes a whole resolution.
+    sql "UPDATE dead_letter_events SET resolved_at = now(), resolution_kind = 'acknowledged' WHERE id = $id"
 }
 
 test_migration_0007_marks_earlier_resolutions_redriven() {

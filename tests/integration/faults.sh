@@ -91,9 +91,11 @@ test_a_postgres_restart_mid_ingest_is_retried_without_loss_or_duplicates() {
     # Ingest went on after the retry: batches were logged after it.
     [ "$(awk '/transient database error/ {seen = 1} seen && /\[reviews\] batch size=/ {n++} END {print n + 0}' \
         "$(svc_log pgrestart)")" -gt 0 ] || fail "no batch after the transient retry"
-    assert_eq "20000 20000 0 19999" \
-        "$(sql "SELECT count(*), count(DISTINCT review_id), min(substr(review_id, 3)::int), max(substr(review_id, 3)::int) FROM reviews" | tr '|' ' ')" \
-        "rows, distinct review ids, id range"
+    assert_eq "20000 0 19999" \
+        "$(sql "SELECT count(*), min(substr(review_id, 3)::int), max(substr(review_id, 3)::int) FROM reviews" | tr '|' ' ')" \
+        "rows, review id range"
+    # The batch retried after the restart was not also stored before it.
+    assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" pgrestart
     assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
     assert_eq 20000 "$(batch_sum pgrestart reviews inserted)" "rows reported inserted"
     assert_eq 0 "$(log_count pgrestart 'pipeline failed')" "failed pipelines"
@@ -251,25 +253,36 @@ test_a_stop_with_slow_offset_commits_finishes_and_commits_the_batches_sent() {
 # batch is rolled back and retried (40P01). The service upserts in
 # natural-key order: here another transaction holds d-1 and then takes d-2,
 # in key order, while the service's batch carries d-2 before d-1. The
-# service waits for d-1 holding nothing, so neither side deadlocks.
+# service waits for d-1 holding nothing, so neither side deadlocks. The
+# other transaction takes d-2 only once the service waits on it (a
+# session of the service blocked by it, in pg_locks), and fails if that
+# never happens within STALL_S: without that wait there is no order to test.
 test_a_batch_locks_its_rows_in_key_order_so_sharing_writers_do_not_deadlock() {
     begin_fault_test order
     svc_start order1
     gen_reviews 1 2 d | produce "$TOPIC_REVIEWS" -p 0
     wait_for_sql "SELECT count(*) FROM reviews" 2 30
-    PGAPPNAME=$LOCKER_APP psql "$DB" -X -q -v ON_ERROR_STOP=1 >"$WORK/order-locker.out" 2>&1 <<'SQL' &
+    PGAPPNAME=$LOCKER_APP psql "$DB" -X -q -v ON_ERROR_STOP=1 -v stall_s="$STALL_S" \
+        >"$WORK/order-locker.out" 2>&1 <<'SQL' &
 BEGIN;
+SELECT set_config('test.stall_s', :'stall_s', true) \g /dev/null
 UPDATE reviews SET content = content WHERE review_id = 'd-1';
 DO $$
+DECLARE
+    waited boolean := false;
+    until timestamptz := clock_timestamp() + current_setting('test.stall_s')::int * interval '1 s';
 BEGIN
-    FOR i IN 1..300 LOOP
+    WHILE NOT waited AND clock_timestamp() < until LOOP
+        PERFORM pg_sleep(0.05);
         PERFORM pg_stat_clear_snapshot();
-        EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity
-                          WHERE application_name = 'storage-consumer' AND wait_event_type = 'Lock');
-        PERFORM pg_sleep(0.1);
+        waited := EXISTS (SELECT 1 FROM pg_stat_activity
+                          WHERE application_name = 'storage-consumer' AND wait_event_type = 'Lock'
+                            AND pg_backend_pid() = ANY (pg_blocking_pids(pid)));
     END LOOP;
+    IF NOT waited THEN
+        RAISE EXCEPTION 'no session of the service waited on the row this transaction holds';
+    END IF;
 END $$;
-SELECT pg_sleep(0.5);
 UPDATE reviews SET content = content WHERE review_id = 'd-2';
 COMMIT;
 SQL
@@ -358,7 +371,8 @@ test_sigterm_mid_batch_commits_the_batch_and_exits_0() {
     resumed=$(review_batches sigterm2 | sed -nE 's/.* offsets=([^ ]*) .*/\1/p' | tr ',' '\n' |
         awk -F'[p:-]' '{if (!($2 in m) || $3 < m[$2]) m[$2] = $3} END {for (p = 0; p < 3; p++) printf "p%d:%d ", p, (p in m) ? m[p] : 1000}')
     assert_eq "$next" "$resumed" "first offset per partition after the restart"
-    assert_eq "3000 3000" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+    assert_eq 3000 "$(sql "SELECT count(*) FROM reviews")" "rows"
+    assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" sigterm1 sigterm2
 }
 
 # A stop that comes before the group assigned anything: each pipeline waits
@@ -429,19 +443,19 @@ test_a_pipeline_whose_topic_does_not_exist_fails_after_a_grace_and_stops_all() {
     begin_fault_test notopic
     reviews_topic_answering reviews-missing-topic UNKNOWN_TOPIC_OR_PART
     svc_start notopic1
-    local t0 elapsed
-    t0=$(now_ms)
-    wait_for_log notopic1 "\\[reviews\\].*$TOPIC_REVIEWS.*(does not exist|Unknown topic)" 1 20
+    local warning="\\[reviews\\] topic $TOPIC_REVIEWS does not exist .*the pipeline fails unless it appears within [0-9]+ s"
+    wait_for_log notopic1 "$warning" 1 20
     # The other pipelines work meanwhile.
     gen_network_metric "$(new_uuid)" | produce "$TOPIC_NETWORK_METRICS"
     wait_for_sql "SELECT count(*) FROM network_metrics" 1
-    # A topic may be created moments after the service starts: not at once.
-    sleep 10
-    assert_running notopic1
-    rc=$(svc_wait notopic1 60)
-    elapsed=$(($(now_ms) - t0))
+    # A topic may be created moments after the service starts: the failure
+    # comes the grace the warning names after it, not sooner.
+    local grace_s waited_ms
+    grace_s=$(grep -m1 -oE 'fails unless it appears within [0-9]+ s' "$(svc_log notopic1)" | grep -oE '[0-9]+')
+    rc=$(svc_wait notopic1 $((grace_s + STALL_S)))
     assert_eq 1 "$rc" "exit status"
-    [ "$elapsed" -ge 25000 ] || fail "failed after $elapsed ms: no grace for a topic being created"
+    waited_ms=$(($(log_ms notopic1 'error \[reviews\] pipeline failed') - $(log_ms notopic1 "$warning")))
+    [ "$waited_ms" -ge $((grace_s * 1000)) ] || fail "failed $waited_ms ms after the warning: less than its grace of $grace_s s"
     local log
     log=$(cat "$(svc_log notopic1)")
     assert_contains "$log" "error [reviews] pipeline failed: Kafka consumer error: topic $TOPIC_REVIEWS does not exist" "the ERROR names the topic"
@@ -452,16 +466,29 @@ test_a_pipeline_whose_topic_does_not_exist_fails_after_a_grace_and_stops_all() {
     no_sanitizer_report "$(svc_log notopic1)"
 }
 
+# The grace (the warning says how long) counts from the warning; the topic
+# appears within it, the service says it saw it (the grace is over), and
+# it is still consuming once the grace would have run out, plus a recheck.
 test_a_topic_created_during_the_grace_is_consumed() {
     begin_fault_test latetopic
     reviews_topic_answering reviews-late-topic UNKNOWN_TOPIC_OR_PART
     svc_start late1 STORAGE_PIPELINES=reviews
-    wait_for_log late1 "\\[reviews\\].*$TOPIC_REVIEWS.*(does not exist|Unknown topic)" 1 20
+    local warning="\\[reviews\\] topic $TOPIC_REVIEWS does not exist .*the pipeline fails unless it appears within [0-9]+ s"
+    wait_for_log late1 "$warning" 1 20
+    local grace_s warned_ms
+    grace_s=$(grep -m1 -oE 'fails unless it appears within [0-9]+ s' "$(svc_log late1)" | grep -oE '[0-9]+')
+    warned_ms=$(log_ms late1 "$warning")
     # "Created" now: the broker knows it from here on.
     broker_ctl topic-error "$TOPIC_REVIEWS" NO_ERROR >/dev/null
+    [ $(($(now_ms) - warned_ms)) -lt $((grace_s * 1000)) ] || fail "the topic was created after the grace of $grace_s s"
     gen_reviews 0 20 | produce "$TOPIC_REVIEWS"
     wait_for_sql "SELECT count(*) FROM reviews" 20 40
-    sleep 25 # past the grace
+    # The missing topic is forgotten: seen again, or assigned.
+    wait_for_log late1 "\\[reviews\\] (topic $TOPIC_REVIEWS exists now|partitions assigned)"
+    # Past the grace, and past the recheck (2 s) that would end it.
+    wait_until_ms $((warned_ms + grace_s * 1000 + 2000))
+    gen_reviews 20 1 | produce "$TOPIC_REVIEWS"
+    wait_for_sql "SELECT count(*) FROM reviews" 21 40
     assert_running late1
     rc=$(svc_stop late1)
     assert_eq 0 "$rc" "exit status after SIGTERM"
@@ -571,9 +598,7 @@ test_records_retention_deleted_before_a_reset_to_latest_are_no_stalled_fetch() {
     wait_for_log rl1 '\[reviews\] partitions assigned' 1
     gen_reviews 0 3 l | produce "$TOPIC_REVIEWS" -p 0
     wait_for_sql "SELECT count(*) FROM reviews" 3 30
-    sql "BEGIN; LOCK TABLE reviews IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(8); COMMIT" >/dev/null &
-    local locker=$!
-    sleep 0.5
+    hold_lock reviews
     awk -v app="$APP" 'BEGIN {
         pad = sprintf("%7000s", ""); gsub(/ /, "x", pad)
         for (i = 3; i < 903; i++)
@@ -582,20 +607,24 @@ test_records_retention_deleted_before_a_reset_to_latest_are_no_stalled_fetch() {
     local lo
     lo=$(broker_ctl watermarks "$TOPIC_REVIEWS" 0 | awk '{print $2}')
     [ "$lo" -gt 3 ] 2>/dev/null || fail "retention kept partition 0 whole (first offset $lo): test not set up"
-    wait "$locker"
-    wait_for_log rl1 "MESSAGES LOST BEFORE THEY WERE STORED.*$TOPIC_REVIEWS \\[0\\]: offset reset .* to END" 1 30
-    # Three times the limit, checked every 0.5 s.
-    sleep 9
+    release_lock
+    local reset="MESSAGES LOST BEFORE THEY WERE STORED.*$TOPIC_REVIEWS \\[0\\]: offset reset .* to END"
+    wait_for_log rl1 "$reset" 1 30
+    # Three times the limit (STORAGE_FETCH_STALL_SECONDS=3), counted from the
+    # reset, checked every 0.5 s.
+    wait_until_ms $(($(log_ms rl1 "$reset") + 3 * 3000))
     assert_running rl1
     assert_eq 0 "$(log_count rl1 'no record fetched')" "stalls reported"
-    # The next record moves the position on.
-    local before
-    before=$(sql "SELECT count(*) FROM reviews")
+    # The next record moves the position on: read alone, from the end the
+    # reset put the position at.
+    local end
     gen_reviews 1000 1 l | produce "$TOPIC_REVIEWS" -p 0
+    end=$(high_watermark "$TOPIC_REVIEWS" 0)
     wait_for_sql "SELECT count(*) FROM reviews WHERE review_id = 'l-1000'" 1 30
     rc=$(svc_stop rl1)
     assert_eq 0 "$rc" "exit status after SIGTERM"
-    [ "$before" -ge 3 ] || fail "rows before the last record: $before"
+    assert_eq "p0:$((end - 1))-$((end - 1))" "$(review_batches rl1 | tail -n 1 | sed -nE 's/.* offsets=([^ ]*) .*/\1/p')" \
+        "the offsets of the last batch"
 }
 
 # DESIGN.md: Architecture: a reviews burst must not hold a network-metrics
@@ -658,7 +687,8 @@ test_postgres_down_longer_than_the_retries_exits_1_then_resumes_without_loss() {
     wait_for_sql "SELECT count(*) FROM reviews" 1000 60
     rc=$(svc_stop pgdown2)
     assert_eq 0 "$rc" "exit status of the restarted service"
-    assert_eq "1000 1000" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+    assert_eq 1000 "$(sql "SELECT count(*) FROM reviews")" "rows"
+    assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" pgdown1 pgdown2
     assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
 }
 
@@ -687,7 +717,8 @@ test_sigterm_interrupts_the_database_back_off() {
     wait_for_sql "SELECT count(*) FROM reviews" 200 60
     rc=$(svc_stop backoff2)
     assert_eq 0 "$rc" "exit status of the restarted service"
-    assert_eq "200 200" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+    assert_eq 200 "$(sql "SELECT count(*) FROM reviews")" "rows"
+    assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" backoff1 backoff2
     assert_eq 100 "$(batch_sum backoff2 reviews inserted)" "interrupted rows delivered again"
 }
 
@@ -721,7 +752,8 @@ test_a_batch_stuck_at_a_stop_ends_by_its_deadline_and_the_stop_is_clean() {
     wait_for_sql "SELECT count(*) FROM reviews" 200 60
     rc=$(svc_stop stuck2)
     assert_eq 0 "$rc" "exit status of the restarted service"
-    assert_eq "200 200" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+    assert_eq 200 "$(sql "SELECT count(*) FROM reviews")" "rows"
+    assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" stuck1 stuck2
     assert_eq 100 "$(batch_sum stuck2 reviews inserted)" "the unfinished batch delivered again"
 }
 
@@ -757,12 +789,17 @@ test_a_commit_waiting_for_a_synchronous_standby_is_cancelled_by_the_client_deadl
     # staging tables at exit: that commit waits for the standby too.)
     wait_for_sql "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND state = 'active'" 0 10
     reset_synchronous_standby
+    # A cancelled wait for the standby leaves the COMMIT done locally: those
+    # records are stored, by no logged batch.
+    local unlogged
+    unlogged=$(stored_unlogged syncrep1 "$TOPIC_REVIEWS")
 
     svc_start syncrep2 STORAGE_PIPELINES=reviews
     wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 200
     rc=$(svc_stop syncrep2)
     assert_eq 0 "$rc" "exit status of the restarted service"
-    assert_eq "200 200" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+    assert_eq 200 "$(sql "SELECT count(*) FROM reviews")" "rows"
+    UNLOGGED=$unlogged assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" syncrep1 syncrep2
 }
 
 # DESIGN.md: Errors: with every broker down a synchronous commit can block for minutes;
@@ -797,7 +834,8 @@ test_an_offset_commit_with_every_broker_down_fails_within_the_commit_timeout() {
     assert_running deadline1
     rc=$(svc_stop deadline1)
     assert_eq 0 "$rc" "exit status after SIGTERM"
-    assert_eq "30 30" "$(sql "SELECT count(*), count(DISTINCT review_id) FROM reviews" | tr '|' ' ')" "rows, distinct ids"
+    assert_eq 30 "$(sql "SELECT count(*) FROM reviews")" "rows"
+    assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" deadline1
 }
 
 run_tests

@@ -261,6 +261,56 @@ batch_lines() { # name pipeline
     grep -cE "info +\[$2\] batch size=" "$(svc_log "$1")" || true
 }
 
+# "Stored exactly once", per record, with what a duplicate would change (the
+# natural key's UNIQUE index keeps a record stored twice to one row, so no
+# row count can see it): the offset ranges of PIPELINE's batch lines on
+# TOPIC, over the logs of every service NAME that consumed it, tile each of
+# its partitions from the first offset to the high watermark. An offset in
+# two batches was read and written twice; an offset in none was stored by no
+# logged batch. A line gives each partition's first and last offset in the
+# batch: their spans add up to its size= (no record twice in one batch, no
+# gap inside it), and its counters account for every record (inserted +
+# updated + skipped + dead_lettered = size). PARTITIONS (3) says how many the topic has;
+# UNLOGGED, ranges stored by a batch whose line was never written
+# (stored_unlogged).
+assert_each_offset_stored_once() { # pipeline topic name...
+    local pipeline=$1 topic=$2 name logs=() p wm marks="" ranges=$WORK/ranges.$BASHPID problems
+    shift 2
+    for name in "$@"; do logs+=("$(svc_log "$name")"); done
+    for p in $(seq 0 $((${PARTITIONS:-3} - 1))); do
+        wm=$(broker_ctl watermarks "$topic" "$p") || fail "cannot read the watermarks of $topic [$p]: $wm"
+        wm=${wm#ok }
+        marks="$marks $p:${wm%% *}:${wm##* }"
+    done
+    problems=$({ cat "${logs[@]}" | grep -E "info +\[$pipeline\] batch size=.* topic=$topic( |\$)" |
+        awk -v out="$ranges" '
+        function field(k) { return match($0, " " k "=[^ ]*") ? substr($0, RSTART + length(k) + 2, RLENGTH - length(k) - 2) : "" }
+        BEGIN { printf "" > out }
+        {
+            size = field("size"); n = 0
+            counted = field("inserted") + field("updated") + field("skipped") + field("dead_lettered")
+            if (counted != size) printf "\na batch counted %d of its %d records: %s", counted, size, $0
+            k = split(field("offsets"), r, ",")
+            for (i = 1; i <= k; i++) {
+                if (r[i] !~ /^p[0-9]+:[0-9]+-[0-9]+$/) { printf "\nunreadable offsets [%s]: %s", r[i], $0; continue }
+                split(substr(r[i], 2), a, "[:-]")
+                n += a[3] - a[2] + 1
+                print a[1], a[2], a[3] > out
+            }
+            if (n != size) printf "\na batch of %d records logged %d offsets: %s", size, n, $0
+        }'
+        echo "${UNLOGGED:-}" | tr ', ' '\n\n' | sed -nE 's/^p([0-9]+):([0-9]+)-([0-9]+)$/\1 \2 \3/p' >>"$ranges"; })
+    problems+=$(sort -k1,1n -k2,2n "$ranges" | awk -v marks="$marks" '
+        BEGIN { n = split(marks, m, " "); for (i = 1; i <= n; i++) { split(m[i], f, ":"); lo[f[1]] = f[2]; hi[f[1]] = f[3]; at[f[1]] = f[2] } }
+        !($1 in lo) { printf "\nbatches of partition %d, which the topic lacks", $1; next }
+        $2 < at[$1] { printf "\noffsets %d-%d of partition %d stored by two batches", $2, (at[$1] <= $3 ? at[$1] - 1 : $3), $1 }
+        $2 > at[$1] { printf "\noffsets %d-%d of partition %d stored by no batch", at[$1], $2 - 1, $1 }
+        $3 + 1 > at[$1] { at[$1] = $3 + 1 }
+        END { for (p in lo) if (at[p] != hi[p]) printf "\noffsets %d-%d of partition %d stored by no batch (high watermark %d)", at[p], hi[p] - 1, p, hi[p] }')
+    rm -f "$ranges"
+    [ -z "$problems" ] || fail "not every offset of $topic stored by exactly one batch of [$pipeline] in $*:$(echo "$problems" | head -n 20)"
+}
+
 # tests/run.sh sends ThreadSanitizer's reports to files of their own; with
 # other TSAN_OPTIONS they reach the service's log, and are recognised there.
 SANITIZER_REPORT='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (AddressSanitizer|UndefinedBehaviorSanitizer|ThreadSanitizer)|UndefinedBehaviorSanitizer|WARNING: ThreadSanitizer'
@@ -351,6 +401,53 @@ gen_reviews() { # start count [prefix]
             printf "{\"package_name\":\"%s\",\"review_id\":\"%s-%d\",\"user_name\":\"user %d\",\"content\":\"works fine, review %d\",\"score\":%d,\"thumbs_up_count\":%d,\"reviewed_at\":\"2026-11-01T10:00:00Z\",\"last_synced_at\":\"2026-11-29T12:00:00Z\"}\n",
                 app, p, i, i, i, i % 5 + 1, i % 7
     }'
+}
+
+# The offsets of TOPIC that NAME stored without logging their batch: a
+# process killed between its database COMMIT and its batch line, or one
+# that took for failed a COMMIT which went through. Per partition, from
+# NAME's last logged offset to the database's position (which every stored
+# batch raises), written as a batch line writes them: "p0:100-199,p2:5-9".
+stored_unlogged() { # name topic
+    { grep -E " topic=$2( |\$)" "$(svc_log "$1")" | sed -nE 's/.* batch size=.* offsets=([^ ]*) .*/\1/p' |
+        tr ',' '\n' | sed -nE 's/^p([0-9]+):[0-9]+-([0-9]+)$/logged \1 \2/p'
+      sql "SELECT 'position', partition, next_offset FROM consumer_offsets WHERE topic = '$2'" | tr '|' ' '; } |
+        awk '$1 == "logged" { if ($3 + 1 > from[$2]) from[$2] = $3 + 1; next }
+             { if ($3 > pos[$2]) pos[$2] = $3 }
+             END { for (p in pos) if (pos[p] > from[p] + 0) { printf "%sp%d:%d-%d", sep, p, from[p] + 0, pos[p] - 1; sep = "," } }'
+}
+
+# The time of NAME's first (or last) log line matching REGEX, in ms since
+# the epoch (the clock of now_ms).
+log_ms() { # name regex [first|last]
+    local line
+    line=$(grep -E -- "$2" "$(svc_log "$1")" | if [ "${3:-first}" = last ]; then tail -n 1; else head -n 1; fi)
+    [ -n "$line" ] || fail "no line [$2] in $(svc "$1")'s log"
+    echo $(($(date -d "${line%% *}" +%s%N) / 1000000))
+}
+
+# Wait until the clock reaches T (ms since the epoch): a deadline the test
+# derived from a log line and a setting, not a guess at how long work takes.
+wait_until_ms() { # t
+    local left=$(($1 - $(now_ms)))
+    [ "$left" -le 0 ] || sleep "$((left / 1000)).$(printf '%03d' $((left % 1000)))"
+}
+
+# Wait until 127.0.0.1:PORT answers GET /metrics with a response holding
+# TEXT (any answer, without TEXT: the port is bound), at most STALL_S;
+# print that response, headers included. A batch's counters move just after
+# its COMMIT, so a row seen in the database is no sign they have.
+wait_metrics() { # port [text]
+    local end=$((SECONDS + STALL_S)) resp=""
+    while [ "$SECONDS" -lt "$end" ]; do
+        resp=$(http_get "$1" /metrics 2>/dev/null || true)
+        if [ -n "$resp" ] && [[ "$resp" == *"${2:-}"* ]]; then
+            echo "$resp"
+            return 0
+        fi
+        sleep 0.1
+    done
+    fail "127.0.0.1:$1/metrics did not answer with [${2:-}] within $STALL_S s; last: $(echo "$resp" | tail -n 5)"
 }
 
 # The reviews pipeline's batch log lines of NAME.

@@ -18,8 +18,7 @@ test_metrics_endpoint_reports_counters_dead_letters_and_lag() {
     svc_start metrics STORAGE_METRICS_ADDR="127.0.0.1:$port"
     wait_for_sql "SELECT count(*) FROM reviews" 5
     wait_for_sql "SELECT count(*) FROM dead_letter_events" 1
-    sleep 0.5
-    body=$(http_get "$port" /metrics)
+    body=$(wait_metrics "$port" 'storage_consumer_messages_consumed_total{pipeline="reviews"} 6')
     assert_contains "$body" "200 OK"
     assert_contains "$body" "text/plain; version=0.0.4"
     assert_contains "$body" 'storage_consumer_messages_consumed_total{pipeline="reviews"} 6'
@@ -37,7 +36,7 @@ test_metrics_address_in_use_stops_start_up() {
     local port
     port=$(free_port)
     svc_start holder STORAGE_METRICS_ADDR="127.0.0.1:$port"
-    sleep 1.5
+    wait_metrics "$port" >/dev/null # bound by the holder
     svc_start second STORAGE_METRICS_ADDR="127.0.0.1:$port"
     assert_eq 1 "$(svc_wait second 20)" "exit code of the second process"
     assert_contains "$(cat "$WORK/second.log")" "STORAGE_METRICS_ADDR=127.0.0.1:$port"
@@ -63,7 +62,7 @@ test_metrics_pass_promtool_check() {
     svc_start promtool STORAGE_METRICS_ADDR="127.0.0.1:$port"
     wait_for_sql "SELECT count(*) FROM reviews" 1
     wait_for_sql "SELECT count(*) FROM dead_letter_events" 1
-    sleep 0.5
+    wait_metrics "$port" 'storage_consumer_messages_consumed_total{pipeline="reviews"} 2' >/dev/null
     body=$(metrics_body "$port")
     assert_contains "$body" "storage_consumer_build_info{" "exposition checked"
     assert_contains "$body" "process_cpu_seconds_total" "exposition checked"
@@ -81,7 +80,7 @@ test_build_info_and_process_metrics_describe_the_running_process() {
     local port body pid fds started
     port=$(free_port)
     svc_start process STORAGE_METRICS_ADDR="127.0.0.1:$port"
-    sleep 1.5
+    wait_metrics "$port" >/dev/null
     body=$(metrics_body "$port")
     pid=$(svc_pid process)
     assert_contains "$body" "storage_consumer_build_info{version=\"$("$BIN" version | awk 'NR == 1 {print $2}')\",librdkafka=\"$(dpkg-query -W -f='${Version}' librdkafka1 | sed 's/-.*//')\",libpq=\"$(dpkg-query -W -f='${Version}' libpq5 | sed -E 's/^([0-9]+\.[0-9]+).*/\1/')\"} 1"
@@ -151,8 +150,7 @@ test_a_replay_does_not_count_dead_letters_again() {
 
     svc_start again STORAGE_PIPELINES=reviews STORAGE_METRICS_ADDR="127.0.0.1:$port"
     wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 1 3 60
-    sleep 0.5
-    body=$(http_get "$port" /metrics)
+    body=$(wait_metrics "$port" 'storage_consumer_messages_consumed_total{pipeline="reviews"} 3')
     assert_contains "$body" 'storage_consumer_messages_consumed_total{pipeline="reviews"} 3' "the re-read"
     assert_contains "$body" 'storage_consumer_dead_letters_total{pipeline="reviews",error_type="invalid_json"} 0' "after the replay"
     assert_contains "$body" 'storage_consumer_dead_letters_total{pipeline="reviews",error_type="missing_field"} 0' "after the replay"

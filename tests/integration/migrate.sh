@@ -503,14 +503,14 @@ test_run_against_a_current_schema_takes_no_migration_lock() {
     # Another session holds the migration lock: a run that only reads the
     # schema must not wait for it.
     psql "$DB" -X -q -c "SELECT pg_advisory_lock(7301946530471288117); SELECT pg_sleep(60)" >/dev/null 2>&1 &
-    local holder=$! out rc=0 i
-    for i in $(seq 1 50); do
-        [ "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")" = 1 ] && break
-        sleep 0.1
-    done
+    local holder=$! out rc=0
+    track "$holder"
+    wait_for_sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted" 1 "$STALL_S"
     out=$(env STORAGE_DATABASE_URL="$DB" STORAGE_KAFKA_BOOTSTRAP_SERVERS="$BOOTSTRAP" STORAGE_PIPELINES=reviews \
         STORAGE_TOPIC_REVIEWS=lp-lock-reviews STORAGE_GROUP_PREFIX=lp-lock STORAGE_SESSION_TIMEOUT_MS=6000 \
         STORAGE_HEARTBEAT_DIR="$WORK/hb-lplock" timeout --preserve-status -s INT 8 "$BIN" run 2>&1) || rc=$?
+    # Still held all along: the run did not wait for it.
+    assert_eq 1 "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")" "the migration lock held"
     kill "$holder" 2>/dev/null || true
     wait "$holder" 2>/dev/null || true
     assert_eq 0 "$rc" "run stopped by SIGINT: $out"

@@ -343,15 +343,15 @@ test_batches_alternating_new_rows_and_a_stored_key_cost_a_few_fall_backs() {
     [ "$fallbacks" -le 3 ] || fail "$fallbacks fall-backs from a COPY for 10 batches with a stored key among 21"
 }
 
-# Records of committed transactions beside a plain producer's are stored,
-# and a transactional producer trips nothing: the committed offsets reach
+# Records a transactional producer sent (its transactions committed) beside
+# a plain producer's are stored, and trip nothing: the committed offsets reach
 # the high watermarks (lag 0), verify's lag stage is ok, the stalled-fetch
 # check stays quiet past its limit, and a replay reads everything again.
 # librdkafka 2.0.2's mock writes no commit markers (each partition's high
 # watermark is its record count) and does not filter aborted transactions,
 # so neither the markers' offset gaps nor read_committed can be shown here
-# (DESIGN.md: Progress in the database).
-test_records_of_committed_transactions_are_stored_beside_a_plain_producers() {
+# (DESIGN.md: Progress in the database): the name says what is shown.
+test_a_transactional_producers_records_without_markers_are_stored_beside_a_plain_producers() {
     begin_test txn
     register_apps com.example.txn
     cc -std=c11 -D_GNU_SOURCE -O1 -o "$WORK/produce" "$TOP/tests/hostile/produce.c" $(pkg-config --cflags --libs rdkafka) ||
@@ -369,8 +369,11 @@ test_records_of_committed_transactions_are_stored_beside_a_plain_producers() {
     start_service txn STORAGE_PIPELINES=reviews STORAGE_FETCH_STALL_SECONDS=3
     wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 60
     assert_eq 10 "$(sql "SELECT count(*) FROM reviews")" "reviews stored"
-    sleep 5 # past the stalled-fetch limit
+    # Past the stalled-fetch limit (3 s) from the last record, and a check
+    # (every 0.5 s) on either side of it.
+    wait_until_ms $(($(log_ms txn '\[reviews\] batch size=' last) + 3000 + 2 * 500))
     assert_running txn
+    assert_eq 0 "$(log_count txn 'no record fetched')" "stalls reported"
     stop_clean txn
     OP_ENV=(STORAGE_PIPELINES=reviews)
     op verify verify
@@ -657,19 +660,27 @@ test_thousands_of_registered_apps_are_all_stored_and_none_dead_lettered() {
 test_a_name_whose_ttl_passes_while_the_registry_query_waits_is_still_bound() {
     begin_test expiring
     register_apps com.example.cached com.example.queried
-    start_service svc STORAGE_PIPELINES=reviews STORAGE_APPLICATION_CACHE_TTL_SECONDS=3
+    local ttl_s=3
+    start_service svc STORAGE_PIPELINES=reviews STORAGE_APPLICATION_CACHE_TTL_SECONDS=$ttl_s
     review com.example.cached c-1 1 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 0
     wait_reviews_committed 1
-    # com.example.cached is now fresh for 3 s. The next batch holds it and a
-    # name the cache lacks; the query for that one waits 6 s on a lock.
-    sql "BEGIN; LOCK TABLE apps_registry_application IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(6); COMMIT" >/dev/null &
-    local locker=$!
+    # com.example.cached is now fresh for ttl_s (cached before the first
+    # batch's line). The next batch holds it and a name the cache lacks; the
+    # query for that one waits on a lock until the TTL has passed.
+    PGAPPNAME=$LOCKER_APP psql "$DB" -X -q -v ON_ERROR_STOP=1 -c "BEGIN" \
+        -c "LOCK TABLE apps_registry_application IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
+    LOCKER_PID=$!
+    track "$LOCKER_PID"
     wait_for_sql "SELECT count(*) FROM pg_locks WHERE relation = 'apps_registry_application'::regclass AND mode = 'AccessExclusiveLock' AND granted" 1 5
     {
         review com.example.cached c-2 1 "2026-11-29T10:00:00Z"
         review com.example.queried q-1 1 "2026-11-29T10:00:00Z"
     } | produce "$TOPIC_REVIEWS" -p 0
-    wait "$locker"
+    wait_blocked || fail "the registry query never waited on the lock"
+    wait_until_ms $(($(log_ms svc '\[reviews\] batch size=') + ttl_s * 1000))
+    wait_blocked "" 2 || fail "the registry query stopped waiting before the TTL passed"
+    assert_eq "c-1" "$(stored_review_ids)" "stored reviews while the query waits"
+    release_lock
     wait_reviews_committed 3
     assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
     assert_eq "c-1 c-2 q-1" "$(stored_review_ids)" "stored reviews"
@@ -819,23 +830,30 @@ test_each_pipeline_commits_only_its_own_offsets() {
     fi
 
     # All three: each group commits exactly its own topic's offsets, and the
-    # reviews group resumes where it was (nothing reprocessed).
+    # reviews group resumes where it was (nothing reprocessed): it starts
+    # partition 1 at offset 4, and a fifth review there is the one record
+    # its batches read.
     start_service all
     wait_committed "$stats" "$TOPIC_APP_STATS" 0 2
     wait_committed "$stats" "$TOPIC_APP_STATS" 2 1
     wait_committed "$metrics" "$TOPIC_NETWORK_METRICS" 2 1
-    wait_for_sql "SELECT (SELECT count(*) FROM app_stats) || '/' || (SELECT count(*) FROM reviews) || '/' || (SELECT count(*) FROM network_metrics)" "3/4/1" 10
+    wait_for_log all "\[reviews\] $TOPIC_REVIEWS \[1\] starts at offset 4, the database's position"
+    review $app r5 5 "2026-11-29T10:00:00Z" | produce "$TOPIC_REVIEWS" -p 1
+    wait_committed "$reviews" "$TOPIC_REVIEWS" 1 5
+    wait_for_sql "SELECT (SELECT count(*) FROM app_stats) || '/' || (SELECT count(*) FROM reviews) || '/' || (SELECT count(*) FROM network_metrics)" "3/5/1" 10
     stop_clean all
     assert_committed "$stats" "$TOPIC_APP_STATS" 1 -1001
     assert_committed "$metrics" "$TOPIC_NETWORK_METRICS" 0 -1001
     assert_committed "$metrics" "$TOPIC_NETWORK_METRICS" 1 -1001
-    assert_committed "$reviews" "$TOPIC_REVIEWS" 1 4
+    assert_committed "$reviews" "$TOPIC_REVIEWS" 1 5
     for p in 0 1 2; do
         for t in "$TOPIC_REVIEWS" "$TOPIC_NETWORK_METRICS"; do assert_committed "$stats" "$t" "$p" -1001; done
         for t in "$TOPIC_APP_STATS" "$TOPIC_REVIEWS"; do assert_committed "$metrics" "$t" "$p" -1001; done
         for t in "$TOPIC_APP_STATS" "$TOPIC_NETWORK_METRICS"; do assert_committed "$reviews" "$t" "$p" -1001; done
     done
-    assert_eq 0 "$(batch_lines all reviews)" "the reviews group resumed from its committed offsets"
+    assert_eq "p1:4-4" "$(review_batches all | sed -nE 's/.* offsets=([^ ]*) .*/\1/p' | paste -sd' ')" \
+        "the reviews group resumed from its committed offsets: the offsets its batches read"
+    assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" only-reviews all
 }
 
 # ---------------------------------------------------------------------------
@@ -886,8 +904,8 @@ assert_burst_stored_once_by() { # one two
     wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 60
     assert_broker_kept_everything "$TOPIC_REVIEWS"
     assert_eq "3000" "$(( $(high_watermark "$TOPIC_REVIEWS" 0) + $(high_watermark "$TOPIC_REVIEWS" 1) + $(high_watermark "$TOPIC_REVIEWS" 2) ))" "messages on the topic"
-    assert_eq "2900 2900" "$(sql "SELECT count(*) || ' ' || count(DISTINCT review_id) FROM reviews")" "one row per distinct review"
     assert_eq "2900" "$(sql "SELECT count(*) FROM reviews WHERE review_id ~ '^s-[0-9]+$' AND substr(review_id, 3)::int BETWEEN 1 AND 2900")" "the review ids produced"
+    assert_eq "2900" "$(sql "SELECT count(*) FROM reviews")" "rows"
     assert_eq "100" "$(sql "SELECT count(*) FROM reviews WHERE thumbs_up_count = 2 AND last_synced_at = '2026-11-29T11:00:00Z'")" "the newer observations won"
     assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "no dead letters"
     stop_clean "$1"
@@ -898,6 +916,8 @@ assert_burst_stored_once_by() { # one two
         [ "$(batch_lines "$n" reviews)" -gt 0 ] || fail "$n stored no batch"
     done
     assert_eq 2900 "$(( $(batch_sum "$1" reviews inserted) + $(batch_sum "$2" reviews inserted) ))" "inserted= over both processes"
+    # Each of the 3000 records read and written by one member only, once.
+    assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" "$1" "$2"
 }
 
 test_two_processes_share_the_partitions_and_store_each_review_once() {
@@ -956,11 +976,12 @@ test_a_backlog_far_past_the_prefetch_bound_is_read_through_wake_ups_and_stored_o
     done
     wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 120
     assert_broker_kept_everything "$TOPIC_REVIEWS"
-    assert_eq "30000 30000" "$(sql "SELECT count(*) || ' ' || count(DISTINCT review_id) FROM reviews")" "one row per review"
+    assert_eq "30000" "$(sql "SELECT count(*) FROM reviews")" "one row per review"
     assert_eq "0" "$(sql "SELECT count(*) FROM dead_letter_events")" "no dead letters"
     stop_clean one
     stop_clean two
     assert_eq 30000 "$(($(batch_sum one reviews inserted) + $(batch_sum two reviews inserted)))" "inserted= over both processes"
+    assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" one two
     grep -qE '\[reviews\] partitions assigned count=[1-9]' "$(svc_log two)" || fail "two was never assigned a partition"
     n=$(grep -c 'woke the fetcher' "$(svc_log one)" || true)
     [ "$n" -ge 5 ] || fail "one woke its fetcher $n times reading 6.9 MB through a 64 KiB bound"
