@@ -244,7 +244,7 @@ static int line_put_field(line_t *l, log_format_t format, const log_field_t *f)
 {
     const bool json = format == LOG_FORMAT_JSON;
     const size_t start = l->len;
-    char num[96];
+    char num[384]; /* a range with a topic name of up to 249 characters */
     if (f->type == LOG_FIELD_STR && !f->v.str) return 1; /* left out */
     int ok = json ? line_put(l, ",\"", 2) : line_put(l, " ", 1);
     ok = ok && line_put_escaped(l, format, f->key, json) && (json ? line_put(l, "\":", 2) : line_put(l, "=", 1));
@@ -289,12 +289,14 @@ static int line_put_field(line_t *l, log_format_t format, const log_field_t *f)
         }
         for (size_t k = 0; k < f->v.ranges.count; k++) {
             const log_range_t *r = &f->v.ranges.at[k];
+            /* Topic names are [a-zA-Z0-9._-]: nothing to escape. */
             if (json)
-                snprintf(num, sizeof num, "%s{\"partition\":%d,\"first\":%lld,\"last\":%lld}", k ? "," : "",
+                snprintf(num, sizeof num, "%s{%s%s%s\"partition\":%d,\"first\":%lld,\"last\":%lld}", k ? "," : "",
+                         r->topic ? "\"topic\":\"" : "", r->topic ? r->topic : "", r->topic ? "\"," : "",
                          (int)r->partition, (long long)r->first, (long long)r->last);
             else
-                snprintf(num, sizeof num, "%sp%d:%lld-%lld", k ? "," : "", (int)r->partition, (long long)r->first,
-                         (long long)r->last);
+                snprintf(num, sizeof num, "%s%s%sp%d:%lld-%lld", k ? "," : "", r->topic ? r->topic : "",
+                         r->topic ? ":" : "", (int)r->partition, (long long)r->first, (long long)r->last);
             if (!line_puts(l, num)) break;
         }
         if (json) {

@@ -81,6 +81,7 @@ typedef enum {
 typedef struct {
     int32_t partition;
     int64_t first, last;
+    const char *topic; /* NULL: not shown (a pipeline of one topic) */
 } log_range_t;
 
 /* One fact of an event. `key` is a name of the documented set

@@ -158,12 +158,14 @@ static void partition_gauge(out_t *o, metrics_t *m, const char *name, const char
     for (int i = 0; i < pipeline_count(); i++) {
         if (!m->settings->pipeline_enabled[i]) continue;
         atomic_int_fast64_t *v = (atomic_int_fast64_t *)((char *)&m->pipelines[i] + offset);
-        for (int p = 0; p < METRICS_MAX_PARTITIONS; p++) {
-            int64_t lag = atomic_load_explicit(&v[p], memory_order_relaxed);
-            if (lag >= 0)
-                out(o, "storage_consumer_%s{pipeline=\"%s\",topic=\"%s\",partition=\"%d\"} %lld\n", name,
-                    pipeline_get(i)->name, m->settings->topic[i], p, (long long)lag);
-        }
+        const topic_list_t *topics = &m->settings->topics[i];
+        for (int t = 0; t < topics->count; t++)
+            for (int p = 0; p < METRICS_MAX_PARTITIONS; p++) {
+                int64_t lag = atomic_load_explicit(&v[t * METRICS_MAX_PARTITIONS + p], memory_order_relaxed);
+                if (lag >= 0)
+                    out(o, "storage_consumer_%s{pipeline=\"%s\",topic=\"%s\",partition=\"%d\"} %lld\n", name,
+                        pipeline_get(i)->name, topics->name[t], p, (long long)lag);
+            }
     }
 }
 
@@ -338,7 +340,7 @@ metrics_t *metrics_new(const settings_t *s)
     m->started_unix_ms = metrics_now_unix_ms();
     for (int i = 0; i < pipeline_count(); i++) {
         pipeline_metrics_t *pm = &m->pipelines[i];
-        for (int p = 0; p < METRICS_MAX_PARTITIONS; p++) {
+        for (int p = 0; p < PIPELINE_MAX_TOPICS * METRICS_MAX_PARTITIONS; p++) {
             atomic_init(&pm->lag[p], -1);
             atomic_init(&pm->committed_lag[p], -1);
         }

@@ -51,10 +51,12 @@ typedef struct {
     atomic_uint_fast64_t duration_bucket[METRICS_DURATION_BUCKETS + 1]; /* last: +Inf */
     atomic_uint_fast64_t duration_sum_us;
     atomic_int_fast64_t last_success_unix_ms; /* 0: none yet */
-    atomic_int_fast64_t lag[METRICS_MAX_PARTITIONS]; /* -1: not owned / unknown */
+    /* Per partition p of the pipeline's topic t (settings order), at
+     * t * METRICS_MAX_PARTITIONS + p; -1: not owned / unknown. */
+    atomic_int_fast64_t lag[PIPELINE_MAX_TOPICS * METRICS_MAX_PARTITIONS];
     /* High watermark minus the position stored with the rows (the offset
-     * after the last record whose batch committed): -1 not owned/unknown. */
-    atomic_int_fast64_t committed_lag[METRICS_MAX_PARTITIONS];
+     * after the last record whose batch committed), indexed like lag. */
+    atomic_int_fast64_t committed_lag[PIPELINE_MAX_TOPICS * METRICS_MAX_PARTITIONS];
     /* The probes' inputs (DESIGN.md: Probes and metrics). */
     atomic_int state;                      /* pipeline_state_t */
     atomic_int_fast64_t loop_unix_ms;      /* last turn of the loop; 0: none yet */

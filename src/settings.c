@@ -217,7 +217,7 @@ const settings_doc_t *settings_catalog(size_t *count)
     for (int i = 0; i < pipelines; i++) {
         const pipeline_def_t *def = pipeline_get(i);
         snprintf(text[i][0], sizeof text[i][0], "STORAGE_TOPIC_%s", def->env_suffix);
-        snprintf(text[i][1], sizeof text[i][1], "topic of the %s pipeline", def->name);
+        snprintf(text[i][1], sizeof text[i][1], "topic of the %s pipeline (a list: comma-separated)", def->name);
         catalog[n++] = (settings_doc_t){text[i][0], def->default_topic, text[i][1]};
     }
     catalog[n++] = catalog_batch;
@@ -407,9 +407,9 @@ static int load(loader_t *l, settings_t *s)
         const pipeline_def_t *def = pipeline_get(i);
         snprintf(name, sizeof name, "STORAGE_TOPIC_%s", def->env_suffix);
         get_string(l, name, def->default_topic, &s->topic[i]);
-        if (!pipeline_topic_ok(s->topic[i]))
-            return fail(l, "%s=%s: not a valid Kafka topic name ([a-zA-Z0-9._-], 1..249 characters)",
-                        name, s->topic[i]);
+        char why[400];
+        if (topic_list_parse(s->topic[i], &s->topics[i], why, sizeof why))
+            return fail(l, "%s=%s: %s", name, s->topic[i], why);
         /* Precedence: the pipeline's own variable, then the shared one, then
          * the built-in default. */
         snprintf(name, sizeof name, "STORAGE_MAX_POLL_RECORDS_%s", def->env_suffix);
@@ -417,12 +417,13 @@ static int load(loader_t *l, settings_t *s)
                     &s->max_poll_records[i]))
             return -1;
     }
+    char shared[256];
     for (int i = 0; i < pipeline_count(); i++)
         for (int j = i + 1; j < pipeline_count(); j++)
             if (s->pipeline_enabled[i] && s->pipeline_enabled[j] &&
-                strcmp(s->topic[i], s->topic[j]) == 0)
-                return fail(l, "STORAGE_TOPIC_%s=%s: the same topic as STORAGE_TOPIC_%s",
-                            pipeline_get(j)->env_suffix, s->topic[j], pipeline_get(i)->env_suffix);
+                topics_shared(s->topic[i], s->topic[j], shared, sizeof shared))
+                return fail(l, "STORAGE_TOPIC_%s=%s: topic %s is STORAGE_TOPIC_%s's too",
+                            pipeline_get(j)->env_suffix, s->topic[j], shared, pipeline_get(i)->env_suffix);
 
     if (get_int(l, "STORAGE_POLL_TIMEOUT_MS", 1000, 1, 60000, &s->poll_timeout_ms) ||
         get_int(l, "STORAGE_MAX_POLL_INTERVAL_MS", 300000, 1000, 86400000,
@@ -522,7 +523,10 @@ void settings_free(settings_t *s)
     free(s->bootstrap_servers);
     free(s->group_prefix);
     free(s->pipelines_file);
-    for (int i = 0; i < PIPELINE_MAX; i++) free(s->topic[i]);
+    for (int i = 0; i < PIPELINE_MAX; i++) {
+        free(s->topic[i]);
+        topic_list_free(&s->topics[i]);
+    }
     free(s->auto_offset_reset);
     free(s->heartbeat_dir);
     free(s->metrics_addr);

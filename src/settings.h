@@ -37,7 +37,8 @@ typedef struct {
     char *pipelines_file; /* "" means the built-in definitions */
     bool pipeline_enabled[PIPELINE_MAX];
     char *group_prefix;
-    char *topic[PIPELINE_MAX];
+    char *topic[PIPELINE_MAX];         /* as given: "reviews-eu,reviews-us" */
+    topic_list_t topics[PIPELINE_MAX]; /* the same, one name each */
     int max_poll_records[PIPELINE_MAX];
     int poll_timeout_ms;
     int max_poll_interval_ms;

@@ -108,7 +108,7 @@ static void put_pipeline(FILE *f, metrics_t *m, int i, int64_t now)
     put_text(f, name);
     fputs("\">", f);
     put_text(f, state);
-    fputs("</span></h2>\n<p>Topic <code>", f);
+    fputs("</span></h2>\n<p>Topic <code>", f); /* a list: "a,b" */
     put_text(f, m->settings->topic[i]);
     int64_t owned = atomic_load_explicit(&pm->partitions_owned, memory_order_relaxed);
     fputs("</code>, partitions owned: <span id=\"owned-", f);
@@ -116,17 +116,23 @@ static void put_pipeline(FILE *f, metrics_t *m, int i, int64_t now)
     fprintf(f, "\">%lld</span></p>\n", (long long)(owned < 0 ? 0 : owned));
 
     /* Committed lag: what a restart would read again. */
-    fputs("<table><tr><th>partition</th><th>committed lag</th></tr>\n", f);
+    fputs("<table><tr><th>topic</th><th>partition</th><th>committed lag</th></tr>\n", f);
     bool any = false;
-    for (int p = 0; p < METRICS_MAX_PARTITIONS; p++) {
-        int64_t lag = atomic_load_explicit(&pm->committed_lag[p], memory_order_relaxed);
-        if (lag < 0) continue;
-        any = true;
-        fputs("<tr id=\"lag-", f);
-        put_text(f, name);
-        fprintf(f, "-%d\"><td>%d</td><td>%lld</td></tr>\n", p, p, (long long)lag);
-    }
-    if (!any) fputs("<tr><td colspan=\"2\">no partition owned</td></tr>\n", f);
+    const topic_list_t *topics = &m->settings->topics[i];
+    for (int t = 0; t < topics->count; t++)
+        for (int p = 0; p < METRICS_MAX_PARTITIONS; p++) {
+            int64_t lag = atomic_load_explicit(&pm->committed_lag[t * METRICS_MAX_PARTITIONS + p], memory_order_relaxed);
+            if (lag < 0) continue;
+            any = true;
+            fputs("<tr id=\"lag-", f);
+            put_text(f, name);
+            fputc('-', f);
+            put_text(f, topics->name[t]);
+            fprintf(f, "-%d\"><td>", p);
+            put_text(f, topics->name[t]);
+            fprintf(f, "</td><td>%d</td><td>%lld</td></tr>\n", p, (long long)lag);
+        }
+    if (!any) fputs("<tr><td colspan=\"3\">no partition owned</td></tr>\n", f);
     fputs("</table>\n", f);
 
     put_chart(f, pm, name, now);

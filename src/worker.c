@@ -107,13 +107,16 @@ static void log_rejects(const worker_t *w, const batch_t *b)
 
 /* The batch's offsets as log ranges (DESIGN.md: Logs). Returns how many;
  * *out is allocated (free it). */
-static size_t log_ranges_of(const batch_t *b, log_range_t **out)
+static size_t log_ranges_of(const worker_t *w, const batch_t *b, log_range_t **out)
 {
     batch_range_t *ranges = malloc((b->count ? b->count : 1) * sizeof *ranges);
     log_range_t *lr = malloc((b->count ? b->count : 1) * sizeof *lr);
     if (!ranges || !lr) abort();
     size_t n = batch_ranges(b, ranges);
-    for (size_t k = 0; k < n; k++) lr[k] = (log_range_t){ranges[k].partition, ranges[k].first, ranges[k].last};
+    /* The topic is named only where the pipeline reads more than one. */
+    bool named = w->settings->topics[w->def->id].count > 1;
+    for (size_t k = 0; k < n; k++)
+        lr[k] = (log_range_t){ranges[k].partition, ranges[k].first, ranges[k].last, named ? ranges[k].topic : NULL};
     free(ranges);
     *out = lr;
     return n;
@@ -121,14 +124,15 @@ static size_t log_ranges_of(const batch_t *b, log_range_t **out)
 
 /* Describe the offsets committed, as the batch line's text shows them:
  * "p0:17-41,p2:5-9" (for the test fault points). */
-static void describe_offsets(const batch_t *b, char *out, size_t len)
+static void describe_offsets(const worker_t *w, const batch_t *b, char *out, size_t len)
 {
     log_range_t *ranges;
-    size_t n = log_ranges_of(b, &ranges), used = 0;
+    size_t n = log_ranges_of(w, b, &ranges), used = 0;
     out[0] = '\0';
     for (size_t k = 0; k < n && used < len; k++)
-        used += (size_t)snprintf(out + used, len - used, "%sp%d:%lld-%lld", k ? "," : "", ranges[k].partition,
-                                 (long long)ranges[k].first, (long long)ranges[k].last);
+        used += (size_t)snprintf(out + used, len - used, "%s%s%sp%d:%lld-%lld", k ? "," : "",
+                                 ranges[k].topic ? ranges[k].topic : "", ranges[k].topic ? ":" : "",
+                                 ranges[k].partition, (long long)ranges[k].first, (long long)ranges[k].last);
     free(ranges);
 }
 
@@ -137,7 +141,7 @@ static void fault_point(worker_t *w, void (*hook)(void *ctx, const char *offsets
 {
     if (!hook) return;
     char offsets[512];
-    describe_offsets(b, offsets, sizeof offsets);
+    describe_offsets(w, b, offsets, sizeof offsets);
     hook(w->fault_ctx, offsets);
 }
 
@@ -562,7 +566,7 @@ int worker_run(worker_t *w)
             w->consumer.lag(w->consumer.ctx, w->metrics->lag, w->metrics->committed_lag, METRICS_MAX_PARTITIONS);
         if (log_current_level() <= LOG_LEVEL_INFO) {
             log_range_t *ranges;
-            size_t nranges = log_ranges_of(&cur->batch, &ranges);
+            size_t nranges = log_ranges_of(w, &cur->batch, &ranges);
             LOG_INFO_F(w->def->name,
                        LOG_FIELDS(LF_INT("size", cur->n), LF_INT("inserted", counts.inserted),
                                   LF_INT("updated", counts.updated),

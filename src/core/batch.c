@@ -278,9 +278,9 @@ size_t batch_ranges(const batch_t *b, batch_range_t *out)
     for (size_t i = 0; i < b->count; i++) {
         const record_t *r = &b->records[i];
         size_t k = 0;
-        while (k < n && out[k].partition != r->partition) k++;
+        while (k < n && (out[k].partition != r->partition || strcmp(out[k].topic, r->topic) != 0)) k++;
         if (k == n) {
-            out[n++] = (batch_range_t){r->partition, r->offset, r->offset};
+            out[n++] = (batch_range_t){r->topic, r->partition, r->offset, r->offset};
         } else {
             if (r->offset < out[k].first) out[k].first = r->offset;
             if (r->offset > out[k].last) out[k].last = r->offset;

@@ -43,8 +43,9 @@ typedef struct {
     uint64_t generation;
 } batch_t;
 
-/* The offsets a batch covers in one partition. */
+/* The offsets a batch covers in one partition of one topic. */
 typedef struct {
+    const char *topic; /* the records' own */
     int32_t partition;
     int64_t first, last;
 } batch_range_t;

@@ -152,6 +152,46 @@ bool pipeline_topic_ok(const char *t)
     return true;
 }
 
+void topic_list_free(topic_list_t *l)
+{
+    for (int i = 0; i < l->count; i++) free(l->name[i]);
+    l->count = 0;
+}
+
+int topic_list_index(const topic_list_t *l, const char *topic)
+{
+    for (int i = 0; i < l->count; i++)
+        if (strcmp(l->name[i], topic) == 0) return i;
+    return -1;
+}
+
+int topic_list_parse(const char *text, topic_list_t *out, char *err, size_t errlen)
+{
+    out->count = 0;
+    for (const char *at = text;;) {
+        size_t n = strcspn(at, ",");
+        char *name = strndup(at, n);
+        if (!name) abort();
+        const char *why = NULL;
+        if (!pipeline_topic_ok(name))
+            why = "is not a valid Kafka topic name ([a-zA-Z0-9._-], 1..249 characters)";
+        else if (topic_list_index(out, name) >= 0)
+            why = "is named twice";
+        else if (out->count == PIPELINE_MAX_TOPICS)
+            why = "is one topic too many (at most 16 per pipeline)";
+        _Static_assert(PIPELINE_MAX_TOPICS == 16, "the message above names the limit");
+        if (why) {
+            snprintf(err, errlen, "\"%s\" %s", name, why);
+            free(name);
+            topic_list_free(out);
+            return -1;
+        }
+        out->name[out->count++] = name;
+        if (!at[n]) return 0;
+        at += n + 1;
+    }
+}
+
 static bool pipeline_name_ok(const char *s)
 {
     if (!*s || strlen(s) > 48 || !islower((unsigned char)*s)) return false;
@@ -437,6 +477,41 @@ static int read_tombstones(reader_t *r, json_t *p, pipeline_def_t *d)
     return 0;
 }
 
+/* "topic": a name, or a list of names (many topics into one table), kept
+ * as one text joined by commas, as a STORAGE_TOPIC_ variable writes it;
+ * absent: the pipeline's name. */
+static int get_topics(reader_t *r, json_t *p, pipeline_def_t *d)
+{
+    json_t *v = json_object_get(p, "topic");
+    if (!v) {
+        d->default_topic = dup(d->name);
+        return 0;
+    }
+    size_t n = json_is_array(v) ? json_array_size(v) : 1, len = 0;
+    if (!json_is_string(v) && (!json_is_array(v) || n == 0))
+        return fail(r, "topic", "expected a topic name or a non-empty list of topic names");
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_string(t)) return fail(r, "topic", "expected a topic name or a non-empty list of topic names");
+        /* Each name alone: "b,c" would otherwise pass as two. */
+        if (!pipeline_topic_ok(json_string_value(t)))
+            return fail(r, "topic", "\"%s\" is not a valid Kafka topic name ([a-zA-Z0-9._-], 1..249 characters)",
+                        json_string_value(t));
+        len += json_string_length(t) + 1;
+    }
+    d->default_topic = calloc(1, len);
+    if (!d->default_topic) abort();
+    for (size_t i = 0; i < n; i++) {
+        if (i) strcat(d->default_topic, ",");
+        strcat(d->default_topic, json_string_value(json_is_array(v) ? json_array_get(v, i) : v));
+    }
+    topic_list_t l;
+    char why[400];
+    if (topic_list_parse(d->default_topic, &l, why, sizeof why)) return fail(r, "topic", "%s", why);
+    topic_list_free(&l);
+    return 0;
+}
+
 static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
 {
     static const char *const known[] = {"name",        "topic",        "group",      "batch_size",
@@ -452,13 +527,8 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
         return fail(r, "name", "\"%s\" is not a pipeline name ([a-z][a-z0-9-]*, at most 48)", d->name);
     d->env_suffix = dup(d->name);
     for (char *c = d->env_suffix; *c; c++) *c = *c == '-' ? '_' : (char)toupper((unsigned char)*c);
-    if (get_str(r, p, "topic", false, &d->default_topic) || get_str(r, p, "group", false, &d->group) ||
-        get_str(r, p, "table", true, &d->table))
+    if (get_topics(r, p, d) || get_str(r, p, "group", false, &d->group) || get_str(r, p, "table", true, &d->table))
         return -1;
-    if (!d->default_topic) d->default_topic = dup(d->name);
-    if (!pipeline_topic_ok(d->default_topic))
-        return fail(r, "topic", "\"%s\" is not a valid Kafka topic name ([a-zA-Z0-9._-], 1..249 characters)",
-                    d->default_topic);
     if (!table_name(d->table))
         return fail(r, "table", "\"%s\" is not a table name ([schema.]table, each " NAME_RULE ")", d->table);
     d->table_sql = table_sql(d->table);
@@ -499,6 +569,21 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
     return 0;
 }
 
+bool topics_shared(const char *a, const char *b, char *name, size_t len)
+{
+    topic_list_t la, lb;
+    char why[400];
+    bool found = false;
+    if (topic_list_parse(a, &la, why, sizeof why)) return false;
+    if (topic_list_parse(b, &lb, why, sizeof why) == 0) {
+        for (int i = 0; i < la.count && !found; i++)
+            if (topic_list_index(&lb, la.name[i]) >= 0) found = snprintf(name, len, "%s", la.name[i]) >= 0;
+        topic_list_free(&lb);
+    }
+    topic_list_free(&la);
+    return found;
+}
+
 static int read_all(reader_t *r, json_t *root)
 {
     static const char *const known[] = {"pipelines", NULL};
@@ -516,8 +601,9 @@ static int read_all(reader_t *r, json_t *root)
         if (read_pipeline(r, json_array_get(list, i), d)) return -1;
         for (size_t j = 0; j < i; j++) {
             if (strcmp(registry[j].name, d->name) == 0) return fail(r, "name", "a second pipeline called %s", d->name);
-            if (strcmp(registry[j].default_topic, d->default_topic) == 0)
-                return fail(r, "topic", "the topic of pipeline %s too", registry[j].name);
+            char shared[256];
+            if (topics_shared(registry[j].default_topic, d->default_topic, shared, sizeof shared))
+                return fail(r, "topic", "%s is a topic of pipeline %s too", shared, registry[j].name);
         }
     }
     return 0;

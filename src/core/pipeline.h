@@ -36,6 +36,8 @@ enum { PIPELINE_APP_STATS = 0, PIPELINE_REVIEWS, PIPELINE_NETWORK_METRICS };
 #define PIPELINE_MAX_FIELDS 32
 /* At most this many field columns in a natural key. */
 #define PIPELINE_MAX_KEY 8
+/* Topics one pipeline reads (DESIGN.md: Declared pipelines). */
+#define PIPELINE_MAX_TOPICS 16
 
 /* How a JSON field is validated and turned into the text of its column. */
 typedef enum {
@@ -193,7 +195,7 @@ typedef struct {
     pipeline_id_t id;
     char *name;                /* "reviews": the pipeline's name everywhere */
     char *env_suffix;          /* "REVIEWS": STORAGE_MAX_POLL_RECORDS_REVIEWS */
-    char *default_topic;       /* "reviews" */
+    char *default_topic;       /* "reviews"; a list joined by commas (topic_list_t) */
     char *group;               /* the consumer group, or NULL: STORAGE_GROUP_PREFIX + "." + name */
     int default_batch_size;
     /* The table as the file names it ("reviews", "crawler.Permissions"):
@@ -302,6 +304,28 @@ const pipeline_def_t *pipeline_find(const char *name, size_t len);
  * and "..", which the broker refuses (a definition's topic, a
  * STORAGE_TOPIC_ variable). */
 bool pipeline_topic_ok(const char *topic);
+
+/* The topics of a pipeline, in the order given: a definition's "topic" (a
+ * name or a list of names) or a STORAGE_TOPIC_ variable, written as one
+ * text with the names joined by commas (a comma is never part of a topic
+ * name). */
+typedef struct {
+    int count;
+    char *name[PIPELINE_MAX_TOPICS];
+} topic_list_t;
+
+/* Split `text` ("reviews-eu,reviews-us") into `out` (topic_list_free):
+ * 1..PIPELINE_MAX_TOPICS legal names, none twice. Returns 0, or -1 with the
+ * reason in `err` (out is then empty). */
+int topic_list_parse(const char *text, topic_list_t *out, char *err, size_t errlen);
+void topic_list_free(topic_list_t *l);
+
+/* The index of `topic` in `l`, or -1. */
+int topic_list_index(const topic_list_t *l, const char *topic);
+
+/* Whether two lists (texts as topic_list_parse reads them; an invalid one
+ * shares nothing) name a topic in common, written into `name`. */
+bool topics_shared(const char *a, const char *b, char *name, size_t len);
 
 /* The pipelines' names, in file order, joined by ", " into `buf`, for
  * messages and usage texts ("known: app-stats, reviews, network-metrics"). */

@@ -65,30 +65,41 @@ static void commit_revoked(consumer_t *c, const rd_kafka_topic_partition_list_t 
     rd_kafka_topic_partition_list_destroy(offsets);
 }
 
+struct consumer_topic *topic_of(consumer_t *c, const char *topic)
+{
+    for (int t = 0; t < c->topic_count; t++)
+        if (strcmp(c->topics[t].name, topic) == 0) return &c->topics[t];
+    return NULL;
+}
+
+struct consumer_part *part_of(consumer_t *c, const char *topic, int32_t partition)
+{
+    struct consumer_topic *t = topic_of(c, topic);
+    return t && partition >= 0 && partition < t->parts_n ? &t->parts[partition] : NULL;
+}
+
 /* Make room for the partitions of a rebalance; a new entry knows nothing. */
 static void parts_fit(consumer_t *c, const rd_kafka_topic_partition_list_t *parts)
 {
-    int n = c->parts_n;
-    for (int i = 0; i < parts->cnt; i++)
-        if (parts->elems[i].partition + 1 > n) n = parts->elems[i].partition + 1;
-    if (n == c->parts_n) return;
-    c->parts = realloc(c->parts, (size_t)n * sizeof *c->parts);
-    if (!c->parts) abort();
-    for (int p = c->parts_n; p < n; p++) {
-        c->parts[p].next = -1;
-        c->parts[p].stall_since = 0;
-        c->parts[p].taken = false;
+    for (int i = 0; i < parts->cnt; i++) {
+        struct consumer_topic *t = topic_of(c, parts->elems[i].topic);
+        int n = parts->elems[i].partition + 1;
+        if (!t || n <= t->parts_n) continue;
+        t->parts = realloc(t->parts, (size_t)n * sizeof *t->parts);
+        if (!t->parts) abort();
+        for (int p = t->parts_n; p < n; p++) t->parts[p] = (struct consumer_part){.next = -1};
+        t->parts_n = n;
     }
-    c->parts_n = n;
 }
 
 /* A partition assigned (its fetcher starts at `next`; -1: unknown, at the
  * committed offset) or revoked (-1): nothing of it taken yet. */
-static void part_restart(consumer_t *c, int32_t partition, int64_t next)
+static void part_restart(consumer_t *c, const char *topic, int32_t partition, int64_t next)
 {
-    if (partition < 0) return;
-    c->parts[partition].next = next >= 0 ? next : -1;
-    c->parts[partition].taken = false;
+    struct consumer_part *p = part_of(c, topic, partition);
+    if (!p) return;
+    p->next = next >= 0 ? next : -1;
+    p->taken = false;
 }
 
 /* Track the assignment: the rebalance callback runs on the worker thread
@@ -122,10 +133,13 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
              * first offset retention left). */
             if (parts->elems[i].offset >= 0) set_stored(c, parts->elems[i].topic, parts->elems[i].partition,
                                                         parts->elems[i].offset);
-            part_restart(c, parts->elems[i].partition, parts->elems[i].offset);
+            part_restart(c, parts->elems[i].topic, parts->elems[i].partition, parts->elems[i].offset);
         }
         c->ever_assigned = true;
-        c->topic_missing_since_ms = 0; /* it exists: the group assigns it */
+        for (int i = 0; i < parts->cnt; i++) {
+            struct consumer_topic *t = topic_of(c, parts->elems[i].topic);
+            if (t) t->missing_since_ms = 0; /* it exists: the group assigns it */
+        }
         /* The rebalance is over for this member, unless this assignment
          * follows a cooperative revocation: librdkafka rejoins right after
          * it to hand the revoked partitions over. */
@@ -144,7 +158,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         drop_pending(c, parts);
         for (int i = 0; i < parts->cnt; i++) {
             rd_kafka_topic_partition_list_del(c->stored, parts->elems[i].topic, parts->elems[i].partition);
-            part_restart(c, parts->elems[i].partition, -1);
+            part_restart(c, parts->elems[i].topic, parts->elems[i].partition, -1);
         }
         if (!c->hold) c->hold_since_ms = clock_now_ms();
         c->hold = true;
@@ -155,7 +169,8 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                    "partitions revoked");
     }
     /* Any rebalance clears every suspicion of a stalled fetch. */
-    for (int p = 0; p < c->parts_n; p++) c->parts[p].stall_since = 0;
+    for (int t = 0; t < c->topic_count; t++)
+        for (int p = 0; p < c->topics[t].parts_n; p++) c->topics[t].parts[p].stall_since = 0;
     kafka_rebalance_apply(rk, &r, parts, c->def->name);
     if (c->owned_count) atomic_store_explicit(c->owned_count, c->owned->cnt, memory_order_relaxed);
 }
@@ -166,7 +181,7 @@ static void free_consumer(consumer_t *c)
     rd_kafka_topic_partition_list_destroy(c->owned);
     rd_kafka_topic_partition_list_destroy(c->pending);
     rd_kafka_topic_partition_list_destroy(c->stored);
-    free(c->parts);
+    for (int t = 0; t < c->topic_count; t++) free(c->topics[t].parts);
     for (int k = 0; k < 2; k++) {
         free(c->slot[k].messages);
         free(c->slot[k].records);
@@ -221,6 +236,8 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, const consumer_p
         c->reads_headers |= c->def->fields[i].source == SOURCE_HEADERS || c->def->fields[i].source == SOURCE_HEADER;
     if (positions) c->positions = *positions;
     c->topic = s->topic[id];
+    c->topic_count = s->topics[id].count;
+    for (int t = 0; t < c->topic_count; t++) c->topics[t].name = s->topics[id].name[t];
     settings_group_id(s, id, c->group, sizeof c->group);
     c->owned = rd_kafka_topic_partition_list_new(8);
     c->pending = rd_kafka_topic_partition_list_new(8);
@@ -234,8 +251,9 @@ consumer_t *consumer_new(const settings_t *s, pipeline_id_t id, const consumer_p
         RD_KAFKA_CONF_OK)
         c->wake_bytes = strtoll(kbytes, NULL, 10) * 1024 / CONSUMER_WAKE_SHARE_DIVISOR;
 
-    topics = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(topics, s->topic[id], RD_KAFKA_PARTITION_UA);
+    topics = rd_kafka_topic_partition_list_new(c->topic_count);
+    for (int t = 0; t < c->topic_count; t++)
+        rd_kafka_topic_partition_list_add(topics, c->topics[t].name, RD_KAFKA_PARTITION_UA);
     rerr = rd_kafka_subscribe(c->rk, topics);
     rd_kafka_topic_partition_list_destroy(topics);
     if (rerr) {
@@ -296,15 +314,23 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
             c->topic_unusable = !c->ever_assigned;
             fatal = 1;
         } else if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) {
-            /* The subscribed topic (the only one) is missing from the
-             * cluster's metadata: librdkafka says so once, then waits. */
-            if (!c->topic_missing_since_ms) {
-                c->topic_missing_since_ms = clock_now_ms();
-                c->topic_check_ms = c->topic_missing_since_ms + CONSUMER_MISSING_TOPIC_RECHECK_MS;
+            /* A subscribed topic is missing from the cluster's metadata:
+             * librdkafka says so once, then waits. */
+            struct consumer_topic *t = m->rkt ? topic_of(c, topic) : NULL;
+            bool first = false;
+            /* Not told which: every topic is asked again (check_topic),
+             * and those that exist are cleared at once. */
+            for (int i = 0; i < c->topic_count; i++) {
+                struct consumer_topic *u = &c->topics[i];
+                if ((t && u != t) || u->missing_since_ms) continue;
+                u->missing_since_ms = clock_now_ms();
+                u->check_ms = t ? u->missing_since_ms + CONSUMER_MISSING_TOPIC_RECHECK_MS : 0;
+                first = true;
+            }
+            if (first)
                 LOG_WARN_F(c->def->name, LOG_FIELDS(LF_STR("topic", topic), LF_STR("group", c->group)),
                            "topic %s does not exist (consumer group %s): the pipeline fails unless it appears within %d s: %s",
                            topic, c->group, CONSUMER_MISSING_TOPIC_GRACE_MS / 1000, rd_kafka_message_errstr(m));
-            }
         } else if (e == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET || e == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
             /* The broker no longer has the offset we were at: retention
              * dropped messages nobody stored. Say so loudly. */
@@ -336,14 +362,20 @@ static int take(consumer_t *c, int k, rd_kafka_message_t *m, char *err, size_t e
     r->headers = (record_headers_t){NULL, NULL};
     if (c->reads_headers && rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR)
         r->headers = (record_headers_t){headers, header_at};
-    if (r->partition >= 0 && r->partition < c->parts_n) {
-        c->parts[r->partition].next = r->offset + 1;
-        c->parts[r->partition].stall_since = 0;
-        c->parts[r->partition].taken = true;
-    }
+    if (!c->last_topic || strcmp(c->last_topic->name, r->topic) != 0) c->last_topic = topic_of(c, r->topic);
+    struct consumer_topic *t = c->last_topic;
+    if (t && r->partition >= 0 && r->partition < t->parts_n)
+        t->parts[r->partition] = (struct consumer_part){.next = r->offset + 1, .taken = true};
     c->taken_bytes += (int64_t)(m->len + m->key_len);
     c->slot[k].messages[c->slot[k].count++] = m;
     return 1;
+}
+
+static bool any_topic_missing(const consumer_t *c)
+{
+    for (int t = 0; t < c->topic_count; t++)
+        if (c->topics[t].missing_since_ms) return true;
+    return false;
 }
 
 int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records, char *err,
@@ -363,7 +395,7 @@ int consumer_poll(consumer_t *c, size_t max, int timeout_ms, record_t **records,
             int64_t left = deadline - clock_now_ms();
             if (left < 0) break;
             wait = (int)left;
-            if (c->topic_missing_since_ms && wait > CONSUMER_MISSING_TOPIC_RECHECK_MS)
+            if (any_topic_missing(c) && wait > CONSUMER_MISSING_TOPIC_RECHECK_MS)
                 wait = CONSUMER_MISSING_TOPIC_RECHECK_MS;
         }
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, wait);
@@ -495,32 +527,36 @@ void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, atomic_int_fast64_t *
     enum { LAG_SLOTS = 1024 };
     int64_t next_lag[LAG_SLOTS], next_committed[LAG_SLOTS];
     if (max > LAG_SLOTS) max = LAG_SLOTS;
-    for (int p = 0; p < max; p++) next_lag[p] = next_committed[p] = -1;
+    rd_kafka_topic_partition_list_t *pos = NULL;
     if (c->owned->cnt > 0) {
-        for (int i = 0; i < c->stored->cnt; i++) {
+        pos = rd_kafka_topic_partition_list_copy(c->owned);
+        positions_of(c, pos);
+    }
+    for (int t = 0; t < c->topic_count; t++) {
+        const char *topic = c->topics[t].name;
+        for (int p = 0; p < max; p++) next_lag[p] = next_committed[p] = -1;
+        for (int i = 0; pos && i < c->stored->cnt; i++) {
             int64_t lo, hi;
             const rd_kafka_topic_partition_t *p = &c->stored->elems[i];
-            if (p->partition < 0 || p->partition >= max ||
-                rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) || hi < 0)
+            if (strcmp(p->topic, topic) != 0 || p->partition < 0 || p->partition >= max ||
+                rd_kafka_get_watermark_offsets(c->rk, topic, p->partition, &lo, &hi) || hi < 0)
                 continue;
             next_committed[p->partition] = hi > p->offset ? hi - p->offset : 0;
         }
-        rd_kafka_topic_partition_list_t *pos = rd_kafka_topic_partition_list_copy(c->owned);
-        positions_of(c, pos);
-        for (int i = 0; i < pos->cnt; i++) {
+        for (int i = 0; pos && i < pos->cnt; i++) {
             int64_t lo, hi;
             const rd_kafka_topic_partition_t *p = &pos->elems[i];
-            if (p->partition < 0 || p->partition >= max || p->offset < 0 ||
-                rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &lo, &hi) || hi < 0)
+            if (strcmp(p->topic, topic) != 0 || p->partition < 0 || p->partition >= max || p->offset < 0 ||
+                rd_kafka_get_watermark_offsets(c->rk, topic, p->partition, &lo, &hi) || hi < 0)
                 continue;
             next_lag[p->partition] = hi > p->offset ? hi - p->offset : 0;
         }
-        rd_kafka_topic_partition_list_destroy(pos);
+        for (int p = 0; p < max; p++) {
+            atomic_store_explicit(&lag[t * max + p], next_lag[p], memory_order_relaxed);
+            atomic_store_explicit(&committed_lag[t * max + p], next_committed[p], memory_order_relaxed);
+        }
     }
-    for (int p = 0; p < max; p++) {
-        atomic_store_explicit(&lag[p], next_lag[p], memory_order_relaxed);
-        atomic_store_explicit(&committed_lag[p], next_committed[p], memory_order_relaxed);
-    }
+    if (pos) rd_kafka_topic_partition_list_destroy(pos);
 }
 
 /* Consumers left undestroyed (see consumer_close), kept reachable on

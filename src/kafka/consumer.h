@@ -38,7 +38,7 @@ typedef struct {
     atomic_uint_fast64_t *lost;
 } consumer_positions_t;
 
-/* Create a consumer for pipeline `id`, subscribed to its topic in its group,
+/* Create a consumer for pipeline `id`, subscribed to its topics in its group,
  * starting assigned partitions where `positions` says (NULL: at Kafka's
  * committed offsets). Returns NULL with the reason in `err` (an invalid
  * librdkafka property names the variable). The settings must outlive the
@@ -86,10 +86,13 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, int ti
 int consumer_flush(consumer_t *c, int timeout_ms, char *err, size_t errlen);
 
 /* Lag of every owned partition (high watermark as last seen by the fetcher
- * minus the consumed position) into lag[p], and from the committed position
- * (the offset after the last record whose batch the database committed, or
- * where the assignment started) into committed_lag[p]; -1 for partitions
- * not owned or not known; `max` at most 1024. No network round trip. */
+ * minus the consumed position) into lag[t * max + p] for partition p of
+ * the pipeline's topic t (in the settings' order), and from the committed
+ * position (the offset after the last record whose batch the database
+ * committed, or where the assignment started) into committed_lag the same
+ * way; -1 for partitions not owned or not known. Each array holds
+ * PIPELINE_MAX_TOPICS * max entries; `max` at most 1024. No network round
+ * trip. */
 void consumer_lag(consumer_t *c, atomic_int_fast64_t *lag, atomic_int_fast64_t *committed_lag, int max);
 
 /* Keep *owned at the number of partitions this member owns (from its first

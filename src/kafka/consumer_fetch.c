@@ -18,37 +18,43 @@
 #define CONSUMER_STALL_CHECK_MAX_MS 5000
 #define CONSUMER_STALL_QUERY_TIMEOUT_MS 1000
 
-/* The subscribed topic was reported missing: ask the cluster again now and
+/* A subscribed topic was reported missing: ask the cluster again now and
  * then, and fail once it is still missing after the grace. Returns 0, or -1
  * with the reason in `err`. An unanswered question proves nothing (a
  * cluster that does not answer is an outage, not a missing topic): asked
  * again later. */
-int check_missing_topic(consumer_t *c, char *err, size_t errlen)
+static int check_topic(consumer_t *c, struct consumer_topic *t, char *err, size_t errlen)
 {
     int64_t now = clock_now_ms();
-    if (!c->topic_missing_since_ms || now < c->topic_check_ms) return 0;
+    if (!t->missing_since_ms || now < t->check_ms) return 0;
     char why[512];
-    int found = kafka_topic_lookup(c->rk, c->topic, CONSUMER_METADATA_TIMEOUT_MS, NULL, NULL, why,
-                                   sizeof why);
+    int found = kafka_topic_lookup(c->rk, t->name, CONSUMER_METADATA_TIMEOUT_MS, NULL, NULL, why, sizeof why);
     now = clock_now_ms();
-    c->topic_check_ms = now + CONSUMER_MISSING_TOPIC_RECHECK_MS;
+    t->check_ms = now + CONSUMER_MISSING_TOPIC_RECHECK_MS;
     if (found < 0) {
-        LOG_DEBUG(c->def->name, "cannot check whether topic %s exists: %s", c->topic, why);
+        LOG_DEBUG(c->def->name, "cannot check whether topic %s exists: %s", t->name, why);
         return 0;
     }
     if (found) {
-        LOG_INFO(c->def->name, "topic %s exists now (%lld ms after it was reported missing)", c->topic,
-                 (long long)(now - c->topic_missing_since_ms));
-        c->topic_missing_since_ms = 0;
+        LOG_INFO(c->def->name, "topic %s exists now (%lld ms after it was reported missing)", t->name,
+                 (long long)(now - t->missing_since_ms));
+        t->missing_since_ms = 0;
         return 0;
     }
-    if (now - c->topic_missing_since_ms < CONSUMER_MISSING_TOPIC_GRACE_MS) return 0;
+    if (now - t->missing_since_ms < CONSUMER_MISSING_TOPIC_GRACE_MS) return 0;
     snprintf(err, errlen, "topic %s does not exist (consumer group %s; still unknown to the Kafka cluster "
                           "%d s after it was first reported missing): check the pipeline's topic setting, "
                           "or create the topic",
-             c->topic, c->group, CONSUMER_MISSING_TOPIC_GRACE_MS / 1000);
+             t->name, c->group, CONSUMER_MISSING_TOPIC_GRACE_MS / 1000);
     c->topic_unusable = true;
     return -1;
+}
+
+int check_missing_topic(consumer_t *c, char *err, size_t errlen)
+{
+    for (int t = 0; t < c->topic_count; t++)
+        if (check_topic(c, &c->topics[t], err, errlen)) return -1;
+    return 0;
 }
 
 /* This member's position in each partition of `at` (a copy of `owned`):
@@ -62,8 +68,8 @@ void positions_of(consumer_t *c, rd_kafka_topic_partition_list_t *at)
     if (rd_kafka_position(c->rk, at))
         for (int i = 0; i < at->cnt; i++) at->elems[i].offset = -1;
     for (int i = 0; i < at->cnt; i++) {
-        int p = at->elems[i].partition;
-        int64_t own = p >= 0 && p < c->parts_n ? c->parts[p].next : -1;
+        const struct consumer_part *part = part_of(c, at->elems[i].topic, at->elems[i].partition);
+        int64_t own = part ? part->next : -1;
         if (own > at->elems[i].offset) at->elems[i].offset = own;
         if (at->elems[i].offset < 0) at->elems[i].offset = -1;
     }
@@ -119,19 +125,20 @@ int check_stalled_fetch(consumer_t *c, char *err, size_t errlen)
         const rd_kafka_topic_partition_t *a = &at->elems[i], *end = &ends->elems[i];
         const rd_kafka_topic_partition_t *first = starts ? &starts->elems[i] : NULL;
         int p = a->partition;
-        if (p < 0 || p >= c->parts_n) continue;
+        struct consumer_part *part = part_of(c, a->topic, p);
+        if (!part) continue;
         int64_t pos = a->offset;
         if (e || !first || first->err || end->err || pos < 0 || end->offset <= pos || first->offset > pos) {
-            c->parts[p].stall_since = 0;
+            part->stall_since = 0;
             continue;
         }
-        if (!c->parts[p].stall_since) {
-            c->parts[p].stall_since = now;
+        if (!part->stall_since) {
+            part->stall_since = now;
             LOG_DEBUG(c->def->name, "%s [%d]: the leader holds %lld record(s) past position %lld and none is queued: watching for a stalled fetch",
                       a->topic, p, (long long)(end->offset - pos), (long long)pos);
-        } else if (now - c->parts[p].stall_since >= stall_ms) {
+        } else if (now - part->stall_since >= stall_ms) {
             snprintf(err, errlen, "%s [%d]: no record fetched for %lld s while its leader holds %lld record(s) past this member's position %lld and nothing else is queued: librdkafka's fetcher for the partition is stuck (librdkafka 2.0.2 can leave a partition on a broker that is no longer its leader after leader changes); the pipeline fails so that a restart reads on from the database's position (STORAGE_FETCH_STALL_SECONDS=%d)",
-                     a->topic, p, (long long)((now - c->parts[p].stall_since) / 1000), (long long)(end->offset - pos),
+                     a->topic, p, (long long)((now - part->stall_since) / 1000), (long long)(end->offset - pos),
                      (long long)pos, c->settings->fetch_stall_seconds);
             rc = -1;
         }
@@ -163,10 +170,11 @@ void wake_fetcher(consumer_t *c)
     c->taken_bytes = 0;
     rd_kafka_topic_partition_list_t *at = rd_kafka_topic_partition_list_new(c->owned->cnt);
     for (int i = 0; i < c->owned->cnt; i++) {
-        int p = c->owned->elems[i].partition;
-        if (p < 0 || p >= c->parts_n || !c->parts[p].taken) continue;
-        rd_kafka_topic_partition_list_add(at, c->owned->elems[i].topic, p)->offset = c->parts[p].next;
-        c->parts[p].taken = false;
+        const rd_kafka_topic_partition_t *o = &c->owned->elems[i];
+        struct consumer_part *part = part_of(c, o->topic, o->partition);
+        if (!part || !part->taken) continue;
+        rd_kafka_topic_partition_list_add(at, o->topic, o->partition)->offset = part->next;
+        part->taken = false;
     }
     if (at->cnt > 0) {
         /* Asynchronous (timeout 0): it reports nothing. */

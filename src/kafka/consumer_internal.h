@@ -27,11 +27,24 @@
 #define CONSUMER_MISSING_TOPIC_RECHECK_MS 2000
 #define CONSUMER_METADATA_TIMEOUT_MS 5000
 
+/* A partition of a subscribed topic: `next`, the offset after the last
+ * record taken, or where its assignment started (-1: unknown, or not
+ * owned); `stall_since`, since when its leader has held records past this
+ * member's position while polls found the queue empty (0: not suspected;
+ * check_stalled_fetch; any record of the partition and any rebalance clear
+ * it). */
+struct consumer_part {
+    int64_t next, stall_since;
+    /* A record of it was taken since the fetcher was last woken (and since
+     * its assignment): only then may wake_fetcher seek it. */
+    bool taken;
+};
+
 struct consumer {
     const settings_t *settings;
     const pipeline_def_t *def;
     bool reads_headers; /* a field of def's takes the record's headers */
-    const char *topic;
+    const char *topic;  /* the pipeline's topics as one text, for messages */
     char group[512];
     rd_kafka_t *rk;
     rd_kafka_topic_partition_list_t *owned; /* current assignment */
@@ -61,26 +74,24 @@ struct consumer {
      * the stop's own commit already had a full commit timeout. */
     bool closing;
     int64_t hold_since_ms;
-    /* The cluster said the topic does not exist at this time (0: it exists
-     * as far as we know); asked again at topic_check_ms. */
-    int64_t topic_missing_since_ms, topic_check_ms;
-    /* The pipeline failed because its topic cannot be read (missing, or not
-     * authorized): librdkafka sends no JoinGroup while the subscription
-     * matches no topic, which consumer_close relies on. */
+    /* The pipeline failed because a topic of it cannot be read (missing,
+     * or not authorized): librdkafka sends no JoinGroup while the
+     * subscription matches no topic, which consumer_close relies on. */
     bool topic_unusable;
-    /* Per partition number (parts_fit): `next`, the offset after the last
-     * record taken, or where its assignment started (-1: unknown, or not
-     * owned); `stall_since`, since when its leader has held records past
-     * this member's position while polls found the queue empty (0: not
-     * suspected; check_stalled_fetch; any record of the partition and any
-     * rebalance clear it). */
-    struct {
-        int64_t next, stall_since;
-        /* A record of it was taken since the fetcher was last woken (and
-         * since its assignment): only then may wake_fetcher seek it. */
-        bool taken;
-    } *parts;
-    int parts_n;
+    /* Each subscribed topic, in the settings' order (topic_count of them). */
+    struct consumer_topic {
+        const char *name;
+        /* The cluster said the topic does not exist at this time (0: it
+         * exists as far as we know); asked again at check_ms. */
+        int64_t missing_since_ms, check_ms;
+        /* Per partition number (parts_fit), parts_n of them. */
+        struct consumer_part *parts;
+        int parts_n;
+    } topics[PIPELINE_MAX_TOPICS];
+    int topic_count;
+    /* The topic of the last record taken: a batch holds runs of one
+     * partition's records, so the list is searched once per run. */
+    struct consumer_topic *last_topic;
     int64_t stall_check_ms;
     /* Bytes of records taken since the fetcher was last woken, and how many
      * make a wake-up worth it (0: never; wake_fetcher). */
@@ -100,6 +111,13 @@ struct consumer {
     } slot[2];
 };
 
+/* The state of partition `partition` of `topic` (NULL: not a subscribed
+ * topic, or a partition never assigned). */
+struct consumer_part *part_of(consumer_t *c, const char *topic, int32_t partition);
+
+/* The subscribed topic called `topic`, or NULL. */
+struct consumer_topic *topic_of(consumer_t *c, const char *topic);
+
 /* ---- consumer_start.c: where newly assigned partitions start ------------ */
 
 /* Start each newly assigned partition of `parts` at the database's position
@@ -109,8 +127,8 @@ void start_at_database_positions(consumer_t *c, rd_kafka_t *rk, rd_kafka_topic_p
 
 /* ---- consumer_fetch.c: watching the fetch, from the consumer poll ------- */
 
-/* Ask again whether a topic reported missing exists; -1 with the reason in
- * `err` once it is still missing after the grace. */
+/* Ask again whether each topic reported missing exists; -1 with the reason
+ * in `err` once one is still missing after the grace. */
 int check_missing_topic(consumer_t *c, char *err, size_t errlen);
 
 /* This member's position in each partition of `at` (a copy of `owned`). */

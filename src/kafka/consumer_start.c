@@ -36,31 +36,30 @@ static int64_t start_without_position(consumer_t *c, rd_kafka_t *rk, const rd_ka
  * offset, else where the reset policy says, and that start is recorded
  * first: from then on the database is the record (DESIGN.md, Progress in
  * the database). */
-void start_at_database_positions(consumer_t *c, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts)
+/* The same for the partitions of `parts` of one topic; `committed`: Kafka's
+ * committed offsets of `parts`, in its order (NULL: unknown). */
+static void start_topic(consumer_t *c, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts,
+                        const rd_kafka_topic_partition_list_t *committed, const char *topic)
 {
     int n = 0;
     for (int i = 0; i < parts->cnt; i++)
-        if (parts->elems[i].partition + 1 > n) n = parts->elems[i].partition + 1;
+        if (strcmp(parts->elems[i].topic, topic) == 0 && parts->elems[i].partition + 1 > n)
+            n = parts->elems[i].partition + 1;
     if (n == 0) return;
     int64_t *next = malloc((size_t)n * sizeof *next), *starts = malloc((size_t)n * sizeof *starts);
     char err[1024];
     bool record = false;
     if (!next || !starts) abort();
     for (int p = 0; p < n; p++) starts[p] = -1;
-    if (c->positions.read(c->positions.ctx, c->topic, n, next, err, sizeof err) != 0) {
+    if (c->positions.read(c->positions.ctx, topic, n, next, err, sizeof err) != 0) {
         snprintf(c->positions_error, sizeof c->positions_error,
-                 "cannot read where the assigned partitions start from the database: %s", err);
+                 "cannot read where the assigned partitions of %s start from the database: %s", topic, err);
         c->positions_failed = true;
         goto out;
     }
-    /* Kafka's copy, to tell the operator how the two records compare. */
-    rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_copy(parts);
-    if (rd_kafka_committed(rk, committed, CONSUMER_METADATA_TIMEOUT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        rd_kafka_topic_partition_list_destroy(committed);
-        committed = NULL;
-    }
     for (int i = 0; i < parts->cnt; i++) {
         rd_kafka_topic_partition_t *e = &parts->elems[i];
+        if (strcmp(e->topic, topic) != 0) continue;
         int64_t at = next[e->partition];
         int64_t kafka = committed ? committed->elems[i].offset : RD_KAFKA_OFFSET_INVALID;
         if (at < 0) {
@@ -121,14 +120,27 @@ void start_at_database_positions(consumer_t *c, rd_kafka_t *rk, rd_kafka_topic_p
                      e->partition, (long long)at);
         e->offset = at;
     }
-    if (committed) rd_kafka_topic_partition_list_destroy(committed);
     if (record && c->positions.record &&
-        c->positions.record(c->positions.ctx, c->topic, n, starts, err, sizeof err) != 0) {
+        c->positions.record(c->positions.ctx, topic, n, starts, err, sizeof err) != 0) {
         snprintf(c->positions_error, sizeof c->positions_error,
-                 "cannot record where the assigned partitions start in the database: %s", err);
+                 "cannot record where the assigned partitions of %s start in the database: %s", topic, err);
         c->positions_failed = true;
     }
 out:
     free(next);
     free(starts);
+}
+
+void start_at_database_positions(consumer_t *c, rd_kafka_t *rk, rd_kafka_topic_partition_list_t *parts)
+{
+    if (parts->cnt == 0) return;
+    /* Kafka's copy, to tell the operator how the two records compare. */
+    rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_copy(parts);
+    if (rd_kafka_committed(rk, committed, CONSUMER_METADATA_TIMEOUT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_topic_partition_list_destroy(committed);
+        committed = NULL;
+    }
+    for (int t = 0; t < c->topic_count && !c->positions_failed; t++)
+        start_topic(c, rk, parts, committed, c->topics[t].name);
+    if (committed) rd_kafka_topic_partition_list_destroy(committed);
 }

@@ -9,8 +9,8 @@
 struct member {
     struct cluster_client view; /* the member's handle, for member_cluster */
     const char *log_name;
-    const char *topic; /* joined on; NULL before member_join */
-    int owned;         /* partitions of the topic assigned to us now */
+    const topic_list_t *topics; /* joined on; NULL before member_join */
+    int owned;                  /* partitions of the topics assigned to us now */
     int assignments;   /* assignments received, empty ones included */
 };
 
@@ -24,7 +24,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     kafka_rebalance_t r = kafka_rebalance_kind(rk, err);
     int mine = 0;
 
-    for (int i = 0; i < parts->cnt; i++) mine += strcmp(parts->elems[i].topic, m->topic) == 0;
+    for (int i = 0; i < parts->cnt; i++) mine += topic_list_index(m->topics, parts->elems[i].topic) >= 0;
     if (r.closed) {
         m->owned = 0;
         LOG_DEBUG(m->log_name, "rebalance callback after the close: %d partition(s)", parts->cnt);
@@ -61,15 +61,16 @@ member_t *member_new(const settings_t *s, pipeline_id_t id, const char *log_name
 
 cluster_client_t *member_cluster(member_t *m) { return &m->view; }
 
-int member_join(member_t *m, const char *topic, char *err, size_t errlen)
+int member_join(member_t *m, const topic_list_t *topics, char *err, size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
-    m->topic = topic;
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(topics->count);
+    for (int t = 0; t < topics->count; t++)
+        rd_kafka_topic_partition_list_add(sub, topics->name[t], RD_KAFKA_PARTITION_UA);
+    m->topics = topics;
     rd_kafka_resp_err_t e = rd_kafka_subscribe(m->view.rk, sub);
     rd_kafka_topic_partition_list_destroy(sub);
     if (e) {
-        m->topic = NULL;
+        m->topics = NULL;
         snprintf(err, errlen, "%s", rd_kafka_err2str(e));
         return -1;
     }
@@ -90,12 +91,14 @@ int member_owned(const member_t *m) { return m->owned; }
 
 int member_assignments(const member_t *m) { return m->assignments; }
 
-int member_commit(member_t *m, const char *topic, int n, const int64_t *offsets, int timeout_ms,
+int member_commit(member_t *m, const topic_list_t *topics, const int *n, int64_t *const *offsets, int timeout_ms,
                   char *err, size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(0);
     rd_kafka_resp_err_t cause;
-    for (int p = 0; p < n; p++) rd_kafka_topic_partition_list_add(list, topic, p)->offset = offsets[p];
+    for (int t = 0; t < topics->count; t++)
+        for (int p = 0; p < n[t]; p++)
+            rd_kafka_topic_partition_list_add(list, topics->name[t], p)->offset = offsets[t][p];
     int rc = kafka_commit_offsets(m->view.rk, list, timeout_ms, &cause, err, errlen);
     rd_kafka_topic_partition_list_destroy(list);
     return rc;
@@ -104,7 +107,7 @@ int member_commit(member_t *m, const char *topic, int n, const int64_t *offsets,
 void member_close(member_t *m)
 {
     if (!m) return;
-    if (m->topic) {
+    if (m->topics) {
         rd_kafka_resp_err_t e = rd_kafka_consumer_close(m->view.rk);
         if (e) LOG_WARN(m->log_name, "consumer close: %s", rd_kafka_err2str(e));
         rd_kafka_destroy(m->view.rk);

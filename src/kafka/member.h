@@ -27,23 +27,24 @@ member_t *member_new(const settings_t *s, pipeline_id_t id, const char *log_name
  * (cluster_read_start): the member's partitions are its group's. */
 cluster_client_t *member_cluster(member_t *m);
 
-/* Join the group on `topic` (it must be known to exist: subscribing to a
- * missing topic creates it on a broker with auto-creation on). Returns 0,
- * or -1 with the reason in `err`. */
-int member_join(member_t *m, const char *topic, char *err, size_t errlen);
+/* Join the group on `topics` (each must be known to exist: subscribing to
+ * a missing topic creates it on a broker with auto-creation on; the list
+ * must outlive the member). Returns 0, or -1 with the reason in `err`. */
+int member_join(member_t *m, const topic_list_t *topics, char *err, size_t errlen);
 
 /* Serve the membership for up to `ms`: rebalances happen here. */
 void member_serve(member_t *m, int ms);
 
-/* Partitions of the topic held now. */
+/* Partitions of the topics held now. */
 int member_owned(const member_t *m);
 
 /* Assignments received since joining, empty ones included. */
 int member_assignments(const member_t *m);
 
-/* Commit offsets[p] for partitions 0..n-1 of `topic` as this member,
- * waiting at most `timeout_ms`. Returns 0, or -1 with the reason in `err`. */
-int member_commit(member_t *m, const char *topic, int n, const int64_t *offsets, int timeout_ms,
+/* Commit offsets[t][p] for partitions 0..n[t]-1 of each topic t of
+ * `topics` as this member, in one request, waiting at most `timeout_ms`.
+ * Returns 0, or -1 with the reason in `err`. */
+int member_commit(member_t *m, const topic_list_t *topics, const int *n, int64_t *const *offsets, int timeout_ms,
                   char *err, size_t errlen);
 
 /* Leave the group if joined (the group's next member is assigned at once)

@@ -42,11 +42,11 @@
 /* ------------------------------------------------------------------------ */
 /* Shared helpers. */
 
-/* The pipeline whose topic is `topic` in these settings, or NULL. */
+/* The pipeline that reads `topic` in these settings, or NULL. */
 static const pipeline_def_t *pipeline_of_topic(const settings_t *s, const char *topic)
 {
     for (int i = 0; i < pipeline_count(); i++)
-        if (s->topic[i] && strcmp(s->topic[i], topic) == 0) return pipeline_get(i);
+        if (topic_list_index(&s->topics[i], topic) >= 0) return pipeline_get(i);
     return NULL;
 }
 

@@ -173,11 +173,13 @@ static int redrive_one(const settings_t *s, db_conn_t *conn, const pipeline_def_
 /* Unresolved dead letters of topics no pipeline reads: reported, left as is. */
 static int report_unknown_topics(const settings_t *s, db_conn_t *conn, const char *type)
 {
-    const char *topics[PIPELINE_MAX];
+    const char *topics[PIPELINE_MAX * PIPELINE_MAX_TOPICS];
+    size_t n = 0;
     char err[1024];
     dead_letter_topics_t other;
-    for (int i = 0; i < pipeline_count(); i++) topics[i] = s->topic[i];
-    if (dead_letters_other_topics(conn, topics, pipeline_count(), type, &other, err, sizeof err)) {
+    for (int i = 0; i < pipeline_count(); i++)
+        for (int t = 0; t < s->topics[i].count; t++) topics[n++] = s->topics[i].name[t];
+    if (dead_letters_other_topics(conn, topics, n, type, &other, err, sizeof err)) {
         fail_msg("redrive", "", err);
         return -1;
     }

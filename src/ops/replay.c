@@ -1,14 +1,14 @@
 /* replay — move one pipeline's consumer group to earliest, latest or a point
- * in time, so its topic is read again (or skipped) from there (DESIGN.md: Operations).
+ * in time, so its topics are read again (or skipped) from there (DESIGN.md: Operations).
  *
  * Only that pipeline's group moves: replaying reviews must not reprocess
  * app-stats. Idempotency (DESIGN.md: Tables and natural keys) makes re-reading safe.
  *
  * How: the replay joins the group itself (a consumer with the group's id,
- * subscribed to the pipeline's topic), commits the target offsets as a
+ * subscribed to the pipeline's topics), commits the target offsets as a
  * member, and leaves. Why not an admin "alter offsets" from outside:
  *   - a reset under a running member is silently overwritten by that
- *     member's next commit. Being assigned every partition of the topic
+ *     member's next commit. Being assigned every partition of the topics
  *     proves no other member is active; given fewer, the replay leaves and
  *     refuses, changing nothing. (The refusal still costs the running
  *     members a rebalance when the replay joins and another when it
@@ -188,72 +188,124 @@ out:
 
 /* ------------------------------------------------------------------------ */
 
-/* Holding every partition of the topic: read the current offsets, compute
- * the targets, set them in the database and in Kafka, print what was done.
- * Returns an exit code. */
-static int reset_offsets(const settings_t *s, db_conn_t *conn, member_t *m, const replay_args_t *a,
-                         const char *topic, const char *group, int n)
-{
-    cluster_client_t *cluster = member_cluster(m);
-    cluster_offset_t *committed = calloc((size_t)n, sizeof *committed);
-    int64_t *lo = calloc((size_t)n, sizeof *lo), *hi = calloc((size_t)n, sizeof *hi);
-    int64_t *target = calloc((size_t)n, sizeof *target), *stored = calloc((size_t)n, sizeof *stored);
-    char err[1024];
-    int rc = EXIT_FAILED;
+/* What the reset reads and sets for one topic of the pipeline. */
+typedef struct {
+    const char *topic;
+    int n; /* partitions */
+    cluster_offset_t *committed;
+    int64_t *lo, *hi, *target, *stored;
+} topic_reset_t;
 
-    if (!committed || !lo || !hi || !target || !stored) abort();
-    if (cluster_committed(cluster, topic, n, REPLAY_KAFKA_TIMEOUT_MS, committed, err, sizeof err)) {
-        fprintf(stderr, "storage-consumer: replay: cannot read the committed offsets of %s: %s\n", group,
-                err);
-        goto out;
+/* Read the current offsets of one topic and compute its targets. Returns
+ * 0, or -1 after saying why (nothing was changed). */
+static int plan_topic(const settings_t *s, cluster_client_t *cluster, const replay_args_t *a, const char *group,
+                      topic_reset_t *r)
+{
+    char err[1024];
+    int n = r->n;
+    const char *topic = r->topic;
+    if (cluster_committed(cluster, topic, n, REPLAY_KAFKA_TIMEOUT_MS, r->committed, err, sizeof err)) {
+        fprintf(stderr, "storage-consumer: replay: cannot read the committed offsets of %s on %s: %s\n", group,
+                topic, err);
+        return -1;
     }
     for (int p = 0; p < n; p++) {
-        if (cluster_watermarks(cluster, topic, p, REPLAY_KAFKA_TIMEOUT_MS, &lo[p], &hi[p], err,
+        if (cluster_watermarks(cluster, topic, p, REPLAY_KAFKA_TIMEOUT_MS, &r->lo[p], &r->hi[p], err,
                                sizeof err)) {
             fprintf(stderr, "storage-consumer: replay: cannot read the watermarks of %s [%d]: %s\n",
                     topic, p, err);
-            goto out;
+            return -1;
         }
     }
     switch (a->to) {
     case REPLAY_TO_EARLIEST:
-        for (int p = 0; p < n; p++) target[p] = lo[p];
+        for (int p = 0; p < n; p++) r->target[p] = r->lo[p];
         break;
     case REPLAY_TO_LATEST:
-        for (int p = 0; p < n; p++) target[p] = hi[p];
+        for (int p = 0; p < n; p++) r->target[p] = r->hi[p];
         break;
     case REPLAY_TO_TIME:
-        if (resolve_time(s, cluster, a, topic, n, lo, hi, target, err, sizeof err)) {
+        if (resolve_time(s, cluster, a, topic, n, r->lo, r->hi, r->target, err, sizeof err)) {
             fprintf(stderr, "storage-consumer: replay: %s; nothing was changed\n", err);
-            goto out;
+            return -1;
         }
         break;
     }
+    return 0;
+}
+
+/* Print one topic's reset; add the messages it leaves to read, and those
+ * the service would have read without it, to *after and *before. */
+static void print_topic(const settings_t *s, const topic_reset_t *r, long long *before, long long *after)
+{
+    for (int p = 0; p < r->n; p++) {
+        int64_t old = r->committed[p].offset, lo = r->lo[p], hi = r->hi[p];
+        char db_text[32], old_text[32];
+        /* Where the service would have started: the database's position,
+         * else Kafka's committed offset, else auto.offset.reset. */
+        int64_t from = r->stored[p] >= 0 ? r->stored[p] : old;
+        *before += hi - (from < 0 ? (strcmp(s->auto_offset_reset, "latest") == 0 ? hi : lo)
+                                  : from < lo ? lo : from > hi ? hi : from);
+        *after += hi - r->target[p];
+        printf("  %s [%d] database %s, Kafka committed %s -> %" PRId64 " (%" PRId64 " messages to read)\n",
+               r->topic, p, cluster_offset_text(r->stored[p], db_text, sizeof db_text),
+               cluster_offset_text(old, old_text, sizeof old_text), r->target[p], hi - r->target[p]);
+    }
+}
+
+/* Holding every partition of the pipeline's topics: read the current
+ * offsets, compute the targets, set them in the database and in Kafka (one
+ * transaction, one commit: all topics or none), print what was done.
+ * `partitions[t]`: the partition count of topic t. Returns an exit code. */
+static int reset_offsets(const settings_t *s, db_conn_t *conn, member_t *m, const replay_args_t *a,
+                         const topic_list_t *topics, const char *group, const int *partitions)
+{
+    cluster_client_t *cluster = member_cluster(m);
+    topic_reset_t r[PIPELINE_MAX_TOPICS];
+    int64_t *targets[PIPELINE_MAX_TOPICS];
+    char err[1024];
+    int rc = EXIT_FAILED, total = 0;
+
+    for (int t = 0; t < topics->count; t++) {
+        int n = partitions[t];
+        r[t] = (topic_reset_t){topics->name[t], n, calloc((size_t)n, sizeof(cluster_offset_t)),
+                               calloc((size_t)n, sizeof(int64_t)), calloc((size_t)n, sizeof(int64_t)),
+                               calloc((size_t)n, sizeof(int64_t)), calloc((size_t)n, sizeof(int64_t))};
+        if (!r[t].committed || !r[t].lo || !r[t].hi || !r[t].target || !r[t].stored) abort();
+        targets[t] = r[t].target;
+        total += n;
+    }
+    for (int t = 0; t < topics->count; t++)
+        if (plan_topic(s, cluster, a, group, &r[t])) goto out;
 
     /* A member that joined meanwhile would own some partitions now: its
      * commits would overwrite ours. */
     member_serve(m, 0);
-    if (member_owned(m) != n) {
+    if (member_owned(m) != total) {
         fprintf(stderr, "storage-consumer: replay refused: another member joined group %s during the replay "
                         "(this replay now holds %d of %d partitions); nothing was changed\n",
-                group, member_owned(m), n);
+                group, member_owned(m), total);
         goto out;
     }
     /* The database first, uncommitted: its COMMIT comes last, once Kafka
      * took the reset, so a failed Kafka commit leaves both as they were. */
-    if (offsets_reset_begin(conn, group, topic, n, target, stored, err, sizeof err)) {
+    bool begun = offsets_reset_begin(conn, err, sizeof err) == 0;
+    for (int t = 0; begun && t < topics->count; t++)
+        begun = offsets_reset_topic(conn, group, r[t].topic, r[t].n, r[t].target, r[t].stored, err, sizeof err) == 0;
+    if (!begun) {
         fprintf(stderr, "storage-consumer: replay: cannot set the database's positions of group %s: %s; "
                         "nothing was changed\n",
                 group, err);
         goto out;
     }
-    if (member_commit(m, topic, n, target, s->commit_timeout_ms, err, sizeof err)) {
+    if (member_commit(m, topics, partitions, targets, s->commit_timeout_ms, err, sizeof err)) {
         char why[256];
         bool rolled_back = offsets_reset_end(conn, false, why, sizeof why) == 0;
         /* A commit Kafka refused may still have moved some partitions;
          * only where the database has no position does that count. */
         bool unrecorded = false;
-        for (int p = 0; p < n; p++) unrecorded |= stored[p] < 0;
+        for (int t = 0; t < topics->count; t++)
+            for (int p = 0; p < r[t].n; p++) unrecorded |= r[t].stored[p] < 0;
         fprintf(stderr, "storage-consumer: replay: cannot commit the target offsets to Kafka: %s (group %s); "
                         "the database's positions %s: nothing was changed%s, run the replay again\n",
                 err, group, rolled_back ? "were rolled back" : "were not committed",
@@ -272,33 +324,23 @@ static int reset_offsets(const settings_t *s, db_conn_t *conn, member_t *m, cons
     }
 
     long long before = 0, after = 0;
-    for (int p = 0; p < n; p++) {
-        int64_t old = committed[p].offset;
-        char db_text[32], old_text[32];
-        /* Where the service would have started: the database's position,
-         * else Kafka's committed offset, else auto.offset.reset. */
-        int64_t from = stored[p] >= 0 ? stored[p] : old;
-        before += hi[p] - (from < 0 ? (strcmp(s->auto_offset_reset, "latest") == 0 ? hi[p] : lo[p])
-                                    : from < lo[p] ? lo[p] : from > hi[p] ? hi[p] : from);
-        after += hi[p] - target[p];
-        printf("  %s [%d] database %s, Kafka committed %s -> %" PRId64 " (%" PRId64 " messages to read)\n",
-               topic, p, cluster_offset_text(stored[p], db_text, sizeof db_text),
-               cluster_offset_text(old, old_text, sizeof old_text), target[p], hi[p] - target[p]);
-    }
+    for (int t = 0; t < topics->count; t++) print_topic(s, &r[t], &before, &after);
     printf("replay %s: group %s reset to %s on %d partitions, in the database and in Kafka: %lld messages "
            "to read (was %lld)\n",
-           a->def->name, group, a->to_text, n, after, before);
+           a->def->name, group, a->to_text, total, after, before);
     LOG_INFO_F("replay",
-               LOG_FIELDS(LF_STR("group", group), LF_STR("topic", topic), LF_STR("to", a->to_text),
-                          LF_INT("partitions", n), LF_INT("to_read", after), LF_INT("was", before)),
+               LOG_FIELDS(LF_STR("group", group), LF_STR("topic", s->topic[a->def->id]), LF_STR("to", a->to_text),
+                          LF_INT("partitions", total), LF_INT("to_read", after), LF_INT("was", before)),
                "positions moved");
     rc = EXIT_OK;
 out:
-    free(committed);
-    free(lo);
-    free(hi);
-    free(target);
-    free(stored);
+    for (int t = 0; t < topics->count; t++) {
+        free(r[t].committed);
+        free(r[t].lo);
+        free(r[t].hi);
+        free(r[t].target);
+        free(r[t].stored);
+    }
     return rc;
 }
 
@@ -413,26 +455,32 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
 
     /* Before joining: subscribing to a topic that does not exist would
      * create it on a broker with auto-creation on. */
-    int found =
-        cluster_topic_lookup(member_cluster(m), topic, REPLAY_KAFKA_TIMEOUT_MS, &info, err, sizeof err);
-    if (found < 0) {
-        fprintf(stderr, "storage-consumer: replay: %s (%s); nothing was changed\n", err, s->bootstrap_servers);
-        goto out;
-    }
-    if (found == 0 || info.partitions == 0) {
-        fprintf(stderr, "storage-consumer: replay: topic %s (pipeline %s) does not exist; nothing was changed\n",
-                topic, a->def->name);
-        goto out;
+    const topic_list_t *topics = &s->topics[id];
+    int partitions[PIPELINE_MAX_TOPICS], total = 0;
+    for (int t = 0; t < topics->count; t++) {
+        int found = cluster_topic_lookup(member_cluster(m), topics->name[t], REPLAY_KAFKA_TIMEOUT_MS, &info, err,
+                                         sizeof err);
+        if (found < 0) {
+            fprintf(stderr, "storage-consumer: replay: %s (%s); nothing was changed\n", err, s->bootstrap_servers);
+            goto out;
+        }
+        if (found == 0 || info.partitions == 0) {
+            fprintf(stderr, "storage-consumer: replay: topic %s (pipeline %s) does not exist; nothing was changed\n",
+                    topics->name[t], a->def->name);
+            goto out;
+        }
+        partitions[t] = info.partitions;
+        total += info.partitions;
     }
 
-    if (member_join(m, topic, err, sizeof err)) {
+    if (member_join(m, topics, err, sizeof err)) {
         fprintf(stderr, "storage-consumer: replay: cannot subscribe to %s: %s\n", topic, err);
         goto out;
     }
 
     printf("replay %s: joining group %s on topic %s (%d partitions); waiting up to %d s for the group to "
            "give this replay every partition\n",
-           a->def->name, group, topic, info.partitions, (wait_ms + 999) / 1000);
+           a->def->name, group, topic, total, (wait_ms + 999) / 1000);
     fflush(stdout);
     /* Alone in the group, the replay is given every partition at once
      * (eager and cooperative protocols alike). Given nothing or a part, some
@@ -443,10 +491,10 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
      * given (paused) meanwhile. */
     int64_t start = clock_now_ms(), deadline = start + wait_ms, next_progress = start + REPLAY_PROGRESS_MS;
     int seen = 0;
-    while (member_owned(m) < info.partitions && clock_now_ms() < deadline) {
+    while (member_owned(m) < total && clock_now_ms() < deadline) {
         member_serve(m, REPLAY_POLL_MS);
         int64_t now = clock_now_ms();
-        if (member_owned(m) >= info.partitions || (member_assignments(m) == seen && now < next_progress))
+        if (member_owned(m) >= total || (member_assignments(m) == seen && now < next_progress))
             continue;
         if (member_assignments(m) == 0)
             printf("replay %s: %lld s: no answer from group %s yet: it is still rebalancing (a member that "
@@ -456,14 +504,14 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
         else
             printf("replay %s: %lld s: group %s gave this replay %d of %d partitions: another member is "
                    "still in it; waiting up to %lld s more for it to leave\n",
-                   a->def->name, (long long)(now - start) / 1000, group, member_owned(m), info.partitions,
+                   a->def->name, (long long)(now - start) / 1000, group, member_owned(m), total,
                    (long long)(deadline - now + 999) / 1000);
         fflush(stdout);
         seen = member_assignments(m);
         next_progress = now + REPLAY_PROGRESS_MS;
     }
 
-    if (member_owned(m) < info.partitions) {
+    if (member_owned(m) < total) {
         if (member_assignments(m) == 0)
             fprintf(stderr,
                     "storage-consumer: replay refused: no assignment from group %s within %d ms: a member "
@@ -476,10 +524,10 @@ static int replay_run(const settings_t *s, const replay_args_t *a)
                     "given %d of the %d partitions of %s within %d ms). Stop every process running the %s "
                     "pipeline first: a reset under a running member is overwritten by its next commit. "
                     "Nothing was changed\n",
-                    group, member_owned(m), info.partitions, topic, wait_ms, a->def->name);
+                    group, member_owned(m), total, topic, wait_ms, a->def->name);
         goto out;
     }
-    rc = reset_offsets(s, conn, m, a, topic, group, info.partitions);
+    rc = reset_offsets(s, conn, m, a, topics, group, partitions);
 out:
     /* Leave the group: the pipeline, restarted, is assigned at once. */
     member_close(m);
@@ -496,7 +544,7 @@ static void replay_usage(FILE *out)
     fprintf(out, "usage: storage-consumer replay PIPELINE [--to earliest|latest|TIMESTAMP]\n"
           "\n"
           "Moves the consumer group of one pipeline (%s),\n"
-          "and only that group, so the pipeline reads its topic again from there when it\n"
+          "and only that group, so the pipeline reads its topics again from there when it\n"
           "next runs. Rows already stored are not duplicated: every write is idempotent.\n"
           "\n"
           "  --to earliest    the oldest message the topic still holds (the default)\n"
@@ -507,7 +555,7 @@ static void replay_usage(FILE *out)
           "\n"
           "The group must have no active member: stop every process running the\n"
           "pipeline first. The replay joins the group itself and refuses (exit 1,\n"
-          "nothing changed) unless it is given every partition of the topic; members\n"
+          "nothing changed) unless it is given every partition of its topics; members\n"
           "that are still stopping are waited for, up to twice STORAGE_SESSION_TIMEOUT_MS\n"
           "plus 10 s, with a progress line every 5 s. The database holds the group's\n"
           "positions, where the pipeline starts; Kafka's committed offsets are their\n"

@@ -161,7 +161,7 @@ static void check_topics(verify_t *v)
     char err[1024];
     bool unreachable = false;
 
-    for (int i = 0; i < pipeline_count(); i++) {
+    for (int i = 0; i < v->nt; i++) {
         target_t *t = &v->t[i];
         if (!t->enabled) continue;
         t->exists = -1;
@@ -204,7 +204,7 @@ static void check_messages(verify_t *v)
 {
     stage_t st = {.status = STAGE_SKIP};
 
-    for (int i = 0; i < pipeline_count(); i++) {
+    for (int i = 0; i < v->nt; i++) {
         target_t *t = &v->t[i];
         if (!t->enabled) continue;
         if (t->exists != 1) {
@@ -260,10 +260,10 @@ static void check_rows(verify_t *v)
         stage_add(&st, "database unreachable");
         goto out;
     }
-    for (int i = 0; i < pipeline_count(); i++) {
+    for (int i = 0; i < v->nt; i++) {
         target_t *t = &v->t[i];
         long long rows;
-        if (!t->enabled) continue;
+        if (!t->enabled || !t->first_of_pipeline) continue;
         if (db_count_rows(v->conn, t->def->table_sql, &rows, err, sizeof err)) {
             stage_raise(&st, STAGE_BROKEN);
             stage_add(&st, "%s: %s", t->def->table, first_line(err));
@@ -280,7 +280,7 @@ static void check_dead_letters(verify_t *v)
 {
     stage_t st = {0};
     char err[1024];
-    const char *topics[PIPELINE_MAX];
+    const char *topics[PIPELINE_MAX * PIPELINE_MAX_TOPICS];
     size_t n = 0;
     dead_letter_summary_t sum;
 
@@ -290,7 +290,7 @@ static void check_dead_letters(verify_t *v)
         stage_finish(v, "dead-letters", &st);
         return;
     }
-    for (int i = 0; i < pipeline_count(); i++)
+    for (int i = 0; i < v->nt; i++)
         if (v->t[i].enabled) topics[n++] = v->t[i].topic;
     int rc = dead_letters_summary(v->conn, topics, n, &sum, err, sizeof err);
     if (!sum.counted) {
@@ -411,21 +411,25 @@ int ops_verify(const settings_t *s, int argc, char **argv)
     char names[1024] = "";
     json_t *pipelines = json_array();
     for (int i = 0; i < pipeline_count(); i++) {
-        target_t *t = &v.t[i];
-        t->enabled = s->pipeline_enabled[i];
-        if (!t->enabled) continue;
-        t->def = pipeline_get(i);
-        t->topic = s->topic[i];
-        t->exists = -1;
-        settings_group_id(s, i, t->group, sizeof t->group);
+        if (!s->pipeline_enabled[i]) continue;
+        for (int k = 0; k < s->topics[i].count; k++) {
+            target_t *t = &v.t[v.nt++];
+            t->enabled = true;
+            t->def = pipeline_get(i);
+            t->topic = s->topics[i].name[k];
+            t->first_of_pipeline = k == 0;
+            t->exists = -1;
+            settings_group_id(s, i, t->group, sizeof t->group);
+            /* Each client carries its pipeline's group id: the committed
+             * offsets are asked per group. */
+            t->client = cluster_client_new(s, i, err, sizeof err);
+            if (!t->client) fprintf(stderr, "storage-consumer: verify: %s\n", err);
+        }
+        const target_t *t = &v.t[v.nt - 1];
         size_t n = strlen(names);
         snprintf(names + n, sizeof names - n, "%s%s", n ? "," : "", t->def->name);
         json_array_append_new(pipelines, json_pack("{s:s, s:o, s:s}", "name", t->def->name, "topic",
-                                                   print_json_string(t->topic), "group", t->group));
-        /* Each client carries its pipeline's group id: the committed
-         * offsets are asked per group. */
-        t->client = cluster_client_new(s, i, err, sizeof err);
-        if (!t->client) fprintf(stderr, "storage-consumer: verify: %s\n", err);
+                                                   print_json_string(s->topic[i]), "group", t->group));
     }
     char *masked = db_mask_conninfo(s->database_url);
     if (json) {
@@ -472,7 +476,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
     free(masked);
 
     db_close(v.conn);
-    for (int i = 0; i < pipeline_count(); i++) {
+    for (int i = 0; i < v.nt; i++) {
         cluster_client_destroy(v.t[i].client);
         free(v.t[i].lo);
         free(v.t[i].hi);

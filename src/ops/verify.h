@@ -32,11 +32,12 @@ typedef struct {
     json_t *data;  /* the stage's numbers, for --json (NULL: none) */
 } stage_t;
 
-/* One enabled pipeline as the stages see it. */
+/* One topic of an enabled pipeline as the stages see it. */
 typedef struct {
     bool enabled;
     const pipeline_def_t *def;
     const char *topic;
+    bool first_of_pipeline; /* the pipeline's first topic: its table is counted here */
     char group[512];
     cluster_client_t *client; /* never joins the group; NULL if it could not be created */
     int exists;          /* 1 the topic exists, 0 it does not, -1 not known */
@@ -52,7 +53,8 @@ typedef struct {
     const settings_t *s;
     db_conn_t *conn; /* NULL: the database is unreachable, see db_error */
     char db_error[1024];
-    target_t t[PIPELINE_MAX];
+    target_t t[PIPELINE_MAX * PIPELINE_MAX_TOPICS];
+    int nt;
     long long max_lag; /* -1: lag alone never breaks the lag stage */
     const char *first_broken;
     char warned[256];

@@ -21,7 +21,7 @@ void check_positions(verify_t *v)
 {
     stage_t st = {.status = STAGE_SKIP};
 
-    for (int i = 0; i < pipeline_count(); i++) {
+    for (int i = 0; i < v->nt; i++) {
         target_t *t = &v->t[i];
         if (!t->enabled) continue;
         if (t->exists != 1 || !t->hi) {
@@ -108,7 +108,7 @@ void check_lag(verify_t *v)
 {
     stage_t st = {.status = STAGE_SKIP};
 
-    for (int i = 0; i < pipeline_count(); i++) {
+    for (int i = 0; i < v->nt; i++) {
         target_t *t = &v->t[i];
         if (!t->enabled) continue;
         /* The positions stage said why. */

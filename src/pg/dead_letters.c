@@ -69,7 +69,7 @@ int dead_letters_unresolved(db_conn_t *conn, int64_t deadline_ms, const char *to
     for (size_t i = 0; i < n; i++) counts[i] = 0;
     PGresult *res = db_query(conn,
                              "SELECT error_type, count(*) FROM dead_letter_events "
-                             "WHERE topic = $1 AND resolved_at IS NULL GROUP BY error_type",
+                             "WHERE topic = ANY(string_to_array($1, ',')) AND resolved_at IS NULL GROUP BY error_type",
                              1, params, NULL, NULL, deadline_ms, err, errlen, cls);
     if (!res) return -1;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -209,7 +209,7 @@ int dead_letters_list(db_conn_t *conn, const char *topic, const char *type, long
                            "SELECT topic, error_type, count(*) FILTER (WHERE resolved_at IS NULL),"
                            " count(*) FILTER (WHERE resolved_at IS NOT NULL), " SQL_UTC("max(created_at)")
                            " FROM dead_letter_events"
-                           " WHERE ($1::text IS NULL OR topic = $1) AND ($2::text IS NULL OR error_type = $2)"
+                           " WHERE ($1::text IS NULL OR topic = ANY(string_to_array($1, ','))) AND ($2::text IS NULL OR error_type = $2)"
                            " GROUP BY topic, error_type ORDER BY topic, error_type",
                            2, params, 0, err, errlen);
     if (!results[0]) return -1;
@@ -218,7 +218,7 @@ int dead_letters_list(db_conn_t *conn, const char *topic, const char *type, long
                            " octet_length(payload), resolved_at IS NOT NULL, " SQL_UTC("created_at") ", error_detail, "
                            SQL_UTC("resolved_at") ", resolution_kind, resolved_by, resolution"
                            " FROM dead_letter_events"
-                           " WHERE ($1::text IS NULL OR topic = $1) AND ($2::text IS NULL OR error_type = $2)"
+                           " WHERE ($1::text IS NULL OR topic = ANY(string_to_array($1, ','))) AND ($2::text IS NULL OR error_type = $2)"
                            " AND NOT ($4::boolean AND resolved_at IS NOT NULL)"
                            " ORDER BY id DESC LIMIT $3::bigint",
                            4, params, 0, err, errlen);
@@ -331,9 +331,9 @@ int dead_letters_fetch(db_conn_t *conn, const char *topic, const char *type, int
     PGresult *res = db_select(conn,
                               "SELECT id::text, partition::text, kafka_offset::text,"
                               " COALESCE(round(extract(epoch FROM kafka_timestamp) * 1000)::bigint, -1)::text,"
-                              " message_key, payload, payload_size::text, octet_length(payload)::text"
+                              " message_key, payload, payload_size::text, octet_length(payload)::text, topic::text"
                               " FROM dead_letter_events"
-                              " WHERE topic = $1 AND resolved_at IS NULL AND ($2::text IS NULL OR error_type = $2)"
+                              " WHERE topic = ANY(string_to_array($1, ',')) AND resolved_at IS NULL AND ($2::text IS NULL OR error_type = $2)"
                               " AND id > $3::bigint ORDER BY dead_letter_events.id LIMIT $4::int",
                               4, params, 1, err, errlen);
     if (!res) return -1;
@@ -346,7 +346,7 @@ int dead_letters_fetch(db_conn_t *conn, const char *topic, const char *type, int
         l->id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
         l->payload_size = strtoll(PQgetvalue(res, r, 6), NULL, 10);
         l->stored_bytes = strtoll(PQgetvalue(res, r, 7), NULL, 10);
-        rec->topic = topic;
+        rec->topic = PQgetvalue(res, r, 8);
         rec->partition = (int32_t)strtol(PQgetvalue(res, r, 1), NULL, 10);
         rec->offset = strtoll(PQgetvalue(res, r, 2), NULL, 10);
         rec->timestamp_ms = strtoll(PQgetvalue(res, r, 3), NULL, 10);
@@ -530,7 +530,7 @@ int dead_letters_acknowledge_matching(db_conn_t *conn, const char *topic, const 
         const char *params[4] = {topic, type, after, limit};
         PGresult *res = db_select(conn,
                                   "SELECT id FROM dead_letter_events"
-                                  " WHERE resolved_at IS NULL AND ($1::text IS NULL OR topic = $1)"
+                                  " WHERE resolved_at IS NULL AND ($1::text IS NULL OR topic = ANY(string_to_array($1, ',')))"
                                   " AND error_type = $2 AND id > $3::bigint ORDER BY id LIMIT $4::int",
                                   4, params, 0, err, errlen);
         if (!res) break;

@@ -17,6 +17,9 @@
 #include "pg/db.h"
 #include "pg/store.h"
 
+/* Where these functions take a `topic`, it is a pipeline's list of topics
+ * joined by commas (settings_t.topic): the dead letters of any of them. */
+
 /* The unresolved dead letters of `topic` by error_type, within
  * `deadline_ms`: counts[i] for decode_error_types[i], counts[n - 1] for any
  * other type (the status page's snapshot). Returns 0, or -1 with `err` and
@@ -87,7 +90,7 @@ void dead_letters_get_free(dead_letter_t *d);
 /* redrive: a batch of unresolved dead letters as the records they were. */
 typedef struct {
     int64_t id;
-    record_t record;                      /* topic borrowed from the caller */
+    record_t record;                      /* topic borrowed from the result */
     long long payload_size, stored_bytes; /* stored_bytes < payload_size: truncated */
 } stored_letter_t;
 

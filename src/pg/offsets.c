@@ -6,15 +6,25 @@
 
 #include "pg/db_internal.h"
 
-/* Partition order: every transaction locks its rows in one order. */
+/* Topic and partition order: every transaction locks its rows in one
+ * order. */
 static int by_partition(const void *a, const void *b)
 {
-    int32_t x = ((const batch_range_t *)a)->partition, y = ((const batch_range_t *)b)->partition;
-    return (x > y) - (x < y);
+    const batch_range_t *x = a, *y = b;
+    int c = strcmp(x->topic, y->topic);
+    if (c) return c;
+    return (x->partition > y->partition) - (x->partition < y->partition);
 }
 
-char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, const int64_t *epochs,
-                          int nepochs)
+static long long epoch_of(const topic_epochs_t *epochs, int ntopics, const char *topic, int32_t p)
+{
+    for (int t = 0; t < ntopics; t++)
+        if (strcmp(epochs[t].topic, topic) == 0) return p >= 0 && p < epochs[t].n ? (long long)epochs[t].epoch[p] : 0;
+    return 0;
+}
+
+char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, const topic_epochs_t *epochs,
+                          int ntopics)
 {
     if (b->count == 0) return NULL;
     batch_range_t *pos = malloc(b->count * sizeof *pos);
@@ -23,18 +33,20 @@ char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, 
     qsort(pos, n, sizeof *pos, by_partition);
 
     char *g = PQescapeLiteral(conn, group, strlen(group));
-    char *t = PQescapeLiteral(conn, b->records[0].topic, strlen(b->records[0].topic));
-    if (!g || !t) abort();
-    size_t cap = 512 + n * (strlen(g) + strlen(t) + 72), len = 0;
+    if (!g) abort();
+    size_t cap = 512, len = 0;
+    for (size_t k = 0; k < n; k++) cap += strlen(g) + 2 * strlen(pos[k].topic) + 80;
     char *sql = malloc(cap);
     if (!sql) abort();
     len += (size_t)snprintf(sql, cap,
                             "INSERT INTO consumer_offsets AS o (group_id, topic, partition, next_offset, epoch) VALUES ");
     for (size_t k = 0; k < n; k++) {
         int32_t p = pos[k].partition;
-        long long epoch = p >= 0 && p < nepochs ? (long long)epochs[p] : 0;
+        char *t = PQescapeLiteral(conn, pos[k].topic, strlen(pos[k].topic));
+        if (!t) abort();
         len += (size_t)snprintf(sql + len, cap - len, "%s(%s, %s, %d, %lld, %lld)", k ? ", " : "", g, t, (int)p,
-                                (long long)pos[k].last + 1, epoch);
+                                (long long)pos[k].last + 1, epoch_of(epochs, ntopics, pos[k].topic, p));
+        PQfreemem(t);
     }
     /* Never backwards: a late write of a member that lost the partition
      * leaves the new owner's position as it is; and never across a replay. */
@@ -42,7 +54,6 @@ char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, 
              " ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, "
              "updated_at = now() WHERE o.next_offset < EXCLUDED.next_offset AND o.epoch = EXCLUDED.epoch");
     PQfreemem(g);
-    PQfreemem(t);
     free(pos);
     return sql;
 }
@@ -120,10 +131,14 @@ int offsets_table_exists(db_conn_t *conn, char *err, size_t errlen)
     return exists;
 }
 
-int offsets_reset_begin(db_conn_t *conn, const char *group, const char *topic, int n, const int64_t *target,
+int offsets_reset_begin(db_conn_t *conn, char *err, size_t errlen)
+{
+    return db_command(conn, "BEGIN", 0, err, errlen, NULL) ? -1 : 0;
+}
+
+int offsets_reset_topic(db_conn_t *conn, const char *group, const char *topic, int n, const int64_t *target,
                         int64_t *before, char *err, size_t errlen)
 {
-    if (db_command(conn, "BEGIN", 0, err, errlen, NULL)) return -1;
     /* The positions it had, locked until the end: nothing moves them
      * between this read and the COMMIT that replaces them. */
     for (int p = 0; p < n; p++) before[p] = -1;

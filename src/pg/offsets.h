@@ -18,14 +18,23 @@
 #include "core/retry.h"
 #include "pg/db.h"
 
+/* The epochs a member read for the partitions of one topic when they were
+ * assigned: epoch[p] for p < n. */
+typedef struct {
+    char *topic;
+    int64_t *epoch;
+    int n;
+} topic_epochs_t;
+
 /* The statement that raises the rows of the partitions `b` covers to the
  * highest offset + 1 of each, never lowering one, for `group` (quoted with
  * the connection's rules), and only within the epoch the member read for
- * the partition: epochs[p] for p < nepochs, else 0 (a replay in between
- * bumped it: the row stays as the replay left it). Returns a string the
- * caller frees, or NULL when the batch has no records. */
-char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, const int64_t *epochs,
-                          int nepochs);
+ * the partition: its entry of `epochs` (ntopics of them), else 0 (a replay
+ * in between bumped it: the row stays as the replay left it). Rows are
+ * written in topic and partition order. Returns a string the caller frees,
+ * or NULL when the batch has no records. */
+char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, const topic_epochs_t *epochs,
+                          int ntopics);
 
 /* The database's next offset of partitions 0..n-1 of `topic` in `group`
  * into next[p] (-1: no row) and, unless `epoch` is NULL, their epochs into
@@ -57,14 +66,17 @@ int offsets_record_starts(const char *conninfo, int statement_timeout_ms, int64_
  * catalog could not be read (`err`). */
 int offsets_table_exists(db_conn_t *conn, char *err, size_t errlen);
 
-/* replay's reset, in two steps around the Kafka commit (DESIGN.md:
- * Operations): BEGIN, read the positions partitions 0..n-1 of `topic` had
- * in `group` into before[p] (-1: no row) and lock them, and set them to
+/* replay's reset, in steps around the Kafka commit (DESIGN.md:
+ * Operations): BEGIN (offsets_reset_begin); then for each topic
+ * (offsets_reset_topic), read the positions partitions 0..n-1 of `topic`
+ * had in `group` into before[p] (-1: no row) and lock them, and set them to
  * exactly target[p], lower ones included. The transaction stays open until
  * offsets_reset_end; each row's epoch moves on, fencing off members that
- * started before the replay. Returns 0, or -1 with `err` (rolled back). No deadline
- * of our own: a one-shot command waits as long as the server works. */
-int offsets_reset_begin(db_conn_t *conn, const char *group, const char *topic, int n, const int64_t *target,
+ * started before the replay. Each returns 0, or -1 with `err` (rolled
+ * back). No deadline of our own: a one-shot command waits as long as the
+ * server works. */
+int offsets_reset_begin(db_conn_t *conn, char *err, size_t errlen);
+int offsets_reset_topic(db_conn_t *conn, const char *group, const char *topic, int n, const int64_t *target,
                         int64_t *before, char *err, size_t errlen);
 
 /* COMMIT (commit true) or ROLLBACK the transaction of offsets_reset_begin.

@@ -47,6 +47,15 @@ void store_disconnect(store_t *st)
     st->conn = NULL;
 }
 
+static void free_epochs(store_t *st)
+{
+    for (int t = 0; t < st->epoch_topics; t++) {
+        free(st->epochs[t].topic);
+        free(st->epochs[t].epoch);
+    }
+    st->epoch_topics = 0;
+}
+
 void store_free(store_t *st)
 {
     if (!st) return;
@@ -57,7 +66,7 @@ void store_free(store_t *st)
     free(st->insert_sql);
     free(st->direct_sql);
     free(st->progress_group);
-    free(st->epochs);
+    free_epochs(st);
     free(st->copy.data);
     free(st->prepared.copy.data);
     free(st->pending);
@@ -73,7 +82,7 @@ void store_free(store_t *st)
 void store_record_progress(store_t *st, const char *group)
 {
     free(st->progress_group);
-    free(st->epochs);
+    free_epochs(st);
     st->progress_group = strdup(group);
     if (!st->progress_group) abort();
 }
@@ -82,16 +91,25 @@ int store_read_progress(store_t *st, const char *topic, int n, int64_t *next, ch
                         error_class_t *cls)
 {
     if (!st->progress_group) abort(); /* a caller bug */
-    if (n > st->nepochs) {
-        st->epochs = realloc(st->epochs, (size_t)n * sizeof *st->epochs);
-        if (!st->epochs) abort();
-        st->nepochs = n;
+    topic_epochs_t *e = NULL;
+    for (int t = 0; t < st->epoch_topics && !e; t++)
+        if (strcmp(st->epochs[t].topic, topic) == 0) e = &st->epochs[t];
+    if (!e) {
+        if (st->epoch_topics == PIPELINE_MAX_TOPICS) abort(); /* a caller bug: more topics than a pipeline has */
+        e = &st->epochs[st->epoch_topics++];
+        *e = (topic_epochs_t){strdup(topic), NULL, 0};
+        if (!e->topic) abort();
+    }
+    if (n > e->n) {
+        e->epoch = realloc(e->epoch, (size_t)n * sizeof *e->epoch);
+        if (!e->epoch) abort();
+        e->n = n;
     }
     /* Read straight into the epochs: a read that fails fails the
      * assignment (after its retries), and a retry reads them again. */
     return offsets_load(st->settings->database_url, st->settings->db_statement_timeout_ms,
                         clock_now_ms() + settings_db_attempt_ms(st->settings), st->progress_group, topic, n, next,
-                        st->epochs, err, errlen, cls);
+                        e->epoch, err, errlen, cls);
 }
 
 int store_record_starts(store_t *st, const char *topic, int n, const int64_t *next, char *err, size_t errlen,

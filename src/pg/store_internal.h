@@ -20,11 +20,11 @@ struct store {
      * consumer_offsets (NULL: none, as for redrive, whose records are dead
      * letters, not a group's position). */
     char *progress_group;
-    /* The epoch of each partition (index) as read when it was assigned:
-     * a batch raises a position only within it (DESIGN.md, Progress in the
-     * database). */
-    int64_t *epochs;
-    int nepochs;
+    /* The epoch of each partition of each topic as read when it was
+     * assigned: a batch raises a position only within it (DESIGN.md,
+     * Progress in the database). */
+    topic_epochs_t epochs[PIPELINE_MAX_TOPICS];
+    int epoch_topics;
     /* The attempt whose end was sent and is not yet waited for. */
     struct {
         bool active;

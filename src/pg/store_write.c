@@ -319,7 +319,7 @@ static int tombstones(store_t *st, batch_t *b, bool isolating, char *err, size_t
 static char *end_sql(store_t *st, const batch_t *b, const store_hook_t *hook, size_t n)
 {
     char *advance = hook->commit && st->progress_group
-                        ? offsets_advance_sql(st->conn, st->progress_group, b, st->epochs, st->nepochs)
+                        ? offsets_advance_sql(st->conn, st->progress_group, b, st->epochs, st->epoch_topics)
                         : NULL;
     char *sql;
     if (asprintf(&sql, "%s%s%s%s%s", n ? st->insert_sql : "", n ? "; " : "", advance ? advance : "",

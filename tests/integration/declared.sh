@@ -25,11 +25,6 @@ create_permissions_table() {
            CONSTRAINT app_permissions_key UNIQUE (application_id, permission))" >/dev/null
 }
 
-# The built-in file with PIPELINE (a JSON object) appended, at PATH.
-definitions_with() { # path pipeline-json
-    { head -n -2 "$TOP/pipelines/default.json" | sed '$ s/}$/},/'; echo "    $2"; printf '  ]\n}\n'; } >"$1"
-}
-
 PERMISSIONS_DEF='{"name": "app-permissions", "batch_size": 100, "table": "app_permissions",
       "application": {"member": "package_name", "column": "application_id"},
       "fields": [{"member": "permission", "required": true},

@@ -12,11 +12,6 @@ broker_start
 
 APP=com.example.events
 
-# The built-in definitions and PIPELINE (a JSON object), at PATH.
-definitions_with() { # path pipeline-json
-    { head -n -2 "$TOP/pipelines/default.json" | sed '$ s/}$/},/'; echo "    $2"; printf '  ]\n}\n'; } >"$1"
-}
-
 # Start pipeline NAME of definition DEF reading TOPIC, as service SVC.
 start_pipeline() { # svc name topic [VAR=value...]
     local svc=$1 name=$2 topic=$3 suffix

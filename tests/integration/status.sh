@@ -28,8 +28,8 @@ element() { # dom id
 }
 
 # The second cell of table row ID in DOM.
-row_value() { # dom id
-    grep -o "<tr id=\"$2\"><td>[^<]*</td><td>[^<]*</td>" <<<"$1" | head -n1 | sed -E 's#.*<td>([^<]*)</td>$#\1#'
+row_value() { # dom id: the row's last cell
+    grep -oE "<tr id=\"$2\">(<td>[^<]*</td>)+" <<<"$1" | head -n1 | sed -E 's#.*<td>([^<]*)</td>$#\1#'
 }
 
 # Wait until the page (fetched without a browser) contains TEXT.
@@ -78,7 +78,7 @@ test_status_page_in_a_browser_matches_the_database_and_the_broker() {
     for p in 0 1 2; do
         hw=$(high_watermark "$TOPIC_REVIEWS" "$p")
         committed=$(broker_committed "$group" "$TOPIC_REVIEWS" "$p")
-        assert_eq "$((hw - committed))" "$(row_value "$dom" "lag-reviews-$p")" "committed lag of partition $p"
+        assert_eq "$((hw - committed))" "$(row_value "$dom" "lag-reviews-$TOPIC_REVIEWS-$p")" "committed lag of partition $p"
     done
     # Throughput: every record the broker holds was processed this minute.
     expected=0

@@ -39,11 +39,6 @@ create_observations() { # [extra]
            CONSTRAINT observations_key UNIQUE (application_id, obs_id)${1:+, $1})" >/dev/null
 }
 
-# The built-in definitions and PIPELINE (a JSON object), at PATH.
-definitions_with() { # path pipeline-json
-    { head -n -2 "$TOP/pipelines/default.json" | sed '$ s/}$/},/'; echo "    $2"; printf '  ]\n}\n'; } >"$1"
-}
-
 obs() { # obs_id ref note [observed_at]
     printf '{"package_name":"%s","obs_id":"%s","ref":%s,"note":"%s","observed_at":"%s"}\n' \
         "$APP" "$1" "$2" "$3" "${4:-2026-11-29T10:00:00Z}"

@@ -108,6 +108,30 @@ static void a_batch_spans_each_partition_from_its_lowest_to_its_highest_offset(v
     batch_free(&b);
 }
 
+/* A pipeline of many topics: partition 0 of two topics is two ranges. */
+static void ranges_keep_the_partitions_of_two_topics_apart(void **state)
+{
+    (void)state;
+    static const char *const topics[] = {"reviews-eu", "reviews-us", "reviews-eu", "reviews-us"};
+    static const int64_t offsets[] = {5, 9, 6, 10};
+    record_t r[4];
+    batch_t b;
+    batch_range_t ranges[4];
+    for (size_t i = 0; i < 4; i++)
+        r[i] = (record_t){.topic = topics[i], .partition = 0, .offset = offsets[i],
+                          .value = observations[0], .value_len = strlen(observations[0])};
+    batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
+    batch_decode(&b, r, 4);
+    assert_int_equal(batch_ranges(&b, ranges), 2);
+    assert_string_equal(ranges[0].topic, "reviews-eu");
+    assert_int_equal(ranges[0].first, 5);
+    assert_int_equal(ranges[0].last, 6);
+    assert_string_equal(ranges[1].topic, "reviews-us");
+    assert_int_equal(ranges[1].first, 9);
+    assert_int_equal(ranges[1].last, 10);
+    batch_free(&b);
+}
+
 /* Production keys share long prefixes (Google Play review ids all start
  * "gp:AOqpTO", package names "com.<vendor>."): every key is still told
  * apart, every repeat found, and app_stats' key includes the app. */
@@ -205,6 +229,7 @@ int main(void)
         cmocka_unit_test(refused_winners_hand_their_key_to_the_next_newest_observation_in_turn),
         cmocka_unit_test(a_stored_winner_keeps_the_observations_it_superseded_merged),
         cmocka_unit_test(a_batch_spans_each_partition_from_its_lowest_to_its_highest_offset),
+        cmocka_unit_test(ranges_keep_the_partitions_of_two_topics_apart),
         cmocka_unit_test(keys_sharing_a_long_prefix_are_told_apart_and_repeats_found),
         cmocka_unit_test(a_batch_is_ordered_by_its_natural_key_the_application_first_when_the_key_has_it),
     };

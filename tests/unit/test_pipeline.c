@@ -265,6 +265,34 @@ static void a_malformed_file_is_refused_with_its_line_or_member(void **state)
                       "pipelines[0] (app-permissions).topic: \"bad topic\" is not a valid Kafka topic name");
 }
 
+/* "topic" takes a list: many topics into one table. */
+static void a_definition_reads_a_list_of_topics(void **state)
+{
+    (void)state;
+    char err[1024], *path = write_file(ONE("\"topic\": [\"perm-eu\", \"perm-us\"], " FIELDS
+                                           ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\""));
+    int rc = pipelines_load(path, err, sizeof err);
+    unlink(path);
+    free(path);
+    if (rc) fail_msg("%s", err);
+    assert_string_equal(pipeline_get(0)->default_topic, "perm-eu,perm-us");
+    expect_load_error(ONE("\"topic\": [], " FIELDS ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\""),
+                      "topic: expected a topic name or a non-empty list of topic names");
+    expect_load_error(ONE("\"topic\": [\"a\", 7], " FIELDS ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\""),
+                      "topic: expected a topic name or a non-empty list of topic names");
+    expect_load_error(ONE("\"topic\": [\"a\", \"a\"], " FIELDS ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\""),
+                      "topic: \"a\" is named twice");
+    expect_load_error(ONE("\"topic\": [\"a\", \"b,c\"], " FIELDS ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\""),
+                      "is not a valid Kafka topic name");
+    expect_load_error("{\"pipelines\": [{\"name\": \"one\", \"table\": \"t1\", \"topic\": [\"x\", \"shared\"],\n"
+                      " \"application\": {\"member\": \"package_name\", \"column\": \"application_id\"},\n" FIELDS
+                      ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\"},\n"
+                      "{\"name\": \"two\", \"table\": \"t2\", \"topic\": \"shared\",\n"
+                      " \"application\": {\"member\": \"package_name\", \"column\": \"application_id\"},\n" FIELDS
+                      ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\"}]}",
+                      "pipelines[1] (two).topic: shared is a topic of pipeline one too");
+}
+
 /* never_writes is optional, and [] says the same as leaving it out. */
 static void an_empty_never_writes_says_none(void **state)
 {
@@ -645,6 +673,7 @@ int main(void)
         cmocka_unit_test_setup(a_natural_key_without_a_unique_constraint_is_refused, rebind),
         cmocka_unit_test_setup(a_natural_key_on_a_column_whose_text_has_many_forms_is_refused, rebind),
         cmocka_unit_test_setup(a_malformed_file_is_refused_with_its_line_or_member, rebind),
+        cmocka_unit_test_setup(a_definition_reads_a_list_of_topics, rebind),
         cmocka_unit_test_setup(a_declared_pipeline_builds_its_conflict_rule_and_key_probe, rebind),
         cmocka_unit_test_setup(an_empty_never_writes_says_none, rebind),
         cmocka_unit_test_setup(a_bound_beyond_the_column_types_range_is_refused, rebind),

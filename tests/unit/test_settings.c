@@ -428,6 +428,28 @@ static void topic_name_of_249_characters_is_accepted_250_rejected(void **state)
     expect_error(ENV(over), "STORAGE_TOPIC_REVIEWS", "not a valid Kafka topic name");
 }
 
+static void a_list_of_topics_is_read_in_order_and_each_name_checked(void **state)
+{
+    (void)state;
+    settings_t s;
+    load_ok(&s, ENV("STORAGE_TOPIC_REVIEWS=reviews-eu,reviews-us,reviews.asia"));
+    assert_string_equal(s.topic[PIPELINE_REVIEWS], "reviews-eu,reviews-us,reviews.asia");
+    assert_int_equal(s.topics[PIPELINE_REVIEWS].count, 3);
+    assert_string_equal(s.topics[PIPELINE_REVIEWS].name[0], "reviews-eu");
+    assert_string_equal(s.topics[PIPELINE_REVIEWS].name[2], "reviews.asia");
+    assert_int_equal(s.topics[PIPELINE_APP_STATS].count, 1);
+    settings_free(&s);
+    expect_error(ENV("STORAGE_TOPIC_REVIEWS=reviews-eu,reviews-eu"), "STORAGE_TOPIC_REVIEWS",
+                 "\"reviews-eu\" is named twice");
+    expect_error(ENV("STORAGE_TOPIC_REVIEWS=reviews-eu,"), "STORAGE_TOPIC_REVIEWS", "\"\" is not a valid Kafka topic name");
+    expect_error(ENV("STORAGE_TOPIC_REVIEWS=a,b c"), "STORAGE_TOPIC_REVIEWS", "\"b c\" is not a valid Kafka topic name");
+    expect_error(ENV("STORAGE_TOPIC_REVIEWS=t1,t2,t3,t4,t5,t6,t7,t8,t9,t10,t11,t12,t13,t14,t15,t16,t17"),
+                 "STORAGE_TOPIC_REVIEWS", "\"t17\" is one topic too many (at most 16 per pipeline)");
+    /* A topic of one pipeline's list is no other's. */
+    expect_error(ENV("STORAGE_TOPIC_REVIEWS=reviews-eu,app-stats"), "STORAGE_TOPIC_REVIEWS",
+                 "topic app-stats is STORAGE_TOPIC_APP_STATS's too");
+}
+
 static void two_enabled_pipelines_on_one_topic_are_rejected(void **state)
 {
     (void)state;
@@ -906,6 +928,7 @@ int main(void)
         cmocka_unit_test(topic_named_dot_or_dot_dot_is_rejected),
         cmocka_unit_test(topic_name_of_249_characters_is_accepted_250_rejected),
         cmocka_unit_test(two_enabled_pipelines_on_one_topic_are_rejected),
+        cmocka_unit_test(a_list_of_topics_is_read_in_order_and_each_name_checked),
         cmocka_unit_test(retry_schedule_that_cannot_fit_max_poll_interval_is_rejected),
         cmocka_unit_test(retry_schedule_exactly_filling_max_poll_interval_is_accepted),
         cmocka_unit_test(a_clean_stop_of_the_defaults_fits_the_shutdown_timeout),

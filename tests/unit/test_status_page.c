@@ -126,7 +126,7 @@ static void dead_letters_lag_throughput_and_uptime_come_from_the_recorded_state(
     assert_has(page, "<tr id=\"dl-reviews-other\"><td>other</td><td>1</td></tr>");
     assert_has(page, "id=\"dl-reviews-total\">5<");
     assert_has(page, "storage-consumer dead-letters list --pipeline reviews");
-    assert_has(page, "<tr id=\"lag-reviews-2\"><td>2</td><td>17</td></tr>");
+    assert_has(page, "<tr id=\"lag-reviews-reviews-2\"><td>reviews</td><td>2</td><td>17</td></tr>");
     assert_has(page, "id=\"owned-reviews\">1<");
     assert_has(page, "id=\"throughput-reviews\">42<");
     assert_has(page, "<svg");
