@@ -235,7 +235,7 @@ test_an_assignment_whose_positions_cannot_be_read_fails_the_pipeline_and_stores_
     sql "ALTER TABLE consumer_offsets RENAME TO consumer_offsets_elsewhere" >/dev/null
     svc_start broken STORAGE_PIPELINES=reviews
     assert_eq 1 "$(svc_wait broken 60)" "exit status"
-    assert_contains "$(cat "$(svc_log broken)")" "cannot read where the assigned partitions start from the database: 42P01"
+    assert_contains "$(cat "$(svc_log broken)")" "cannot read where the assigned partitions of $TOPIC_REVIEWS start from the database: 42P01"
     assert_eq 0 "$(sql "SELECT count(*) FROM reviews")" "rows stored"
 }
 
