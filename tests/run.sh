@@ -31,6 +31,7 @@ export CMOCKA_MESSAGE_OUTPUT=TAP
 
 passed=0
 failed=0
+failures=
 log_dir=$STORAGE_TEST_BUILD/test-logs
 mkdir -p "$log_dir"
 
@@ -57,6 +58,7 @@ run_suite() {
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         # A crash or a sanitizer report outside any test still fails the run.
         echo "  not ok - suite $name exited with status $rc"
+        failures+="  $name: exited with status $rc"$'\n'
         f=1
     fi
     for r in "$log_dir/$name".tsan.*; do
@@ -68,9 +70,31 @@ run_suite() {
     if [ "$f" -ne 0 ]; then
         echo "  --- last lines of $out ---"
         tail -n 40 "$out" | sed 's/^/  | /'
+        r=$(failed_tests "$name" "$out")
+        [ -z "$r" ] || failures+="$r"$'\n'
     fi
     passed=$((passed + p))
     failed=$((failed + f))
+}
+
+# Each failed test of a suite's log, with what its own output (the lines
+# after the TAP line before it) says from its first "# FAIL" line on: at most
+# 15 lines, each cut to 300 characters; a test that failed without one shows
+# its last 3 lines. They are repeated just before the counts: a long run's
+# output may be shortened in the middle, its end is what a reader sees.
+failed_tests() { # suite log
+    awk -v suite="$1" '
+        /^(not )?ok [0-9]+/ {
+            if ($1 == "not") {
+                print "  " suite ": " $0
+                for (s = 1; s <= nb && block[s] !~ /^# FAIL/; s++) {}
+                if (s > nb) s = nb > 3 ? nb - 2 : 1
+                for (i = s; i <= nb && i < s + 15; i++) print "  | " substr(block[i], 1, 300)
+            }
+            nb = 0
+            next
+        }
+        { block[++nb] = $0 }' "$2"
 }
 
 # A suite left out on purpose is said so; one that should run and cannot
@@ -116,5 +140,9 @@ if { [ -z "$filter" ] || [[ fuzz == *"$filter"* ]]; } && ! skipped fuzz; then
     fi
 fi
 
+if [ -n "$failures" ]; then
+    echo "# failed tests"
+    printf '%s' "$failures"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

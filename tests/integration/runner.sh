@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/run.sh itself (DESIGN.md: Progress of long work): each test's TAP
 # line is shown as the test ends, not when its suite ends, the full output
-# stays in BUILD/test-logs, and the last line keeps its format.
+# stays in BUILD/test-logs, each failed test's own reason is repeated at the
+# end (a shortened output keeps its end), and the last line keeps its format.
 . "$(dirname "$0")/lib.sh"
 
 test_run_sh_shows_each_test_as_it_ends_and_ends_with_the_counts() {
@@ -11,6 +12,8 @@ test_run_sh_shows_each_test_as_it_ends_and_ends_with_the_counts() {
 echo "ok 1 - test_quick"
 echo "some diagnostic output"
 sleep 4
+echo "the slow test's own output"
+echo "# FAIL: the slow test's reason"
 echo "not ok 2 - test_slow"
 echo "1..2"
 SUITE
@@ -31,6 +34,10 @@ SUITE
     assert_contains "$(cat "$WORK/seen")" "  not ok 2 - test_slow"
     assert_eq 1 "$(grep -cE '^[0-9]+   ok 1 - test_quick$' "$WORK/seen")" "each line shown once"
     assert_contains "$(cat "$build/test-logs/slow.log")" "some diagnostic output" "the full log is kept"
+    # The failed test and its reason, again just before the counts; nothing
+    # of the test that passed.
+    assert_eq "# failed tests|  slow: not ok 2 - test_slow|  | # FAIL: the slow test's reason" \
+        "$(tail -n 4 "$WORK/seen" | head -n 3 | cut -d' ' -f2- | paste -sd'|')" "the summary of failures"
 }
 
 run_tests
