@@ -9,17 +9,23 @@
 --                    registry changed for: those stored, the others are
 --                    judged record by record, see "The registry" below)
 -- rows_found         rows in app_stats + reviews + network_metrics
--- lost               expected rows missing + bad records without their dead
---                    letter
--- duplicated         rows beyond one per natural key, rows nobody published,
---                    dead letters of good records (for a reason other than
---                    the registry's: those count under wrong) or of unknown
---                    coordinates
--- wrong              rows that differ from the observation the model says
---                    wins (reviews: the greatest last_synced_at), dead
---                    letters with the wrong error_type, messages of apps
---                    registered when their batch was bound dead-lettered as
---                    unregistered_app or database_rejected
+-- lost               published records without their effect: a good record
+--                    whose key has no row (each record of it counts), a bad
+--                    record without its dead letter
+-- duplicated         rows holding a record of another key (one record
+--                    stored under two keys; each row is traced to the record
+--                    it holds by its content), rows nobody published, dead
+--                    letters of good records (stored or not; for a reason
+--                    other than the registry's: those count under wrong) or
+--                    of unknown coordinates, dead letters holding another
+--                    record than the one published at their coordinates
+-- wrong              reviews holding an older observation than their newest
+--                    (a stale write), rows that differ from the observation
+--                    the model says wins (reviews: the greatest
+--                    last_synced_at), dead letters with the wrong
+--                    error_type, messages of apps registered when their
+--                    batch was bound dead-lettered as unregistered_app or
+--                    database_rejected
 -- dl_expected        bad records, plus the dead letters of good records the
 --                    registry's history justifies
 -- dl_found           rows in dead_letter_events
@@ -73,14 +79,87 @@ SELECT DISTINCT ON (analysis_id) analysis_id, v, app_id FROM (
     WHERE p.pipeline = 'network-metrics' AND p.kind = 'good') x
 ORDER BY analysis_id, key;
 
+-- Which published record each stored row holds, found by the row's
+-- content, not by its key: every observation has its own "obs N" in
+-- reviews.content and app_stats.title, and a network-metrics record's
+-- measurements are drawn at random, so no two records of different keys
+-- share them. A row is then judged by the record it holds: written under a
+-- key not that record's own (one record stored twice, under two keys: a
+-- unique constraint cannot see it), or a review holding an observation
+-- older than its newest (a stale write). A redelivery has its original's
+-- content and key: either is the row's record. A row no record's content
+-- matches is judged against its key's winner (below).
+CREATE TEMP TABLE obs_rv AS
+SELECT md5(v->>'content') AS h, v->>'content' AS content, lsa, review_id, key, topic, partition, kafka_offset
+FROM pub WHERE pipeline = 'reviews' AND kind = 'good';
+CREATE INDEX ON obs_rv (h);
+ANALYZE obs_rv;
+CREATE TEMP TABLE newest_rv AS
+SELECT DISTINCT ON (review_id) review_id, lsa, key FROM obs_rv ORDER BY review_id, lsa DESC, key;
+CREATE INDEX ON newest_rv (review_id);
+CREATE TEMP TABLE held_rv AS
+SELECT r.review_id, o.review_id AS src_id, o.key, o.topic, o.partition, o.kafka_offset, o.lsa,
+       n.lsa AS newest_lsa, n.key AS newest_key
+FROM reviews r
+CROSS JOIN LATERAL (SELECT * FROM obs_rv o
+                    WHERE o.h = md5(r.content) AND o.content = r.content AND o.lsa = r.last_synced_at
+                    ORDER BY o.review_id = r.review_id DESC, o.key LIMIT 1) o
+LEFT JOIN newest_rv n ON n.review_id = r.review_id;
+CREATE TEMP TABLE obs_app AS
+SELECT v->>'title' AS title, pkg, crawled_at, key, topic, partition, kafka_offset
+FROM pub WHERE pipeline = 'app-stats' AND kind = 'good';
+CREATE INDEX ON obs_app (title);
+ANALYZE obs_app;
+CREATE TEMP TABLE held_app AS
+SELECT s.application_id, s.crawled_at, a.package_name AS pkg, o.pkg AS src_pkg, o.crawled_at AS src_crawled_at,
+       o.key, o.topic, o.partition, o.kafka_offset
+FROM app_stats s JOIN apps_registry_application a ON a.id = s.application_id
+CROSS JOIN LATERAL (SELECT * FROM obs_app o WHERE o.title = s.title
+                    ORDER BY o.pkg = a.package_name AND o.crawled_at = s.crawled_at DESC, o.key LIMIT 1) o;
+CREATE TEMP TABLE obs_nm AS
+SELECT (v->>'analyzed_at')::timestamptz AS analyzed_at, (v->>'total_bytes')::bigint AS total_bytes,
+       analysis_id, key, topic, partition, kafka_offset
+FROM pub WHERE pipeline = 'network-metrics' AND kind = 'good';
+CREATE INDEX ON obs_nm (analyzed_at, total_bytes);
+ANALYZE obs_nm;
+CREATE TEMP TABLE held_nm AS
+SELECT n.analysis_id, o.analysis_id AS src_id, o.key, o.topic, o.partition, o.kafka_offset
+FROM network_metrics n
+CROSS JOIN LATERAL (SELECT * FROM obs_nm o WHERE o.analyzed_at = n.analyzed_at AND o.total_bytes = n.total_bytes
+                    ORDER BY o.analysis_id = n.analysis_id DESC, o.key LIMIT 1) o;
+-- Rows holding a record of another key (counted under duplicated).
+CREATE TEMP TABLE foreign_rows (tbl text, row_key text, what text);
+INSERT INTO foreign_rows
+SELECT 'reviews', review_id, 'review ' || review_id || ' holds record ' || key || ' (' || topic || '[' || partition || ']@'
+       || kafka_offset || '), an observation of review ' || src_id || ': a record stored under a key not its own'
+FROM held_rv WHERE src_id <> review_id;
+INSERT INTO foreign_rows
+SELECT 'app_stats', application_id || '/' || crawled_at, 'app_stats ' || pkg || '/' || crawled_at || ' holds record ' || key
+       || ' (' || topic || '[' || partition || ']@' || kafka_offset || ') of ' || src_pkg || '/' || src_crawled_at
+       || ': a record stored under a key not its own'
+FROM held_app WHERE (src_pkg, src_crawled_at) IS DISTINCT FROM (pkg, crawled_at);
+INSERT INTO foreign_rows
+SELECT 'network_metrics', analysis_id::text, 'network_metrics ' || analysis_id || ' holds record ' || key || ' ('
+       || topic || '[' || partition || ']@' || kafka_offset || ') of analysis ' || src_id
+       || ': a record stored under a key not its own'
+FROM held_nm WHERE src_id <> analysis_id;
+
 CREATE TEMP TABLE problems (what text);
 
--- Rows that differ from the winning observation.
+-- A review holding one of its own observations older than its newest: a
+-- late older observation written over the newer one.
+INSERT INTO problems
+SELECT 'stale review ' || review_id || ': holds record ' || key || ' (' || topic || '[' || partition || ']@' || kafka_offset
+       || ', synced ' || lsa || ') over the newest, record ' || newest_key || ' synced ' || newest_lsa
+FROM held_rv WHERE src_id = review_id AND lsa < newest_lsa;
+
+-- Rows that differ from the winning observation (other than the rows
+-- judged by the record they hold, above).
 INSERT INTO problems
 SELECT 'wrong review ' || w.review_id || ': stored "' || left(r.content, 12) || '" synced ' || r.last_synced_at
        || ', model wants "' || left(w.v->>'content', 12) || '" synced ' || (w.v->>'last_synced_at')::timestamptz
 FROM want_reviews w JOIN reviews r ON r.review_id = w.review_id
-WHERE r.application_id <> w.app_id
+WHERE (r.application_id <> w.app_id
    OR r.user_name IS DISTINCT FROM w.v->>'user_name'
    OR r.content IS DISTINCT FROM w.v->>'content'
    OR r.score <> (w.v->>'score')::int
@@ -90,11 +169,12 @@ WHERE r.application_id <> w.app_id
    OR r.reply_content IS DISTINCT FROM w.v->>'reply_content'
    OR r.replied_at IS DISTINCT FROM (w.v->>'replied_at')::timestamptz
    OR r.last_synced_at <> (w.v->>'last_synced_at')::timestamptz
-   OR r.sentiment IS NOT NULL OR r.sentiment_score IS NOT NULL;
+   OR r.sentiment IS NOT NULL OR r.sentiment_score IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM held_rv h WHERE h.review_id = r.review_id AND (h.src_id <> h.review_id OR h.lsa < h.newest_lsa));
 INSERT INTO problems
 SELECT 'wrong app_stats ' || s.application_id || '/' || s.crawled_at
 FROM want_app w JOIN app_stats s ON s.application_id = w.app_id AND s.crawled_at = w.crawled_at
-WHERE s.title IS DISTINCT FROM w.v->>'title'
+WHERE (s.title IS DISTINCT FROM w.v->>'title'
    OR s.score IS DISTINCT FROM (w.v->>'score')::float8
    OR s.ratings_count IS DISTINCT FROM (w.v->>'ratings_count')::bigint
    OR s.reviews_count IS DISTINCT FROM (w.v->>'reviews_count')::bigint
@@ -104,11 +184,12 @@ WHERE s.title IS DISTINCT FROM w.v->>'title'
    OR s.price IS DISTINCT FROM (w.v->>'price')::numeric
    OR s.is_free IS DISTINCT FROM (w.v->>'is_free')::boolean
    OR s.version IS DISTINCT FROM w.v->>'version'
-   OR s.app_updated_at IS DISTINCT FROM (w.v->>'app_updated_at')::timestamptz;
+   OR s.app_updated_at IS DISTINCT FROM (w.v->>'app_updated_at')::timestamptz)
+  AND NOT EXISTS (SELECT 1 FROM foreign_rows f WHERE f.tbl = 'app_stats' AND f.row_key = s.application_id || '/' || s.crawled_at);
 INSERT INTO problems
 SELECT 'wrong network_metrics ' || n.analysis_id
 FROM want_nm w JOIN network_metrics n ON n.analysis_id = w.analysis_id
-WHERE n.application_id <> w.app_id
+WHERE (n.application_id <> w.app_id
    OR n.analyzed_at <> (w.v->>'analyzed_at')::timestamptz
    OR n.duration_seconds <> (w.v->>'duration_seconds')::float8
    OR n.total_packets <> (w.v->>'total_packets')::bigint
@@ -117,7 +198,8 @@ WHERE n.application_id <> w.app_id
    OR n.dns_queries IS DISTINCT FROM (w.v->>'dns_queries')::int
    OR n.tls_handshakes IS DISTINCT FROM (w.v->>'tls_handshakes')::int
    OR n.avg_packet_size IS DISTINCT FROM (w.v->>'avg_packet_size')::float8
-   OR n.protocols IS DISTINCT FROM w.v->'protocols';
+   OR n.protocols IS DISTINCT FROM w.v->'protocols')
+  AND NOT EXISTS (SELECT 1 FROM foreign_rows f WHERE f.tbl = 'network_metrics' AND f.row_key = n.analysis_id::text);
 INSERT INTO problems
 SELECT 'dead letter ' || d.topic || '[' || d.partition || ']@' || d.kafka_offset || ' has error_type '
        || d.error_type || ', model wants ' || p.error_type
@@ -181,17 +263,22 @@ SELECT 'dead letter ' || topic || '[' || partition || ']@' || kafka_offset || ' 
 FROM registry_dl WHERE NOT justified;
 CREATE TEMP TABLE n_wrong AS SELECT count(*) AS n FROM problems;
 
--- Missing: expected rows absent, bad records without a dead letter.
+-- Missing, record by record: a good record whose key has no row (a review
+-- whose row holds another of its observations is not lost: that row is
+-- judged above), a bad record without its dead letter. A review of three
+-- observations lost counts 3.
 CREATE TEMP TABLE lost (what text);
-INSERT INTO lost SELECT 'review ' || w.review_id || ' missing'
-FROM want_reviews w WHERE NOT EXISTS (SELECT 1 FROM reviews r WHERE r.review_id = w.review_id)
-  AND NOT EXISTS (SELECT 1 FROM rel.churn ch WHERE ch.package_name = w.v->>'package_name');
-INSERT INTO lost SELECT 'app_stats ' || w.app_id || '/' || w.crawled_at || ' missing'
-FROM want_app w WHERE NOT EXISTS (SELECT 1 FROM app_stats s WHERE s.application_id = w.app_id AND s.crawled_at = w.crawled_at)
-  AND NOT EXISTS (SELECT 1 FROM rel.churn ch WHERE ch.package_name = w.v->>'package_name');
-INSERT INTO lost SELECT 'network_metrics ' || w.analysis_id || ' missing'
-FROM want_nm w WHERE NOT EXISTS (SELECT 1 FROM network_metrics n WHERE n.analysis_id = w.analysis_id)
-  AND NOT EXISTS (SELECT 1 FROM rel.churn ch WHERE ch.package_name = w.v->>'package_name');
+INSERT INTO lost
+SELECT CASE p.pipeline WHEN 'reviews' THEN 'review ' || p.review_id
+                       WHEN 'app-stats' THEN 'app_stats ' || p.pkg || '/' || p.crawled_at
+                       ELSE 'network_metrics ' || p.analysis_id END
+       || ' missing: record ' || p.key || ' (' || p.topic || '[' || p.partition || ']@' || p.kafka_offset || ')'
+FROM pub p
+WHERE p.kind = 'good' AND NOT p.churn AND NOT CASE p.pipeline
+    WHEN 'reviews' THEN EXISTS (SELECT 1 FROM reviews r WHERE r.review_id = p.review_id)
+    WHEN 'app-stats' THEN EXISTS (SELECT 1 FROM app_stats s WHERE s.application_id = p.app_id AND s.crawled_at = p.crawled_at)
+    ELSE EXISTS (SELECT 1 FROM network_metrics n WHERE n.analysis_id = p.analysis_id)
+END;
 -- A record of an app the registry changed for: stored, or stored and then
 -- deleted with its app (rel.deleted_rows), or dead-lettered for a reason
 -- the history gives (above).
@@ -220,22 +307,42 @@ INSERT INTO lost SELECT 'dead letter of ' || p.topic || '[' || p.partition || ']
 FROM pub p WHERE p.kind = 'bad' AND NOT EXISTS (
     SELECT 1 FROM dead_letter_events d WHERE (d.topic, d.partition, d.kafka_offset) = (p.topic, p.partition, p.kafka_offset));
 
--- In two places, or in one nobody asked for.
+-- In two places, or in one nobody asked for. A second row of a key is
+-- what the tables' unique constraints refuse; a record stored twice gets
+-- past them under another key (foreign_rows, above), or as a row and a
+-- dead letter. Each dead letter must be the record published at its
+-- coordinates (its message key; the unique constraint on the coordinates
+-- cannot tell whose record a dead letter holds).
 CREATE TEMP TABLE dup (what text);
-INSERT INTO dup SELECT 'review ' || review_id || ' stored ' || count(*) || ' times' FROM reviews GROUP BY review_id HAVING count(*) > 1;
-INSERT INTO dup SELECT 'app_stats ' || application_id || '/' || crawled_at || ' stored ' || count(*) || ' times' FROM app_stats GROUP BY application_id, crawled_at HAVING count(*) > 1;
-INSERT INTO dup SELECT 'network_metrics ' || analysis_id || ' stored ' || count(*) || ' times' FROM network_metrics GROUP BY analysis_id HAVING count(*) > 1;
-INSERT INTO dup SELECT 'review ' || r.review_id || ' was never published' FROM reviews r WHERE NOT EXISTS (SELECT 1 FROM want_reviews w WHERE w.review_id = r.review_id);
-INSERT INTO dup SELECT 'app_stats ' || s.application_id || '/' || s.crawled_at || ' was never published' FROM app_stats s WHERE NOT EXISTS (SELECT 1 FROM want_app w WHERE w.app_id = s.application_id AND w.crawled_at = s.crawled_at);
-INSERT INTO dup SELECT 'network_metrics ' || n.analysis_id || ' was never published' FROM network_metrics n WHERE NOT EXISTS (SELECT 1 FROM want_nm w WHERE w.analysis_id = n.analysis_id);
-INSERT INTO dup SELECT 'dead letter ' || d.topic || '[' || d.partition || ']@' || d.kafka_offset || ' (' || d.error_type || ') for a '
-       || coalesce(p.kind || ' record', 'record never published')
+INSERT INTO dup SELECT what FROM foreign_rows;
+INSERT INTO dup SELECT 'review ' || r.review_id || ' was never published' FROM reviews r
+WHERE NOT EXISTS (SELECT 1 FROM want_reviews w WHERE w.review_id = r.review_id)
+  AND NOT EXISTS (SELECT 1 FROM foreign_rows f WHERE f.tbl = 'reviews' AND f.row_key = r.review_id);
+INSERT INTO dup SELECT 'app_stats ' || s.application_id || '/' || s.crawled_at || ' was never published' FROM app_stats s
+WHERE NOT EXISTS (SELECT 1 FROM want_app w WHERE w.app_id = s.application_id AND w.crawled_at = s.crawled_at)
+  AND NOT EXISTS (SELECT 1 FROM foreign_rows f WHERE f.tbl = 'app_stats' AND f.row_key = s.application_id || '/' || s.crawled_at);
+INSERT INTO dup SELECT 'network_metrics ' || n.analysis_id || ' was never published' FROM network_metrics n
+WHERE NOT EXISTS (SELECT 1 FROM want_nm w WHERE w.analysis_id = n.analysis_id)
+  AND NOT EXISTS (SELECT 1 FROM foreign_rows f WHERE f.tbl = 'network_metrics' AND f.row_key = n.analysis_id::text);
+INSERT INTO dup
+SELECT CASE WHEN p.kind IS NULL THEN 'dead letter ' || d.topic || '[' || d.partition || ']@' || d.kafka_offset
+                                     || ' (' || d.error_type || ') of a record never published'
+            ELSE 'good record ' || p.key || ' (' || d.topic || '[' || d.partition || ']@' || d.kafka_offset || ') '
+                 || CASE WHEN CASE p.pipeline
+                     WHEN 'reviews' THEN EXISTS (SELECT 1 FROM reviews r WHERE r.review_id = p.review_id AND r.last_synced_at >= p.lsa)
+                     WHEN 'app-stats' THEN EXISTS (SELECT 1 FROM app_stats s WHERE s.application_id = p.app_id AND s.crawled_at = p.crawled_at)
+                     ELSE EXISTS (SELECT 1 FROM network_metrics n WHERE n.analysis_id = p.analysis_id)
+                 END THEN 'stored and also dead-lettered' ELSE 'dead-lettered' END || ' as ' || d.error_type
+       END
 FROM dead_letter_events d LEFT JOIN pub p USING (topic, partition, kafka_offset)
 WHERE p.kind IS DISTINCT FROM 'bad'
   -- judged by the registry (above)
   AND NOT (p.kind = 'good' AND d.error_type IN ('unregistered_app', 'database_rejected'));
-INSERT INTO dup SELECT 'dead letter ' || topic || '[' || partition || ']@' || kafka_offset || ' stored ' || count(*) || ' times'
-FROM dead_letter_events GROUP BY topic, partition, kafka_offset HAVING count(*) > 1;
+INSERT INTO dup
+SELECT 'dead letter ' || d.topic || '[' || d.partition || ']@' || d.kafka_offset || ' holds the record of key '
+       || coalesce(encode(d.message_key, 'escape'), '(none)') || ', published there: ' || p.key
+FROM dead_letter_events d JOIN pub p USING (topic, partition, kafka_offset)
+WHERE d.message_key IS DISTINCT FROM convert_to(p.key, 'UTF8');
 
 -- The committed offset never ahead of the database: at every checkpoint,
 -- every record below the committed offset has its effect in the snapshot
