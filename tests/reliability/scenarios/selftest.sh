@@ -3,7 +3,8 @@
 # transaction that is rolled back, and check.sql must report it by its own
 # check: exactly the counts it should add (lost|duplicated|wrong|offsets)
 # and only lines of that check's message. A checker that always says 0
-# would pass every scenario. Then the registry's checks (selftest_registry).
+# would pass every scenario. Then the registry's checks (selftest_registry),
+# and the end of a scenario whose offsets stay behind (selftest_drain).
 
 scenario_checker_selftest() {
     scenario_begin checker_selftest reviews app-stats network-metrics
@@ -86,6 +87,7 @@ scenario_checker_selftest() {
         "UPDATE rel.ckpt SET committed = -1001 WHERE ck = (SELECT max(ck) FROM rel.ckpt)" "$gone"
     note "clean ingest: $clean (lost|dup|wrong|offsets); $PLANTED failures planted one at a time, $PLANT_MISSED not reported by their own check"
     selftest_registry
+    selftest_drain
 }
 
 # Plant one failure (SQL statements) in a transaction rolled back and run
@@ -175,3 +177,28 @@ selftest_registry() {
     note "registry: planted 4 dead letters of registered apps, 2 justified by the history, 1 row deleted with its app, 1 lost: counted $got (lost|dup|wrong|offsets), $verdict (justified database_rejected|unregistered_app|registered dead-lettered)"
 }
 
+# The end of a scenario whose committed offsets stay behind the high
+# watermarks fails it (finish): a record published after the end, which no
+# process is left to consume, must make finish fail a check. Run in a
+# subshell with a work directory of its own, so that the failure is read
+# here and is not this scenario's; nothing runs that could move an offset,
+# so the wait's stall bound only decides how soon it gives up.
+selftest_drain() {
+    local d=$SW/drain
+    mkdir -p "$d"
+    echo 'pdrain|{"planted":"behind"}' | kcat_produce "$T_NETWORK_METRICS" -p 0 ||
+        fail_check "kcat could not produce the record left unconsumed"
+    (
+        SW=$d
+        STALL_S=1
+        finish
+    ) >"$d/trace.log" 2>&1 3>/dev/null
+    local why
+    why=$(grep -m1 'behind the high watermarks' "$d/failures" 2>/dev/null)
+    if [ -n "$why" ]; then
+        trace "ok: offsets behind the high watermarks fail the scenario: $why"
+    else
+        fail_check "a scenario whose committed offsets stay behind the high watermarks did not fail: $(head -c 300 "$d/failures" 2>/dev/null)"
+    fi
+    note "offsets left behind the high watermarks at the end: ${why:-not reported}"
+}
