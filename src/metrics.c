@@ -270,6 +270,9 @@ char *metrics_render(metrics_t *m)
             offsetof(pipeline_metrics_t, db_retries));
     counter(&o, m, "commit_failures_total", "Offset commits that failed, and rebalances that refused them (the rows were already stored).",
             offsetof(pipeline_metrics_t, commit_failures));
+    counter(&o, m, "heartbeat_failures_total",
+            "Heartbeat file writes that failed (STORAGE_HEARTBEAT_DIR): `health` reports the pipeline stale while they fail.",
+            offsetof(pipeline_metrics_t, heartbeat_failures));
     counter(&o, m, "messages_lost_to_retention_total", "Records the broker deleted (retention) before they were stored: the database's position of a partition was below its first offset.",
             offsetof(pipeline_metrics_t, lost_to_retention));
 

@@ -60,7 +60,10 @@ static void heartbeat(void *ctx)
      * mark of the previous one. */
     int fd = open(p->heartbeat_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || futimens(fd, NULL) != 0) {
-        /* A full /tmp is a monitoring problem, not an ingestion outage. */
+        /* A full /tmp is a monitoring problem, not an ingestion outage:
+         * warned once, counted every time. */
+        if (p->worker.metrics)
+            atomic_fetch_add_explicit(&p->worker.metrics->heartbeat_failures, 1, memory_order_relaxed);
         if (!p->heartbeat_warned)
             LOG_WARN(p->worker.def->name, "cannot write heartbeat file %s: %s (health checks will report this pipeline stale)",
                      p->heartbeat_path, strerror(errno));

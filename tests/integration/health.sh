@@ -13,37 +13,38 @@ health() { # name [VAR=value...]: run `health` with the service's settings, prin
     echo "$rc: $out"
 }
 
+# Wait until `health` of NAME's settings (extra VAR=value) exits 0, at most
+# STALL_S; print its last output.
+wait_healthy() { # name [VAR=value...]
+    local end=$((SECONDS + STALL_S)) out
+    while out=$(health "$@") && [ "${out%%:*}" != 0 ] && [ "$SECONDS" -lt "$end" ]; do
+        sleep 0.2
+    done
+    echo "$out"
+}
+
 test_health_is_ok_while_every_pipeline_runs_and_unhealthy_after_stop() {
     fresh_schema health_ok
     fresh_topics health1
     svc_start hb
-    local i out
-    for i in $(seq 1 50); do
-        out=$(health hb)
-        [ "${out%%:*}" = 0 ] && break
-        sleep 0.2
-    done
+    local out
+    out=$(wait_healthy hb)
     assert_eq 0 "${out%%:*}" "health exit code while running: $out"
     assert_contains "$out" "app-stats: healthy"
     assert_contains "$out" "reviews: healthy"
     assert_contains "$out" "network-metrics: healthy"
     assert_eq 0 "$(svc_stop hb)" "exit code"
-    sleep 2.2
-    out=$(health hb STORAGE_HEALTH_MAX_AGE_SECONDS=1)
+    out=$(health hb)
     assert_eq 1 "${out%%:*}" "health exit code after stop: $out"
-    assert_contains "$out" "reviews: unhealthy"
+    assert_contains "$out" "reviews: unhealthy (stopped at "
 }
 
 test_health_checks_only_the_pipelines_this_process_runs() {
     fresh_schema health_subset
     fresh_topics health2
     svc_start only STORAGE_PIPELINES=reviews
-    local i out
-    for i in $(seq 1 50); do
-        out=$(health only STORAGE_PIPELINES=reviews)
-        [ "${out%%:*}" = 0 ] && break
-        sleep 0.2
-    done
+    local out
+    out=$(wait_healthy only STORAGE_PIPELINES=reviews)
     assert_eq 0 "${out%%:*}" "health with STORAGE_PIPELINES=reviews: $out"
     case "$out" in *app-stats*) fail "app-stats checked though not run: $out" ;; esac
     # Asked about all three, the pipelines this process does not run are stale.
@@ -59,27 +60,26 @@ test_an_unwritable_heartbeat_dir_warns_once_and_ingestion_goes_on() {
     register_apps com.health
     # A file where the directory should be: every heartbeat write fails.
     : >"$WORK/not-a-dir"
-    svc_start nohb STORAGE_HEARTBEAT_DIR="$WORK/not-a-dir"
+    local port
+    port=$(free_port)
+    svc_start nohb STORAGE_HEARTBEAT_DIR="$WORK/not-a-dir" STORAGE_METRICS_ADDR="127.0.0.1:$port"
     echo '{"package_name":"com.health","review_id":"h1","score":5,"thumbs_up_count":0,"reviewed_at":"2026-11-29T12:00:00Z","last_synced_at":"2026-11-29T12:00:00Z"}' |
         produce "$TOPIC_REVIEWS"
     wait_for_sql "SELECT count(*) FROM reviews" 1
-    sleep 2.5 # several more loops, each of which would have written a heartbeat
+    # Two more failed writes (one a second) after the row was stored, each
+    # of which could have warned again.
+    local series='storage_consumer_heartbeat_failures_total{pipeline="reviews"}' first n end
+    first=$(metric_value "$port" "$series")
+    [ "${first:-0}" -ge 1 ] || fail "no failed heartbeat write counted before the row was stored: [$first]"
+    end=$((SECONDS + STALL_S))
+    while n=$(metric_value "$port" "$series") && [ "${n:-0}" -lt $((first + 2)) ] && [ "$SECONDS" -lt "$end" ]; do
+        sleep 0.2
+    done
+    [ "${n:-0}" -ge $((first + 2)) ] || fail "failed heartbeat writes: $first, then $n after $STALL_S s"
     assert_eq 0 "$(svc_stop nohb)" "exit code"
     assert_eq 1 "$(grep -c 'cannot write heartbeat file .*/reviews' "$WORK/nohb.log")" "warnings for reviews"
 }
 
-
-# Wait until `health` of NAME's settings (extra VAR=value) exits 0; print
-# its last output.
-wait_healthy() { # name [VAR=value...]
-    local i out
-    for i in $(seq 1 100); do
-        out=$(health "$@")
-        [ "${out%%:*}" = 0 ] && break
-        sleep 0.2
-    done
-    echo "$out"
-}
 
 # A stopped process is not healthy, though its heartbeat files are seconds
 # old: `health` says so at once, with the default max age (90 s).
@@ -113,6 +113,7 @@ test_health_reports_a_process_that_exited_on_a_pipeline_failure_unhealthy_at_onc
     echo '{"package_name":"com.health","analysis_id":"00000000-0000-4000-a000-000000000001","analyzed_at":"2026-11-29T10:00:00Z","duration_seconds":1.5,"total_packets":1,"total_bytes":1,"protocols":{"tcp":1}}' |
         produce "$TOPIC_NETWORK_METRICS"
     assert_eq 1 "$(svc_wait failed 60)" "exit code after the pipeline failure"
+    assert_contains "$(cat "$(svc_log failed)")" "pipeline network-metrics failed: " "the failure is the network-metrics pipeline's"
     out=$(health failed)
     assert_eq 1 "${out%%:*}" "health exit code right after the failure: $out"
     assert_contains "$out" "network-metrics: unhealthy (stopped at "
@@ -129,6 +130,8 @@ test_a_restarted_process_is_healthy_again_after_a_stop() {
     out=$(wait_healthy first)
     assert_eq 0 "${out%%:*}" "health of the first process: $out"
     assert_eq 0 "$(svc_stop first)" "exit code"
+    out=$(health first)
+    assert_eq 1 "${out%%:*}" "health between the stop and the restart: $out"
     # The second process shares the first one's heartbeat directory.
     svc_start second STORAGE_HEARTBEAT_DIR="$WORK/heartbeat-first"
     out=$(wait_healthy first)
@@ -146,10 +149,17 @@ test_health_reports_a_killed_process_stale_after_the_max_age() {
     local out
     out=$(wait_healthy killed)
     assert_eq 0 "${out%%:*}" "health while running: $out"
-    svc_kill killed >/dev/null
-    sleep 2.2
-    out=$(health killed STORAGE_HEALTH_MAX_AGE_SECONDS=1)
-    assert_eq 1 "${out%%:*}" "health exit code after kill -9: $out"
+    assert_eq 137 "$(svc_kill killed)" "exit code of kill -9"
+    # Nothing said it stopped: within the max age (90 s) it looks healthy.
+    out=$(health killed)
+    assert_eq 0 "${out%%:*}" "health right after kill -9, within the max age: $out"
+    # With a max age of 1 s, unhealthy once its last heartbeat (at most a
+    # heartbeat interval, 1 s, before the kill) is older than that.
+    local end=$((SECONDS + STALL_S))
+    while out=$(health killed STORAGE_HEALTH_MAX_AGE_SECONDS=1) && [[ $out != *"reviews: unhealthy"* ]] && [ "$SECONDS" -lt "$end" ]; do
+        sleep 0.2
+    done
+    assert_eq 1 "${out%%:*}" "health exit code after kill -9, past the max age of 1 s: $out"
     assert_contains "$out" "reviews: unhealthy (heartbeat stale: last "
     case "$out" in *"stopped at"*) fail "a killed process reported as stopped: $out" ;; esac
 }

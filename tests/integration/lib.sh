@@ -463,6 +463,12 @@ wait_metrics() { # port [text]
     fail "127.0.0.1:$1/metrics did not answer with [${2:-}] within $STALL_S s; last: $(echo "$resp" | tail -n 5)"
 }
 
+# The value of one series of 127.0.0.1:PORT/metrics, written as the
+# endpoint writes it (name{labels}); empty if it has none.
+metric_value() { # port series
+    http_get "$1" /metrics 2>/dev/null | awk -v s="$2" '$1 == s { print $2 }'
+}
+
 # The reviews pipeline's batch log lines of NAME.
 review_batches() { # name
     grep -E '\[reviews\] batch size=' "$(svc_log "$1")" || true
