@@ -96,11 +96,15 @@ judged_cases() {
 }
 
 # Run the cases; fail naming every value where the two part ways.
-agree_on() { # cases...
-    local out rc=0
-    out=$("$DVP" "$DB" "$WORK" 2>&1) || rc=$?
+# Every case fed must be compared: a case the program skipped (or a run cut
+# short) would agree by saying nothing.
+agree_on() { # cases on stdin
+    local cases out rc=0
+    cases=$(cat)
+    out=$("$DVP" "$DB" "$WORK" <<<"$cases" 2>&1) || rc=$?
     [ "$rc" -ne 2 ] || fail "decoder_vs_postgres could not set up: $out"
     echo "$out" | sed 's/^/# /' >&2
+    assert_eq "$(grep -c . <<<"$cases")" "$(grep -cE '^(agree|DISAGREE) ' <<<"$out")" "cases compared, of the cases fed"
     assert_eq 0 "$(grep -c '^DISAGREE' <<<"$out")" "values where the decoder and PostgreSQL part ways:
 $(grep '^DISAGREE' <<<"$out")"
     assert_eq 0 "$rc" "decoder_vs_postgres's exit"

@@ -305,11 +305,7 @@ test_alert_rules_use_only_metrics_the_service_exports() {
     start_service m STORAGE_METRICS_ADDR="127.0.0.1:$port"
     wait_for_sql "SELECT count(*) FROM reviews" 5
     # Lag is served per owned partition: once partitions are assigned.
-    for _ in $(seq 1 150); do
-        body=$(http_get "$port" /metrics 2>/dev/null) || true
-        case "$body" in *"storage_consumer_lag{"*) break ;; esac
-        sleep 0.2
-    done
+    body=$(wait_metrics "$port" "storage_consumer_lag{")
     assert_contains "$body" "200 OK" "/metrics"
     for name in $(grep -oE 'storage_consumer_[a-z_]+' "$DEPLOY/prometheus/alerts.yml" | sort -u); do
         echo "$body" | grep -qE "^$name(\{| )" || fail "alerts.yml uses $name, which /metrics does not serve"

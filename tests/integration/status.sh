@@ -32,9 +32,11 @@ row_value() { # dom id: the row's last cell
     grep -oE "<tr id=\"$2\">(<td>[^<]*</td>)+" <<<"$1" | head -n1 | sed -E 's#.*<td>([^<]*)</td>$#\1#'
 }
 
-# Wait until the page (fetched without a browser) contains TEXT.
-wait_for_page() { # port text [seconds (30)]
-    local deadline=$((SECONDS + ${3:-30}))
+# Wait until the page (fetched without a browser) contains TEXT, at most
+# SECONDS more than STALL_S (what the service does first: the dead letter
+# counts are read every 5 s).
+wait_for_page() { # port text [seconds (0)]
+    local deadline=$((SECONDS + ${3:-0} + STALL_S))
     until http_get "$1" / | grep -qF -- "$2"; do
         [ "$SECONDS" -lt "$deadline" ] || fail "the page never showed [$2]: $(http_get "$1" / | tail -n 40)"
         sleep 0.5
@@ -97,10 +99,11 @@ test_status_page_in_a_browser_matches_the_database_and_the_broker() {
     case "$dom" in *"$PASSWORD"* | *"$PAYLOAD_MARK"* | *"password="*) fail "the page shows a secret or a payload" ;; esac
     case "$(http_get "$port" /)" in *"$PASSWORD"* | *"$PAYLOAD_MARK"*) fail "the HTML holds a secret or a payload" ;; esac
 
-    # Resolving dead letters shows on the page within the refresh interval.
+    # Resolving dead letters shows on the page once the pipeline reads
+    # them again (every 5 s).
     n=$(env STORAGE_DATABASE_URL="$DB" "$BIN" dead-letters resolve --type invalid_json --note "seen" 2>&1) ||
         fail "resolve: $n"
-    wait_for_page "$port" 'id="dl-reviews-total">1<' 20
+    wait_for_page "$port" 'id="dl-reviews-total">1<' 5
     assert_eq 0 "$(svc_stop status)" "exit code"
 }
 
@@ -108,18 +111,26 @@ test_status_page_in_a_browser_matches_the_database_and_the_broker() {
 # time, while the pipeline goes on.
 test_status_page_shows_the_last_error_with_its_time() {
     begin_test status_error
+    register_apps "$APP"
     local port page
     port=$(free_port)
     svc_start error STORAGE_PIPELINES=reviews STORAGE_METRICS_ADDR="127.0.0.1:$port"
     wait_for_page "$port" 'id="state-reviews">consuming<'
     wait_for_page "$port" 'id="error-reviews">none<'
-    # The idle pipeline's next ping meets the dropped connection.
-    sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE datname = current_database() AND pid <> pg_backend_pid()" >/dev/null
-    wait_for_page "$port" 'PostgreSQL does not answer' 20
+    # The idle pipeline's next ping meets the dropped connection: the
+    # service's own session, terminated.
+    assert_eq 1 "$(sql "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+                        WHERE datname = current_database() AND application_name = 'storage-consumer'")"         "the service's sessions terminated"
+    wait_for_page "$port" 'PostgreSQL does not answer'
     page=$(browser --dump-dom "http://127.0.0.1:$port/")
     assert_contains "$page" 'id="error-reviews"><time>'"$(date -u +%Y-%m-%d)" "the error's date"
     assert_contains "$page" "PostgreSQL does not answer" "the error's text"
+    # The pipeline goes on: a review is stored on a new connection, and
+    # the page still shows the last error.
+    echo "{\"package_name\":\"$APP\",\"review_id\":\"after\",\"score\":3,\"thumbs_up_count\":1,\"reviewed_at\":\"2026-11-29T12:00:00Z\",\"last_synced_at\":\"2026-11-29T12:00:00Z\"}" |
+        produce "$TOPIC_REVIEWS" -p 0
+    wait_for_sql "SELECT count(*) FROM reviews WHERE review_id = 'after'" 1
+    assert_contains "$(http_get "$port" /)" "PostgreSQL does not answer" "the last error, after the pipeline stored again"
     assert_eq 0 "$(svc_stop error)" "exit code"
 }
 

@@ -151,12 +151,17 @@ test_a_second_unique_constraint_beside_the_natural_key_violated_is_dead_lettered
     # A fresh backlog first, so that the clash meets a batch predicted new
     # (COPYed straight into the table) as well as the upsert.
     { obs_range 1 250; obs o-clash 1 "note 7"; obs_range 251 300; } | produce "$OBS_TOPIC" -p 0
-    start_observations svc STORAGE_MAX_POLL_RECORDS_OBSERVATIONS=100
+    start_observations svc STORAGE_MAX_POLL_RECORDS_OBSERVATIONS=100 STORAGE_LOG_LEVEL=debug
     wait_committed "$(group_of observations)" "$OBS_TOPIC" 0 301
     assert_eq 300 "$(sql "SELECT count(*) FROM observations")" "rows stored"
     assert_eq 1 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
     assert_contains "$(dead_letters)" "database_rejected|the database refused the row: 23505: "
     assert_contains "$(dead_letters)" "observations_note_key"
+    # The clash met both paths: the COPY of its batch, refused by the
+    # second constraint, then the upsert that found its row.
+    assert_eq 1 "$(log_count svc 'a batch predicted new was refused by the table: writing it by the upsert.*observations_note_key')" \
+        "batches predicted new that the clash refused"
+    [ "$(batch_sum svc observations inserted_by_copy)" -gt 0 ] || fail "no batch was COPYed: $(grep 'batch size' "$(svc_log svc)")"
     assert_topic_goes_on svc
     stop_clean svc
 }
@@ -199,7 +204,11 @@ test_a_table_with_row_level_security_is_written_by_the_upsert_not_copied() {
     sql "REVOKE INSERT ON observations FROM rls_runtime" >/dev/null
     obs o-revoked 1 r | produce "$OBS_TOPIC" -p 0
     assert_eq 1 "$(svc_wait again 60)" "exit after the privilege was revoked"
+    assert_eq 1 "$(log_count again 'pipeline observations failed: .*42501')" "the pipeline failed for the privilege (42501)"
     assert_eq 1 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters after the privilege was revoked"
+    assert_eq 0 "$(sql "SELECT count(*) FROM observations WHERE obs_id = 'o-revoked'")" "the record stored without the privilege"
+    # Nothing lost: its offset was not committed, the next run reads it.
+    assert_eq 302 "$(broker_committed "$(group_of observations)" "$OBS_TOPIC" 0)" "the committed offset, before the refused record"
 }
 
 # The shipped app_stats converted into a table partitioned by day.
