@@ -63,18 +63,20 @@ test_an_append_only_table_keyed_by_topic_partition_and_offset_stays_exact_under_
     broker_ctl topic-create "$topic" 2 >/dev/null
     # The same body 120 times on each partition (no natural key in the
     # value: only the record's position tells them apart), with headers on
-    # the first 100 of each.
+    # the first 100 of each. The producer stamps each record while it is
+    # sent: its create time lies between these two readings of the clock,
+    # before the service runs.
+    local produced_from produced_to
+    produced_from=$(now_ms)
     for p in 0 1; do
         for i in $(seq 1 100); do event same; done | produce "$topic" -p "$p" -H trace-id=t-1 -H source=crawler
         for i in $(seq 1 20); do event same; done | produce "$topic" -p "$p"
     done
-    local before after
-    before=$(date +%s)
+    produced_to=$(now_ms)
     DEF=$EVENTS_DEF start_pipeline svc events "$topic"
     wait_committed "$(group_of events)" "$topic" 0 120
     wait_committed "$(group_of events)" "$topic" 1 120
     stop_clean svc
-    after=$(date +%s)
     assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
     assert_eq "240|2|120|0-119" "$(sql "SELECT count(*) || '|' || count(DISTINCT src_partition) || '|' ||
                                           count(DISTINCT src_offset) || '|' || min(src_offset) || '-' || max(src_offset)
@@ -85,7 +87,7 @@ test_an_append_only_table_keyed_by_topic_partition_and_offset_stays_exact_under_
         count(*) FILTER (WHERE headers = '[]' AND trace IS NULL) FROM events")" \
         "rows with the trace header, with both headers in order, with none"
     assert_eq "240" "$(sql "SELECT count(*) FROM events WHERE timestamp_type = 'create'
-        AND published_at BETWEEN to_timestamp($before - 600) AND to_timestamp($after + 1)")" \
+        AND published_at BETWEEN to_timestamp($produced_from / 1000.0) AND to_timestamp($produced_to / 1000.0)")" \
         "rows with the producer's create time"
     local digest
     digest=$(events_digest)
@@ -207,17 +209,21 @@ test_tombstones_delete_the_rows_of_their_keys_in_record_order() {
     local state
     state=$(latest_state)
 
-    # A replay from before the deletes, in one batch of 50: the values
-    # before each tombstone are superseded by it, the deletes find no row,
-    # the rest is skipped as stored: the same state. (Split across batches,
-    # a replay stores a deleted key's value again until it reads the
-    # tombstone after it.)
+    # A replay from before the deletes, in one batch of 50 (the 45 records
+    # are one message set): the values before each tombstone are superseded
+    # by it and never written, so the only rows deleted and written again
+    # are those of the two keys whose value follows their tombstone (k-5,
+    # k-41: the delete runs before the value after it); the rest is skipped
+    # as stored: the same state. (Split across batches, a replay stores a
+    # deleted key's value again until it reads the tombstone after it.)
     OP_ENV=("STORAGE_PIPELINES_FILE=$WORK/def-$TEST_NAME.json" "STORAGE_TOPIC_LATEST=$topic" STORAGE_PIPELINES=latest)
     op replay replay latest --to earliest
     assert_eq 0 "$OP_RC" "replay's exit: $(err replay)"
     DEF=${KV_DEF/'"on_conflict"'/'"tombstones": "delete", "on_conflict"'} start_pipeline again latest "$topic"
     wait_committed "$(group_of latest)" "$topic" 0 45
     stop_clean again
+    assert_eq "1|45|2|2" "$(batch_lines again latest)|$(batch_sum again latest size)|$(batch_sum again latest inserted)|$(batch_sum again latest deleted)" \
+        "the replay's batches, records, rows inserted, rows deleted"
     assert_eq "$state" "$(latest_state)" "the table after the replay"
 }
 
@@ -245,15 +251,19 @@ test_tombstones_mark_the_rows_of_their_keys_and_a_newer_value_clears_the_mark() 
     local state
     state=$(sql "SELECT string_agg(k || v || seen_ms || coalesce(deleted_at::text, '-'), ',' ORDER BY k) FROM latest")
 
-    # A replay in one batch: each value stands beside the tombstone after
-    # it, meets the version guard (not newer than the row's), and the row
-    # stays marked; the tombstones mark it again at the same time.
+    # A replay: every record read again, each value meets the version guard
+    # (not newer than the row's) and is skipped, and the row stays marked;
+    # the tombstones mark it again at the same time. (The three produce
+    # calls, needed for k-1's newer timestamp, are three message sets: the
+    # replay may read them in more than one batch.)
     OP_ENV=("STORAGE_PIPELINES_FILE=$WORK/def-$TEST_NAME.json" "STORAGE_TOPIC_LATEST=$topic" STORAGE_PIPELINES=latest)
     op replay replay latest --to earliest
     assert_eq 0 "$OP_RC" "replay's exit: $(err replay)"
     DEF=$def start_pipeline again latest "$topic"
     wait_committed "$(group_of latest)" "$topic" 0 26
     stop_clean again
+    assert_eq "26|0|0" "$(batch_sum again latest size)|$(batch_sum again latest inserted)|$(batch_sum again latest updated)" \
+        "the replay's records, rows inserted, rows updated"
     assert_eq "$state" "$(sql "SELECT string_agg(k || v || seen_ms || coalesce(deleted_at::text, '-'), ',' ORDER BY k) FROM latest")" \
         "the table after the replay"
 }
