@@ -874,9 +874,9 @@ shared_by() { # one two
     [ "$a" -gt 0 ] && [ "$b" -gt 0 ] && [ $((a + b)) = 3 ]
 }
 
-wait_shared_by() { # one two [seconds]
-    local i
-    for i in $(seq 1 $((${3:-30} * 5))); do
+wait_shared_by() { # one two
+    local end=$((SECONDS + STALL_S))
+    while [ "$SECONDS" -lt "$end" ]; do
         shared_by "$1" "$2" && return 0
         sleep 0.2
     done
