@@ -142,11 +142,13 @@ deps:
 # that the benchmarks still build, then runs every test: unit
 # and integration suites and the fuzz target against the sanitizer build (the
 # resource suite measures the release build's memory, so that is built too),
-# then the reliability suite against the release build.
+# then the reliability suite against the release build. TEST_JOBS suites
+# run side by side (tests/run.sh): most of a suite's time is waiting.
+TEST_JOBS ?= 2
 test: deps
 	$(MAKE) all sanitize bench-bins
 	scripts/check-boundaries.sh $(CC) $(CSTD) -Isrc $(PKG_CFLAGS)
-	FUZZ_BIN=$(BUILD)/fuzz/fuzz_decode FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh $(SAN_BUILD)
+	FUZZ_BIN=$(BUILD)/fuzz/fuzz_decode FUZZ_SECONDS=$(FUZZ_SECONDS) TEST_JOBS=$(TEST_JOBS) tests/run.sh $(SAN_BUILD)
 	tests/reliability/run.sh $(BUILD)
 
 # make tsan: the integration suites against the ThreadSanitizer build; any

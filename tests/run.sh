@@ -10,6 +10,14 @@
 # SKIP_SUITES="NAME..." leaves those suites out, saying so (make tsan: the
 # resources suite measures memory, under LeakSanitizer and in the release
 # build; "unit" the unit test binaries, "fuzz" the fuzzing).
+#
+# TEST_JOBS=N runs up to N integration suites (and the fuzzing) side by
+# side: most of a suite's time is waiting (on a rebalance, a timeout, a
+# restart), and each suite has its own PostgreSQL, broker, ports and work
+# directory. Each test's line is then shown after its suite's name, and
+# each suite's counts when it ends. The suites of ALONE_SUITES (default
+# "bench resources": they measure throughput, memory and descriptors) run
+# with nothing beside them, after the others.
 set -uo pipefail
 
 build=${1:?usage: tests/run.sh BUILD [FILTER]}
@@ -35,24 +43,39 @@ failures=
 log_dir=$STORAGE_TEST_BUILD/test-logs
 mkdir -p "$log_dir"
 
-run_suite() {
+# Start suite NAME (its command after) in the background, its whole output
+# into its log (not a pipe, which a daemon the suite left behind could hold
+# open); SUITE_PID is its process.
+suite_start() { # name cmd...
     local name=$1
     shift
-    local out="$log_dir/$name.log"
-    echo "# suite $name"
     rm -f "$log_dir/$name".tsan.*
-    # The full output goes to the log; each test's TAP line is shown as it
-    # arrives (tail follows the log until the suite has exited), so a long
-    # suite shows where it is. The suite writes to the file, not to a pipe: a
-    # daemon it leaves behind cannot hold the run open.
-    : >"$out" # tail must not show the last run's lines
-    TSAN_OPTIONS="$tsan_options:log_path=$log_dir/$name.tsan" "$@" >"$out" 2>&1 &
-    local pid=$!
-    tail -n +1 -s 0.2 --pid="$pid" -f "$out" 2>/dev/null |
-        grep --line-buffered -E '^(not )?ok [0-9]+' | sed -u 's/^/  /'
-    wait "$pid"
-    local rc=$?
-    local p f r
+    : >"$log_dir/$name.log" # tail must not show the last run's lines
+    TSAN_OPTIONS="$tsan_options:log_path=$log_dir/$name.tsan" "$@" >"$log_dir/$name.log" 2>&1 &
+    SUITE_PID=$!
+}
+
+# Show each test's TAP line of suite NAME as it arrives in its log (tail
+# follows the log until process PID has exited), after PREFIX: a long suite
+# shows where it is.
+follow_suite() { # name pid prefix
+    tail -n +1 -s 0.2 --pid="$2" -f "$log_dir/$1.log" 2>/dev/null |
+        grep --line-buffered -E '^(not )?ok [0-9]+' | sed -u "s/^/  $3/"
+}
+
+# One suite with nothing beside it.
+run_suite() { # name cmd...
+    echo "# suite $1"
+    suite_start "$@"
+    follow_suite "$1" "$SUITE_PID" ""
+    wait "$SUITE_PID"
+    suite_end "$1" $?
+}
+
+# Count the results of suite NAME, which exited with status RC; show why
+# it failed, if it did.
+suite_end() { # name rc
+    local name=$1 rc=$2 out=$log_dir/$1.log p f r
     p=$(grep -cE '^ok [0-9]+' "$out")
     f=$(grep -cE '^not ok [0-9]+' "$out")
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
@@ -121,24 +144,81 @@ if ! skipped unit; then
     done
 fi
 
-# TEST_SUITES_DIR: another directory of suites (the runner's own test).
-for s in "${TEST_SUITES_DIR:-$top/tests/integration}"/*.sh; do
+# The integration suites (TEST_SUITES_DIR: another directory of them, the
+# runner's own test) and the bounded coverage-guided fuzzing of the decoders
+# (FUZZ_BIN, set by make test; SKIP_SUITES=fuzz leaves it out), queued as
+# "NAME<TAB>FILE"; the largest suite file first, so that side by side the
+# run does not end with a long suite going on alone.
+jobs=${TEST_JOBS:-1}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "tests/run.sh: TEST_JOBS must be a number of 1 or more, not '$jobs'" >&2; exit 2; }
+if [ "$jobs" -gt 1 ] && { [ "${BASH_VERSINFO[0]}" -lt 5 ] || { [ "${BASH_VERSINFO[0]}" = 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; }; then
+    echo "tests/run.sh: TEST_JOBS=$jobs needs bash 5.1 or newer (wait -n -p), this is $BASH_VERSION" >&2
+    exit 2
+fi
+alone=" ${ALONE_SUITES-bench resources} "
+declare -a queue=() last=()
+while read -r _ s; do
     name=$(basename "$s" .sh)
     [ "$name" = lib ] && continue
     [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
     skipped "$name" && continue
-    run_suite "$name" bash "$s"
-done
-
-# Bounded coverage-guided fuzzing of the decoders (FUZZ_BIN, set by make
-# test; SKIP_SUITES=fuzz leaves it out).
+    if [[ $alone == *" $name "* ]]; then last+=("$name"$'\t'"$s"); else queue+=("$name"$'\t'"$s"); fi
+done < <(wc -c "${TEST_SUITES_DIR:-$top/tests/integration}"/*.sh | grep -v ' total$' | sort -k1,1nr -k2)
 if { [ -z "$filter" ] || [[ fuzz == *"$filter"* ]]; } && ! skipped fuzz; then
     if [ -n "${FUZZ_BIN:-}" ] && [ -x "$FUZZ_BIN" ]; then
-        run_suite fuzz "$top/tests/fuzz/run.sh" "$FUZZ_BIN" "${FUZZ_SECONDS:-60}"
+        queue+=("fuzz"$'\t'"fuzz")
     else
         missing fuzz "no fuzz binary [${FUZZ_BIN:-}] (make sanitize builds build/fuzz/fuzz_decode: FUZZ_BIN=build/fuzz/fuzz_decode; SKIP_SUITES=fuzz leaves it out)"
     fi
 fi
+
+# The command of a queued suite.
+suite_command() { # name file
+    if [ "$1" = fuzz ]; then
+        echo "$top/tests/fuzz/run.sh" "$FUZZ_BIN" "${FUZZ_SECONDS:-60}"
+    else
+        echo bash "$2"
+    fi
+}
+
+declare -A running=() follower=() started=()
+# Start suite NAME beside the others running.
+lane_start() { # name file
+    local cmd
+    read -ra cmd < <(suite_command "$1" "$2")
+    echo "# suite $1 started ($((${#running[@]} + 1)) running)"
+    suite_start "$1" "${cmd[@]}"
+    running[$1]=$SUITE_PID
+    started[$1]=$SECONDS
+    follow_suite "$1" "$SUITE_PID" "$1: " &
+    follower[$1]=$!
+}
+# Wait for one of the running suites to end, and count its results.
+lane_end() {
+    local pid rc name n
+    wait -n -p pid "${running[@]}"
+    rc=$?
+    for n in "${!running[@]}"; do [ "${running[$n]}" = "$pid" ] && name=$n; done
+    wait "${follower[$name]}"
+    unset "running[$name]" "follower[$name]"
+    echo "# suite $name ended after $((SECONDS - started[$name])) s"
+    suite_end "$name" "$rc"
+}
+
+if [ "$jobs" -gt 1 ]; then
+    for entry in "${queue[@]}"; do
+        [ "${#running[@]}" -lt "$jobs" ] || lane_end
+        lane_start "${entry%%$'\t'*}" "${entry#*$'\t'}"
+    done
+    while [ "${#running[@]}" -gt 0 ]; do lane_end; done
+else
+    last=("${queue[@]}" "${last[@]}")
+fi
+for entry in "${last[@]}"; do
+    name=${entry%%$'\t'*}
+    read -ra cmd < <(suite_command "$name" "${entry#*$'\t'}")
+    run_suite "$name" "${cmd[@]}"
+done
 
 if [ -n "$failures" ]; then
     echo "# failed tests"

@@ -40,4 +40,39 @@ SUITE
         "$(tail -n 4 "$WORK/seen" | head -n 3 | cut -d' ' -f2- | paste -sd'|')" "the summary of failures"
 }
 
+# TEST_JOBS=2: two suites that can each pass only if the other runs at the
+# same time (each waits for the other's mark), and a suite of ALONE_SUITES
+# that passes only if it starts after both ended.
+test_test_jobs_runs_suites_side_by_side_and_alone_suites_by_themselves() {
+    local suites=$WORK/lanes build=$WORK/build-lanes marks=$WORK/marks out x y
+    mkdir -p "$suites" "$build" "$marks"
+    for x in a b; do
+        y=$([ "$x" = a ] && echo b || echo a)
+        cat >"$suites/$x.sh" <<SUITE
+touch "$marks/$x.running"
+end=\$((SECONDS + \${STALL_S:-30}))
+until [ -f "$marks/$y.running" ] || [ "\$SECONDS" -ge "\$end" ]; do sleep 0.1; done
+if [ -f "$marks/$y.running" ] && [ ! -f "$marks/c.started" ]; then echo "ok 1 - test_${x}_ran_beside_$y"; else echo "not ok 1 - test_${x}_ran_beside_$y"; fi
+touch "$marks/$x.done"
+echo "1..1"
+SUITE
+    done
+    cat >"$suites/c.sh" <<SUITE
+touch "$marks/c.started"
+if [ -f "$marks/a.done" ] && [ -f "$marks/b.done" ]; then echo "ok 1 - test_c_ran_alone"; else echo "not ok 1 - test_c_ran_alone"; fi
+echo "1..1"
+SUITE
+    out=$(TEST_SUITES_DIR=$suites TEST_JOBS=2 ALONE_SUITES=c SKIP_SUITES="unit fuzz" "$TOP/tests/run.sh" "$build" 2>&1) ||
+        fail "the run failed: $out"
+    assert_eq "3 passed, 0 failed" "$(tail -n 1 <<<"$out")" "the last line"
+    assert_contains "$out" "  a: ok 1 - test_a_ran_beside_b"
+    assert_contains "$out" "  b: ok 1 - test_b_ran_beside_a"
+    assert_contains "$out" "  ok 1 - test_c_ran_alone"
+    # Run one at a time, neither a nor b sees the other.
+    rm -f "$marks"/*
+    out=$(TEST_SUITES_DIR=$suites STALL_S=1 ALONE_SUITES=c SKIP_SUITES="unit fuzz" "$TOP/tests/run.sh" "$build" 2>&1) &&
+        fail "one suite at a time, a suite that needs another beside it passed: $out"
+    assert_eq "2 passed, 1 failed" "$(tail -n 1 <<<"$out")" "the last line, one suite at a time"
+}
+
 run_tests
