@@ -451,9 +451,10 @@ test_stop_replay_start_reads_the_topic_again_from_the_start() {
     replay_pid=$!
     # The batch ends once the group has answered the replay (or the replay
     # gave up): the stopping service is then still a member.
-    for i in $(seq 1 300); do
-        grep -q "of the 3 partitions\|of 3 partitions" "$WORK/$(svc replay).out" "$WORK/$(svc replay).err" && break
+    local end=$((SECONDS + STALL_S))
+    until grep -q "of the 3 partitions\|of 3 partitions" "$WORK/$(svc replay).out" "$WORK/$(svc replay).err"; do
         kill -0 "$replay_pid" 2>/dev/null || break
+        [ "$SECONDS" -lt "$end" ] || fail "the replay did not hear from the group within $STALL_S s: $(out replay) $(err replay)"
         sleep 0.1
     done
     release_lock
