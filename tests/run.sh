@@ -150,6 +150,9 @@ fi
 # "NAME<TAB>FILE"; the largest suite file first, so that side by side the
 # run does not end with a long suite going on alone.
 jobs=${TEST_JOBS:-1}
+# Not the suites': a run of tests/run.sh inside one (the runner suite)
+# chooses its own.
+export -n TEST_JOBS ALONE_SUITES 2>/dev/null || true
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "tests/run.sh: TEST_JOBS must be a number of 1 or more, not '$jobs'" >&2; exit 2; }
 if [ "$jobs" -gt 1 ] && { [ "${BASH_VERSINFO[0]}" -lt 5 ] || { [ "${BASH_VERSINFO[0]}" = 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; }; then
     echo "tests/run.sh: TEST_JOBS=$jobs needs bash 5.1 or newer (wait -n -p), this is $BASH_VERSION" >&2

@@ -70,7 +70,7 @@ SUITE
     assert_contains "$out" "  ok 1 - test_c_ran_alone"
     # Run one at a time, neither a nor b sees the other.
     rm -f "$marks"/*
-    out=$(TEST_SUITES_DIR=$suites STALL_S=1 ALONE_SUITES=c SKIP_SUITES="unit fuzz" "$TOP/tests/run.sh" "$build" 2>&1) &&
+    out=$(TEST_SUITES_DIR=$suites STALL_S=1 TEST_JOBS=1 ALONE_SUITES=c SKIP_SUITES="unit fuzz" "$TOP/tests/run.sh" "$build" 2>&1) &&
         fail "one suite at a time, a suite that needs another beside it passed: $out"
     assert_eq "2 passed, 1 failed" "$(tail -n 1 <<<"$out")" "the last line, one suite at a time"
 }
