@@ -424,7 +424,10 @@ static void write_returning(FILE *f, const pipeline_def_t *d, const table_facts_
 /* A tombstone rule's statement: the keys unnested side by side (each array
  * cast to its column's type, as the probe's), then the rows of those keys
  * deleted, or their mark set to the record's timestamp (now() where the
- * record has none). */
+ * record has none). A mark is guarded as an update is when the version
+ * (when_newer) is the record's timestamp: a row newer than the tombstone
+ * (a value after it, read in an earlier batch of a replay, or a producer's
+ * later record) is left unmarked. */
 static void write_tombstone(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
 {
     if (d->tombstones == TOMBSTONE_DEAD_LETTER) return;
@@ -445,6 +448,17 @@ static void write_tombstone(FILE *f, const pipeline_def_t *d, const table_facts_
         fputs(k ? " AND t." : "t.", f);
         quote(f, d->fields[d->key_fields[k]].column);
         fprintf(f, " = k.c%zu", k);
+    }
+    if (d->tombstones == TOMBSTONE_MARK && d->version_index >= 0 &&
+        d->fields[d->version_index].source == SOURCE_TIMESTAMP) {
+        const char *v = d->fields[d->version_index].column;
+        bool ms = column_of(t, v)->kind == COLUMN_INT8;
+        fputs(" AND (k.ts < 0 OR t.", f);
+        quote(f, v);
+        fputs(" IS NULL OR t.", f);
+        quote(f, v);
+        /* Exact: milliseconds added to the epoch, no float in between. */
+        fputs(ms ? " <= k.ts)" : " <= timestamptz 'epoch' + k.ts * interval '1 millisecond')", f);
     }
 }
 
