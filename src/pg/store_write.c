@@ -539,6 +539,11 @@ static int retry_after(store_t *st, batch_t *b, const store_hook_t *hook, char *
  * Returns 0, or -1 with err/cls. */
 static int probe(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
+    /* An event standing in a batch with a delete of its key stands after
+     * it (batch_deduplicate): found stored now, its row is gone once the
+     * delete runs, and skipping it would lose it. Such a batch is written
+     * whole. */
+    if (st->def->tombstones == TOMBSTONE_DELETE && has_state(b, ENTRY_TOMBSTONE)) return 0;
     size_t n = fill_pending(st, b);
     if (n == 0) return 0;
     long found = probe_stored(st->conn, st->deadline, b, st->pending, n, st->stored, err, errlen, cls);
