@@ -23,7 +23,8 @@ set -uo pipefail
 build=${1:?usage: tests/run.sh BUILD [FILTER]}
 filter=${2:-}
 top=$(cd "$(dirname "$0")/.." && pwd)
-export STORAGE_TEST_BUILD=$(cd "$build" && pwd)
+STORAGE_TEST_BUILD=$(cd "$build" 2>/dev/null && pwd) || { echo "tests/run.sh: no build directory $build" >&2; exit 2; }
+export STORAGE_TEST_BUILD
 export STORAGE_TEST_TOP=$top
 # LeakSanitizer: leaks are failures. Integration suites run the sanitizer
 # build of the service too.
@@ -36,6 +37,16 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # be inside the uninstrumented libraries.
 tsan_options=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$top/tests/tsan.supp}
 export CMOCKA_MESSAGE_OUTPUT=TAP
+
+jobs=${TEST_JOBS:-1}
+# Not the suites': a run of tests/run.sh inside one (the runner suite)
+# chooses its own.
+export -n TEST_JOBS ALONE_SUITES 2>/dev/null || true
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "tests/run.sh: TEST_JOBS must be a number of 1 or more, not '$jobs'" >&2; exit 2; }
+if [ "$jobs" -gt 1 ] && { [ "${BASH_VERSINFO[0]}" -lt 5 ] || { [ "${BASH_VERSINFO[0]}" = 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; }; then
+    echo "tests/run.sh: TEST_JOBS=$jobs needs bash 5.1 or newer (wait -n -p), this is $BASH_VERSION" >&2
+    exit 2
+fi
 
 passed=0
 failed=0
@@ -145,19 +156,11 @@ if ! skipped unit; then
 fi
 
 # The integration suites (TEST_SUITES_DIR: another directory of them, the
-# runner's own test) and the bounded coverage-guided fuzzing of the decoders
-# (FUZZ_BIN, set by make test; SKIP_SUITES=fuzz leaves it out), queued as
-# "NAME<TAB>FILE"; the largest suite file first, so that side by side the
-# run does not end with a long suite going on alone.
-jobs=${TEST_JOBS:-1}
-# Not the suites': a run of tests/run.sh inside one (the runner suite)
-# chooses its own.
-export -n TEST_JOBS ALONE_SUITES 2>/dev/null || true
-[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "tests/run.sh: TEST_JOBS must be a number of 1 or more, not '$jobs'" >&2; exit 2; }
-if [ "$jobs" -gt 1 ] && { [ "${BASH_VERSINFO[0]}" -lt 5 ] || { [ "${BASH_VERSINFO[0]}" = 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; }; then
-    echo "tests/run.sh: TEST_JOBS=$jobs needs bash 5.1 or newer (wait -n -p), this is $BASH_VERSION" >&2
-    exit 2
-fi
+# runner's own test), then the bounded coverage-guided fuzzing of the
+# decoders (FUZZ_BIN, set by make test; SKIP_SUITES=fuzz leaves it out),
+# queued as "NAME<TAB>FILE". Side by side, the largest suite file first, so
+# that the run does not end with a long suite going on alone, and those of
+# ALONE_SUITES after the others; one at a time, in the files' order.
 alone=" ${ALONE_SUITES-bench resources} "
 declare -a queue=() last=()
 while read -r _ s; do
@@ -165,8 +168,12 @@ while read -r _ s; do
     [ "$name" = lib ] && continue
     [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
     skipped "$name" && continue
-    if [[ $alone == *" $name "* ]]; then last+=("$name"$'\t'"$s"); else queue+=("$name"$'\t'"$s"); fi
-done < <(wc -c "${TEST_SUITES_DIR:-$top/tests/integration}"/*.sh | grep -v ' total$' | sort -k1,1nr -k2)
+    if [ "$jobs" -gt 1 ] && [[ $alone == *" $name "* ]]; then last+=("$name"$'\t'"$s"); else queue+=("$name"$'\t'"$s"); fi
+done < <(if [ "$jobs" -gt 1 ]; then
+    wc -c "${TEST_SUITES_DIR:-$top/tests/integration}"/*.sh | grep -v ' total$' | sort -k1,1nr -k2
+else
+    for s in "${TEST_SUITES_DIR:-$top/tests/integration}"/*.sh; do echo "0 $s"; done
+fi)
 if { [ -z "$filter" ] || [[ fuzz == *"$filter"* ]]; } && ! skipped fuzz; then
     if [ -n "${FUZZ_BIN:-}" ] && [ -x "$FUZZ_BIN" ]; then
         queue+=("fuzz"$'\t'"fuzz")
@@ -175,12 +182,12 @@ if { [ -z "$filter" ] || [[ fuzz == *"$filter"* ]]; } && ! skipped fuzz; then
     fi
 fi
 
-# The command of a queued suite.
+# The command of queued suite NAME (FILE), into the array cmd.
 suite_command() { # name file
     if [ "$1" = fuzz ]; then
-        echo "$top/tests/fuzz/run.sh" "$FUZZ_BIN" "${FUZZ_SECONDS:-60}"
+        cmd=("$top/tests/fuzz/run.sh" "$FUZZ_BIN" "${FUZZ_SECONDS:-60}")
     else
-        echo bash "$2"
+        cmd=(bash "$2")
     fi
 }
 
@@ -188,7 +195,7 @@ declare -A running=() follower=() started=()
 # Start suite NAME beside the others running.
 lane_start() { # name file
     local cmd
-    read -ra cmd < <(suite_command "$1" "$2")
+    suite_command "$1" "$2"
     echo "# suite $1 started ($((${#running[@]} + 1)) running)"
     suite_start "$1" "${cmd[@]}"
     running[$1]=$SUITE_PID
@@ -196,30 +203,36 @@ lane_start() { # name file
     follow_suite "$1" "$SUITE_PID" "$1: " &
     follower[$1]=$!
 }
-# Wait for one of the running suites to end, and count its results.
+# Wait for one of the running suites to end; count its results and say
+# them.
 lane_end() {
-    local pid rc name n
+    local pid="" rc name="" n p0=$passed f0=$failed
     wait -n -p pid "${running[@]}"
     rc=$?
     for n in "${!running[@]}"; do [ "${running[$n]}" = "$pid" ] && name=$n; done
+    if [ -z "$name" ]; then
+        # Interrupted, or no such child: the run cannot say which suite ended.
+        echo "tests/run.sh: wait -n returned $rc for no running suite [$pid]" >&2
+        kill "${running[@]}" 2>/dev/null
+        exit 2
+    fi
     wait "${follower[$name]}"
     unset "running[$name]" "follower[$name]"
-    echo "# suite $name ended after $((SECONDS - started[$name])) s"
     suite_end "$name" "$rc"
+    echo "# suite $name ended after $((SECONDS - started[$name])) s: $((passed - p0)) passed, $((failed - f0)) failed"
 }
 
 if [ "$jobs" -gt 1 ]; then
-    for entry in "${queue[@]}"; do
+    for entry in ${queue[@]+"${queue[@]}"}; do
         [ "${#running[@]}" -lt "$jobs" ] || lane_end
         lane_start "${entry%%$'\t'*}" "${entry#*$'\t'}"
     done
     while [ "${#running[@]}" -gt 0 ]; do lane_end; done
-else
-    last=("${queue[@]}" "${last[@]}")
+    queue=()
 fi
-for entry in "${last[@]}"; do
+for entry in ${queue[@]+"${queue[@]}"} ${last[@]+"${last[@]}"}; do
     name=${entry%%$'\t'*}
-    read -ra cmd < <(suite_command "$name" "${entry#*$'\t'}")
+    suite_command "$name" "${entry#*$'\t'}"
     run_suite "$name" "${cmd[@]}"
 done
 

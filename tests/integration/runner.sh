@@ -68,6 +68,22 @@ SUITE
     assert_contains "$out" "  a: ok 1 - test_a_ran_beside_b"
     assert_contains "$out" "  b: ok 1 - test_b_ran_beside_a"
     assert_contains "$out" "  ok 1 - test_c_ran_alone"
+    # A suite that fails side by side is counted once, with its reason: a
+    # test that fails, and a suite that exits non-zero after its tests.
+    local failing=$WORK/lanes-failing
+    mkdir -p "$failing" "$WORK/build-failing"
+    printf '%s\n' 'echo "ok 1 - test_fine"' 'echo "# FAIL: the reason of d"' 'echo "not ok 2 - test_d_fails"' 'echo "1..2"' >"$failing/d.sh"
+    printf '%s\n' 'echo "ok 1 - test_e_passes"' 'echo "1..1"' 'exit 3' >"$failing/e.sh"
+    printf '%s\n' 'echo "ok 1 - test_f_passes"' 'echo "1..1"' >"$failing/f.sh"
+    out=$(TEST_SUITES_DIR=$failing TEST_JOBS=2 SKIP_SUITES="unit fuzz" "$TOP/tests/run.sh" "$WORK/build-failing" 2>&1) &&
+        fail "side by side, a run with a failed test and a failed suite passed: $out"
+    assert_eq "3 passed, 2 failed" "$(tail -n 1 <<<"$out")" "the last line, side by side with failures"
+    assert_eq 1 "$(grep -c '^  not ok - suite e exited with status 3$' <<<"$out")" "the suite that exited 3, said once"
+    assert_contains "$out" "# suite d ended after "
+    assert_contains "$(sed -n '/^# failed tests$/,$p' <<<"$out")" "  d: not ok 2 - test_d_fails
+  | # FAIL: the reason of d" "the summary of failures"
+    assert_contains "$(sed -n '/^# failed tests$/,$p' <<<"$out")" "  e: exited with status 3" "the summary of failures"
+
     # Run one at a time, neither a nor b sees the other.
     rm -f "$marks"/*
     out=$(TEST_SUITES_DIR=$suites STALL_S=1 TEST_JOBS=1 ALONE_SUITES=c SKIP_SUITES="unit fuzz" "$TOP/tests/run.sh" "$build" 2>&1) &&
