@@ -457,7 +457,8 @@ static void write_tombstone(FILE *f, const pipeline_def_t *d, const table_facts_
         quote(f, v);
         fputs(" IS NULL OR t.", f);
         quote(f, v);
-        /* Exact: milliseconds added to the epoch, no float in between. */
+        /* Milliseconds added to the epoch: exact while k.ts times 1,000 µs
+         * fits a double's 53 bits (any timestamp before the year 287,000). */
         fputs(ms ? " <= k.ts)" : " <= timestamptz 'epoch' + k.ts * interval '1 millisecond')", f);
     }
 }

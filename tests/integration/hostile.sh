@@ -178,9 +178,11 @@ load_expectations() {
 
 # Wait until every group has committed every partition of its topic to the
 # end (the high watermark), or the service NAME has exited, or no committed
-# offset moved for STALL_S. Returns 0 if everything was committed.
+# offset moved for longer than one database attempt may take (the default
+# STORAGE_DB_STATEMENT_TIMEOUT_MS, 15 s, and 1 s: one batch holds a topic's
+# whole corpus) and STALL_S. Returns 0 if everything was committed.
 wait_all_consumed() { # name
-    local p topic pipeline hw got done sum last=-1 end
+    local p topic pipeline hw got done sum last="" end
     while :; do
         done=1
         sum=0
@@ -198,7 +200,7 @@ wait_all_consumed() { # name
         [ -f "$WORK/$1.rc" ] && return 1
         if [ "$sum" != "$last" ]; then
             last=$sum
-            end=$((SECONDS + STALL_S))
+            end=$((SECONDS + 16 + STALL_S))
         fi
         [ "$SECONDS" -lt "$end" ] || return 1
         sleep 0.5
