@@ -463,6 +463,16 @@ wait_metrics() { # port [text]
     fail "127.0.0.1:$1/metrics did not answer with [${2:-}] within $STALL_S s; last: $(echo "$resp" | tail -n 5)"
 }
 
+# Poll SHELL-CONDITION until it holds; fail naming DESCRIPTION once
+# STALL_S passed without it.
+wait_until() { # description shell-condition
+    local end=$((SECONDS + STALL_S))
+    until eval "$2"; do
+        [ "$SECONDS" -lt "$end" ] || fail "timed out waiting ${STALL_S} s until $1"
+        sleep 0.1
+    done
+}
+
 # The value of one series of 127.0.0.1:PORT/metrics, written as the
 # endpoint writes it (name{labels}); empty if it has none.
 metric_value() { # port series

@@ -113,11 +113,8 @@ test_committed_lag_is_reported_for_every_owned_partition() {
     wait_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 2 4
     # Each gauge appears once the fetcher has seen its partition's high
     # watermark (an empty fetch is answered after fetch.wait.max.ms).
-    local end=$((SECONDS + STALL_S))
-    until body=$(metrics_body "$port") && [ "$(echo "$body" | grep -c '^storage_consumer_committed_lag{')" = 3 ] ||
-        [ "$SECONDS" -ge "$end" ]; do
-        sleep 0.2
-    done
+    wait_until "three committed_lag gauges" '[ "$(metrics_body "$port" | grep -c "^storage_consumer_committed_lag{")" = 3 ]'
+    body=$(metrics_body "$port")
     for p in 0 1 2; do
         assert_contains "$body" "storage_consumer_committed_lag{pipeline=\"reviews\",topic=\"$TOPIC_REVIEWS\",partition=\"$p\"} 0" "partition $p"
     done

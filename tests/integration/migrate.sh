@@ -319,14 +319,6 @@ race_once() { # db-name forced(0|1)
         "$db: applied migrations"
 }
 
-# wait_until DESCRIPTION SHELL-CONDITION: poll for up to STALL_S.
-wait_until() {
-    local end=$((SECONDS + STALL_S))
-    until eval "$2"; do
-        [ "$SECONDS" -lt "$end" ] || fail "timed out waiting ${STALL_S} s until $1"
-        sleep 0.1
-    done
-}
 
 test_two_migrate_processes_started_together_apply_each_file_once() {
     local i
