@@ -46,7 +46,7 @@ MAIN_SRC := src/main.c
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all clean test deps sanitize tsan demo fuzz bench bench-bins reliability install image-test
+.PHONY: all clean test deps sanitize tsan demo fuzz bench bench-scale bench-bins reliability install image-test
 
 all: $(BUILD)/storage-consumer $(BUILD)/kafka-mock-broker $(BUILD)/delay-relay
 
@@ -193,11 +193,24 @@ $(BUILD)/bench/decode_speed: bench/decode_speed.c $(BENCH_CORE) $(BUILD)/obj/jso
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/support -o $@ bench/decode_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS)
 
-bench-bins: all $(BUILD)/bench/bare_pg $(BUILD)/bench/latency $(BUILD)/bench/decode_speed
+$(BUILD)/bench/consumer_floor: bench/consumer_floor.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LDLIBS)
+
+bench-bins: all $(BUILD)/bench/bare_pg $(BUILD)/bench/latency $(BUILD)/bench/decode_speed $(BUILD)/bench/consumer_floor
 
 bench: deps
 	$(MAKE) bench-bins
 	BUILD=$(BUILD) bench/run.sh
+
+# make bench-scale: the production mix on tables that already hold millions
+# of rows, against PostgreSQL's limits on the same tables, the cost curve
+# over the table's size, and the service's CPU against a bare Kafka consumer
+# (bench/scale.sh; DESIGN.md: Benchmark). About 40 minutes; make bench stays
+# the quick one.
+bench-scale: deps
+	$(MAKE) bench-bins
+	BUILD=$(BUILD) bench/scale.sh
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the binary, its man page,
 # the systemd unit, whose ExecStart names the installed binary, and the

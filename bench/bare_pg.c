@@ -3,7 +3,7 @@
  * transaction boundaries, and nothing else (no Kafka, no decoding, no lookups
  * on the clock).
  *
- *   bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --recrawl RECRAWL_FILE --passes limits|upsert
+ *   bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --recrawl RECRAWL_FILE --passes limits|upsert [--prefilled]
  *   bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --connections N --partitions P
  *
  * MESSAGES_FILE holds one message per line, "KEY<TAB>JSON" (bench/gen-reviews.awk);
@@ -32,6 +32,10 @@
  *   fresh          the first crawl into the empty table;
  *   reobserve      the recrawl;
  *   replay         the recrawl again, every row skipped by the guard.
+ *
+ * --prefilled: the table may hold rows already (make bench-scale: a table of
+ * millions of rows, none of them the crawls' keys); the header line says how
+ * many (prefilled_rows=N). Without it the table must be empty.
  *
  * --connections N (N > 1, with --partitions P, the topic's partition count):
  * the scale-out baseline (DESIGN.md: Benchmark). Every message goes to the
@@ -479,7 +483,7 @@ static PGconn *connect_session(const char *conninfo, long *backend_pid)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --recrawl RECRAWL_FILE --passes limits|upsert\n"
+    fprintf(stderr, "usage: bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --recrawl RECRAWL_FILE --passes limits|upsert [--prefilled]\n"
                     "       bare_pg CONNINFO MESSAGES_FILE [BATCH_SIZE] --connections N --partitions P\n");
     exit(2);
 }
@@ -576,8 +580,11 @@ int main(int argc, char **argv)
 {
     const char *pos[3] = {NULL, NULL, NULL}, *recrawl_path = NULL, *series = NULL;
     size_t npos = 0, nconn = 1, nparts = 0;
+    bool prefilled = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--connections") || !strcmp(argv[i], "--partitions")) {
+        if (!strcmp(argv[i], "--prefilled")) {
+            prefilled = true;
+        } else if (!strcmp(argv[i], "--connections") || !strcmp(argv[i], "--partitions")) {
             if (i + 1 >= argc) usage();
             size_t v = positive_arg(argv[i], argv[i + 1]);
             if (argv[i][2] == 'c') nconn = v;
@@ -668,12 +675,12 @@ int main(int argc, char **argv)
     double decode_s = now_s(CLOCK_MONOTONIC) - d0;
 
     PGresult *res = expect(c, PQexec(c, "SELECT count(*) FROM reviews"), PGRES_TUPLES_OK, "count");
-    if (strcmp(PQgetvalue(res, 0, 0), "0") != 0)
-        die("the reviews table must start empty (it has %s rows)", PQgetvalue(res, 0, 0));
+    if (!prefilled && strcmp(PQgetvalue(res, 0, 0), "0") != 0)
+        die("the reviews table must start empty (it has %s rows; --prefilled allows that)", PQgetvalue(res, 0, 0));
+    printf("messages=%zu recrawl_messages=%zu batch_size=%zu decode_seconds=%.2f conflict_clause_matches_service=%d "
+           "prefilled_rows=%s\n",
+           n, n2, batch, decode_s, clause_matches, PQgetvalue(res, 0, 0));
     PQclear(res);
-
-    printf("messages=%zu recrawl_messages=%zu batch_size=%zu decode_seconds=%.2f conflict_clause_matches_service=%d\n",
-           n, n2, batch, decode_s, clause_matches);
     fflush(stdout);
     if (nconn > 1) {
         buf_t extra = {0};

@@ -6,6 +6,9 @@
 #                                     and OUT/bench-data/ (OUT: build)
 #   bench/charts.sh --publish [OUT]   the same, then copies them to docs/bench/,
 #                                     where docs/PERFORMANCE.md shows them
+#   bench/charts.sh --scale [--publish] [OUT]
+#                                     make bench-scale's: OUT/bench-scale-charts/*.svg
+#                                     from OUT/bench-scale.json (bench/scale.sh)
 #
 #   throughput.svg  rows/s per round: storage-consumer against bare PostgreSQL,
 #                   fresh, replay, and two members against two connections
@@ -13,16 +16,94 @@
 #                   ingest: the share of messages visible within x ms
 #   cpu.svg         CPU us per message per round: storage-consumer's against
 #                   PostgreSQL's per row in the same window
+#   scale-ratio.svg     (--scale) each phase's rows/s over its limit's, by the
+#                       reviews the table held before the crawls
+#   scale-pg-cpu.svg    (--scale) PostgreSQL CPU us per row of each phase and
+#                       its limit, by the same sizes
+#   scale-service-cpu.svg (--scale) the service's CPU per message against the
+#                       Kafka floor and the decoder
 #
 # Exit 1 when an input is missing or gnuplot fails, 2 on a usage error.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-publish=0
+publish=0 scale=0
+if [ "${1:-}" = --scale ]; then scale=1; shift; fi
 if [ "${1:-}" = --publish ]; then publish=1; shift; fi
-[ $# -le 1 ] || { echo "usage: bench/charts.sh [--publish] [OUT]" >&2; exit 2; }
+[ $# -le 1 ] || { echo "usage: bench/charts.sh [--scale] [--publish] [OUT]" >&2; exit 2; }
 OUT=${1:-build}
 case $OUT in /*) ;; *) OUT=$top/$OUT ;; esac
+command -v gnuplot >/dev/null || { echo "bench/charts.sh: gnuplot is missing (Debian: gnuplot-nox)" >&2; exit 1; }
+
+# Copy CHARTS' SVGs named NAMES to docs/bench/ (--publish).
+publish_charts() { # CHARTS NAMES...
+    local dir=$1 f
+    shift
+    for f in "$@"; do
+        [ -s "$dir/$f.svg" ] || { echo "bench/charts.sh: gnuplot wrote no $dir/$f.svg" >&2; exit 1; }
+    done
+    echo "charts in $dir" >&2
+    if [ $publish = 1 ]; then
+        mkdir -p "$top/docs/bench"
+        for f in "$@"; do cp "$dir/$f.svg" "$top/docs/bench/"; done
+        echo "copied to $top/docs/bench/" >&2
+    fi
+}
+
+if [ $scale = 1 ]; then
+    JSON=$OUT/bench-scale.json
+    CHARTS=$OUT/bench-scale-charts
+    [ -s "$JSON" ] || { echo "bench/charts.sh: $JSON is missing or empty: run make bench-scale (or bench/scale.sh with BENCH_OUT=$OUT)" >&2; exit 1; }
+    mkdir -p "$CHARTS"
+    j() { jq -r "$1" "$JSON"; }
+    # One line per size: rows, the three ratios, the six CPU figures.
+    jq -r '.curve[] | [.rows, .fresh_ratio, .reobserve_ratio, .replay_ratio, .pg_cpu_us_per_row.fresh,
+        .pg_cpu_us_per_row.limit_copy, .pg_cpu_us_per_row.reobserve, .pg_cpu_us_per_row.limit_update,
+        .pg_cpu_us_per_row.replay, .pg_cpu_us_per_row.limit_probe] | @tsv' "$JSON" >"$CHARTS/.curve.tsv"
+    floor=$(j .consumer_floor_cpu_us_per_message) decode=$(j .decode_us_per_message)
+    printf '"Kafka floor"\t%s\n"floor + decoding"\t%s\n"target: 1.5 x (floor + decoding)"\t%s\n"storage-consumer"\t%s\n' \
+        "$floor" "$(awk -v a="$floor" -v b="$decode" 'BEGIN { print a + b }')" \
+        "$(awk -v a="$floor" -v b="$decode" 'BEGIN { print 1.5 * (a + b) }')" "$(j .service_cpu_us_per_message)" >"$CHARTS/.cpu.tsv"
+    gnuplot <<GNUPLOT
+set terminal svg size 900,520 dynamic enhanced font "sans,12" background "white"
+set datafile separator "\t"
+set key below
+set grid ytics lc rgb "#dddddd"
+set xlabel "reviews in the table before the crawls"
+set output "$CHARTS/scale-ratio.svg"
+set title "Each phase against PostgreSQL's limit on the same table ($(j .messages) reviews, then the next crawl)\nat $(j .prefill_reviews) rows: fresh $(j .scale_fresh_ratio_to_copy_limit) x COPY, reobserve $(j .scale_reobserve_ratio_to_update_limit) x UPDATE, replay $(j .scale_replay_ratio_to_probe_limit) x the probe" noenhanced
+set ylabel "rows/s, x the limit's"
+set yrange [0:1.2]
+set arrow 1 from graph 0, first 0.85 to graph 1, first 0.85 nohead dt 2 lc rgb "#d62728"
+set label 1 "target 0.85" at graph 0.01, first 0.88 tc rgb "#d62728"
+plot "$CHARTS/.curve.tsv" using 0:2:xtic(1) with linespoints lw 2 pt 5 lc rgb "#1f77b4" title "fresh / plain COPY", \
+     "" using 0:3 with linespoints lw 2 pt 7 lc rgb "#ff7f0e" title "reobserve / UPDATE ... FROM", \
+     "" using 0:4 with linespoints lw 2 pt 9 lc rgb "#2ca02c" title "replay / the probe"
+unset arrow 1
+unset label 1
+set output "$CHARTS/scale-pg-cpu.svg"
+set title "PostgreSQL CPU per row: the service's phases and PostgreSQL's limits, by the table's size\ntargets at $(j .prefill_reviews) rows: fresh and reobserve <= 1.15 x, replay <= 1.3 x the limit's" noenhanced
+set ylabel "PostgreSQL backend CPU us per row"
+set yrange [0:*]
+plot "$CHARTS/.curve.tsv" using 0:5:xtic(1) with linespoints lw 2 pt 5 lc rgb "#1f77b4" title "service, fresh", \
+     "" using 0:6 with linespoints lw 2 pt 4 dt 2 lc rgb "#1f77b4" title "plain COPY", \
+     "" using 0:7 with linespoints lw 2 pt 7 lc rgb "#ff7f0e" title "service, reobserve", \
+     "" using 0:8 with linespoints lw 2 pt 6 dt 2 lc rgb "#ff7f0e" title "UPDATE ... FROM", \
+     "" using 0:9 with linespoints lw 2 pt 9 lc rgb "#2ca02c" title "service, replay", \
+     "" using 0:10 with linespoints lw 2 pt 8 dt 2 lc rgb "#2ca02c" title "the probe"
+set output "$CHARTS/scale-service-cpu.svg"
+set title "The service's CPU per message against reading Kafka alone (bench/consumer_floor) and decoding\nratio $(j .service_cpu_ratio_to_floor_plus_decode) x (floor + decoding), target <= 1.5" noenhanced
+set xlabel ""
+set ylabel "CPU us per message"
+set style fill solid 0.7
+set boxwidth 0.6
+set yrange [0:*]
+plot "$CHARTS/.cpu.tsv" using 0:2:xtic(1) with boxes lc rgb "#1f77b4" notitle
+GNUPLOT
+    rm -f "$CHARTS/.curve.tsv" "$CHARTS/.cpu.tsv"
+    publish_charts "$CHARTS" scale-ratio scale-pg-cpu scale-service-cpu
+    exit 0
+fi
 JSON=$OUT/bench.json
 DATA=$OUT/bench-data
 CHARTS=$OUT/bench-charts
@@ -30,7 +111,6 @@ CHARTS=$OUT/bench-charts
 for f in "$JSON" "$DATA/rounds.tsv" "$DATA/latency-ingest.tsv"; do
     [ -s "$f" ] || { echo "bench/charts.sh: $f is missing or empty: run make bench (or bench/run.sh with BENCH_OUT=$OUT)" >&2; exit 1; }
 done
-command -v gnuplot >/dev/null || { echo "bench/charts.sh: gnuplot is missing (Debian: gnuplot-nox)" >&2; exit 1; }
 j() { jq -r "$1" "$JSON"; }
 rounds=$(j .rounds)
 mkdir -p "$CHARTS"
@@ -92,12 +172,4 @@ plot "$CHARTS/.latency-cdf.tsv" using 1:2 with steps lw 2 lc rgb "#1f77b4" title
 GNUPLOT
 rm -f "$CHARTS/.latency-cdf.tsv"
 
-for f in throughput latency cpu; do
-    [ -s "$CHARTS/$f.svg" ] || { echo "bench/charts.sh: gnuplot wrote no $CHARTS/$f.svg" >&2; exit 1; }
-done
-echo "charts in $CHARTS" >&2
-if [ $publish = 1 ]; then
-    mkdir -p "$top/docs/bench"
-    cp "$CHARTS"/throughput.svg "$CHARTS"/latency.svg "$CHARTS"/cpu.svg "$top/docs/bench/"
-    echo "copied to $top/docs/bench/" >&2
-fi
+publish_charts "$CHARTS" throughput latency cpu

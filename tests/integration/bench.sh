@@ -3,6 +3,9 @@
 # against the release build (make bench-bins) must write every figure of
 # bench.json, judge every target, and draw its charts; the scale-out phase
 # must fail the bench when the database does not hold exactly the backlog.
+# make bench-scale in small: one short run of bench/scale.sh on tables of a
+# few thousand rows must write every figure of bench-scale.json under its
+# name, the curve, and its charts (the figures are not judged here).
 # The runs write into this suite's own directory (BENCH_OUT), never build/.
 . "$(dirname "$0")/lib.sh"
 
@@ -14,6 +17,16 @@ SMALL=(BENCH_REVIEWS=10000 BENCH_APPS=1000 BENCH_ROUNDS=1 BENCH_TLS_ROUNDS=1 BEN
 # One short bench for the tests below to read.
 env BUILD="$RELEASE" BENCH_OUT="$OUT" "${SMALL[@]}" "$TOP/bench/run.sh" >"$WORK/bench.out" 2>"$WORK/bench.err"
 BENCH_RC=$?
+
+# One short bench-scale: three sizes (0, 2,000 and 6,000 reviews; two days of
+# app_stats at the largest), one round each. 5,000 reviews a crawl, so that
+# every pass costs PostgreSQL some clock ticks (the /proc figures count in
+# hundredths of a second).
+SCALE_OUT=$WORK/scale
+SCALE_SMALL=(BENCH_SCALE_ROWS=6000 "BENCH_SCALE_CURVE=0 2000" BENCH_SCALE_STATS_DAYS=2 BENCH_SCALE_ROUNDS=1
+    BENCH_REVIEWS=5000 BENCH_APPS=100 BENCH_PROFILE=0 BENCH_TIMEOUT_S=60)
+env BUILD="$RELEASE" BENCH_OUT="$SCALE_OUT" "${SCALE_SMALL[@]}" "$TOP/bench/scale.sh" >"$WORK/scale.out" 2>"$WORK/scale.err"
+SCALE_RC=$?
 
 bench_ran() {
     [ "$BENCH_RC" -eq 0 ] || { tail -30 "$WORK/bench.err" >&2; fail "bench/run.sh exited with $BENCH_RC"; }
@@ -134,6 +147,74 @@ EOF
     grep -q "after two members the reviews table holds 999[89] rows" "$out.err" ||
         fail "no missing-row failure: $(tail -5 "$out.err")"
     [ ! -e "$out/bench.json" ] || fail "a failed bench wrote bench.json"
+}
+
+scale_ran() {
+    [ "$SCALE_RC" -eq 0 ] || { tail -30 "$WORK/scale.err" >&2; fail "bench/scale.sh exited with $SCALE_RC"; }
+}
+
+test_bench_scale_writes_every_named_figure_the_curve_and_a_judged_target_for_each() {
+    scale_ran
+    local json=$SCALE_OUT/bench-scale.json key name
+    for key in prefill_reviews scale_fresh_ratio_to_copy_limit scale_reobserve_ratio_to_update_limit \
+        scale_replay_pg_cpu_ratio_to_probe scale_fresh_pg_cpu_ratio_to_copy scale_reobserve_pg_cpu_ratio_to_update \
+        service_cpu_us_per_message consumer_floor_cpu_us_per_message service_cpu_ratio_to_floor_plus_decode \
+        peak_rss_mb decode_us_per_message; do
+        [ -n "$(jq -r ".$key | numbers" "$json")" ] || fail "bench-scale.json has no number under $key"
+    done
+    assert_eq 6000 "$(jq .prefill_reviews "$json")" "prefill_reviews"
+    # The templates held what the sizes say: reviews, and the month of
+    # app_stats scaled to the size (two days at 6,000, none below).
+    assert_eq "0 2000 6000" "$(jq -r '[.curve[].rows] | map(tostring) | join(" ")' "$json")" "the curve's sizes"
+    assert_eq "0 0 4800" "$(jq -r '[.curve[].app_stats_rows] | map(tostring) | join(" ")' "$json")" "app_stats rows by size"
+    jq -e '.curve | all(([.fresh_ratio, .reobserve_ratio, .replay_ratio] | all(type == "number" and . > 0))
+        and (.pg_cpu_us_per_row | [.fresh, .limit_copy, .reobserve, .limit_update, .replay, .limit_probe]
+        | all(type == "number" and . >= 0)))' "$json" >/dev/null ||
+        fail "a curve point lacks a ratio or a CPU figure: $(jq -c .curve "$json")"
+    # The service's ratio is its CPU over the floor plus the decoder's (one round: no median to blur it).
+    jq -e '(.service_cpu_ratio_to_floor_plus_decode - .service_cpu_us_per_message
+        / (.consumer_floor_cpu_us_per_message + .decode_us_per_message)) | (if . < 0 then -. else . end) < 0.01' "$json" >/dev/null ||
+        fail "service_cpu_ratio_to_floor_plus_decode is not service / (floor + decode): $(jq -c '[.service_cpu_us_per_message,
+            .consumer_floor_cpu_us_per_message, .decode_us_per_message, .service_cpu_ratio_to_floor_plus_decode]' "$json")"
+    assert_eq 8 "$(jq '.targets | length' "$json")" "the number of targets"
+    for name in $(jq -r '.targets | keys[]' "$json"); do
+        jq -e --arg n "$name" '.targets[$n] as $t | ($t.value == .[$n]) and ($t.limit | type == "number")
+            and ($t.met == (if $t.op == ">=" then $t.value >= $t.limit else $t.value <= $t.limit end))' \
+            "$json" >/dev/null || fail "target $name is not judged right: $(jq -c --arg n "$name" '.targets[$n]' "$json")"
+    done
+    assert_eq "0.85 0.85 1.15 1.15 1.3 1.5 64 10000000" "$(jq -r '.targets | [.scale_fresh_ratio_to_copy_limit,
+        .scale_reobserve_ratio_to_update_limit, .scale_fresh_pg_cpu_ratio_to_copy, .scale_reobserve_pg_cpu_ratio_to_update,
+        .scale_replay_pg_cpu_ratio_to_probe, .service_cpu_ratio_to_floor_plus_decode, .peak_rss_mb, .prefill_reviews]
+        | map(.limit | tostring) | join(" ")' "$json")" "target limits"
+    # The printed table judges the same targets, and the prefilled size missed its own.
+    grep -Eq '^service CPU/msg / \(Kafka floor \+ decoding\) +[0-9.]+ .* (PASS|MISS)$' "$WORK/scale.out" ||
+        fail "the table prints no verdict for the service's CPU"
+    grep -Eq '^reviews already in the table +6000 .* MISS$' "$WORK/scale.out" || fail "6,000 prefilled reviews were not judged short of 10,000,000"
+}
+
+test_bench_scale_charts_are_well_formed_svg_holding_every_series() {
+    scale_ran
+    local f s
+    for f in scale-ratio scale-pg-cpu scale-service-cpu; do
+        xmllint --noout "$SCALE_OUT/bench-scale-charts/$f.svg" || fail "$f.svg is missing or not well-formed XML"
+    done
+    s=$(series "$SCALE_OUT/bench-scale-charts/scale-ratio.svg")
+    for f in "fresh / plain COPY" "reobserve / UPDATE ... FROM" "replay / the probe"; do
+        assert_contains "$s" "$f" "scale-ratio.svg series"
+    done
+    s=$(series "$SCALE_OUT/bench-scale-charts/scale-pg-cpu.svg")
+    for f in "service, fresh" "plain COPY" "service, reobserve" "UPDATE ... FROM" "service, replay" "the probe"; do
+        assert_contains "$s" "$f" "scale-pg-cpu.svg series"
+    done
+}
+
+test_bench_scale_refuses_a_curve_that_does_not_rise_naming_the_variable() {
+    local rc=0 err
+    err=$(env BUILD="$RELEASE" BENCH_OUT="$WORK/scale-bad" BENCH_SCALE_ROWS=6000 "BENCH_SCALE_CURVE=2000 1000" \
+        "$TOP/bench/scale.sh" 2>&1) || rc=$?
+    assert_eq 2 "$rc" "exit status"
+    assert_contains "$err" "BENCH_SCALE_CURVE must rise" "error message"
+    [ ! -e "$WORK/scale-bad/bench-scale.json" ] || fail "a refused bench-scale wrote bench-scale.json"
 }
 
 test_bare_pg_two_connections_need_the_partition_count() {
