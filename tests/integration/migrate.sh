@@ -45,19 +45,6 @@ migrate_ok() {
     [ "$rc" -eq 0 ] || fail "migrate exited $rc: $(cat "$1.err")"
 }
 
-# A port on the loopback interface nobody listens on.
-dead_port() {
-    local port
-    for _ in $(seq 1 50); do
-        port=$((20000 + RANDOM % 20000))
-        if ! (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
-            echo "$port"
-            return 0
-        fi
-    done
-    fail "no free port found"
-}
-
 # Prints the storage-consumer tables (and tracking table) that exist in $DB.
 existing_own_tables() {
     local t
@@ -368,7 +355,7 @@ test_a_failing_migration_leaves_nothing_half_applied() {
 
 test_password_never_appears_in_connection_errors() {
     local port rc out err conninfo
-    port=$(dead_port)
+    port=$(free_port)
     for conninfo in \
         "host=127.0.0.1 port=$port dbname=storage user=storage password=s3cret connect_timeout=5" \
         "postgresql://storage:s3cret@127.0.0.1:$port/storage?connect_timeout=5" \

@@ -8,6 +8,8 @@
 #   pg.sh stop DIR      stop it (fast shutdown) and keep DIR
 #   pg.sh destroy DIR   stop it and remove DIR
 #   pg.sh conninfo DIR  print the conninfo of a started server
+#   pg.sh free-port     print a loopback port nobody listens on, below the
+#                       kernel's ephemeral range (for a server of a test)
 #   pg.sh ctl DIR ARGS  run pg_ctl on it (e.g. "restart -m fast")
 #   pg.sh backup DIR DEST   pg_basebackup of the running server into DEST, with
 #                       the WAL it needs (-X stream)
@@ -29,11 +31,16 @@ as_owner() {
 }
 
 free_port() {
-    # A port nobody listens on, in the ephemeral range; good enough for a
-    # private test server (the start fails loudly if it was taken meanwhile).
-    local port
+    # A loopback port nobody listens on, below the kernel's ephemeral range:
+    # a port from that range can be handed meanwhile to any socket bound to
+    # port 0 (a broker helper of a suite running beside this one) or to an
+    # outgoing connection, and the server meant for it then fails to start.
+    # A port taken between this check and the bind still fails loudly.
+    local port low
+    read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+    [ "$low" -gt 12000 ] || { echo "pg.sh: the ephemeral port range starts at $low: no room below it" >&2; return 1; }
     for _ in $(seq 1 50); do
-        port=$(( 20000 + RANDOM % 20000 ))
+        port=$((10000 + RANDOM % (low - 10000)))
         if ! (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
             echo "$port"
             return 0
@@ -49,7 +56,7 @@ conninfo() {
 
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { sed -n '2,18p' "$0" >&2; exit 2; }
+[ -n "$cmd" ] && { [ -n "$dir" ] || [ "$cmd" = free-port ]; } || { sed -n '2,20p' "$0" >&2; exit 2; }
 
 init() {
     mkdir -p "$1"
@@ -61,6 +68,9 @@ init() {
 }
 
 case "$cmd" in
+free-port)
+    free_port
+    ;;
 init)
     init "$dir"
     ;;

@@ -41,13 +41,7 @@ SVC_CLEAN_ENV=
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # A loopback port nobody listens on (STORAGE_METRICS_ADDR).
-free_port() {
-    local port
-    while :; do
-        port=$((20000 + RANDOM % 20000))
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
-    done
-}
+free_port() { "$PG" free-port; }
 
 # GET a path from 127.0.0.1:PORT with bash alone (no curl on a fresh machine).
 http_get() { # port path
