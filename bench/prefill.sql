@@ -43,8 +43,9 @@ SELECT g, 1 + h1 % :apps,
        synced - make_interval(secs => h3 % (20 * 86400)),
        synced
 FROM generate_series(1, :rows) AS g,
-     LATERAL (SELECT hashint8(g) AS x) AS hx,
-     LATERAL (SELECT x & 2147483647 AS h1, (x >> 31) & 2147483647 AS h2, abs(hashint4(g::int)::bigint) AS h3) AS hs,
+     -- three independent 31-bit hashes of the row's number
+     LATERAL (SELECT hashint8(g) & 2147483647 AS h1, hashint8(-g) & 2147483647 AS h2,
+                     hashint8(g + 4000000000) & 2147483647 AS h3) AS hs,
      -- synced within the 30 days before the first measured crawl (2026-11-29 12:00 UTC)
      LATERAL (SELECT timestamptz '2026-11-29 12:00:00+00' - make_interval(secs => 3600 + h1 % (30 * 86400)) AS synced) AS s;
 SELECT setval('reviews_id_seq', :rows);
