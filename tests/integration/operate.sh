@@ -670,8 +670,9 @@ test_a_replay_is_not_undone_by_a_batch_a_paused_member_commits_late() {
         STORAGE_DB_RETRY_MAX_ATTEMPTS=1 STORAGE_SHUTDOWN_TIMEOUT_SECONDS=90
     wait_for_log zombie '\[reviews\] partitions assigned' 1
     hold_lock reviews
-    { review com.example.fence r-0-7 1 2026-11-29T10:00:00Z; review com.example.fence r-0-8 1 2026-11-29T10:00:00Z; } |
-        produce "$TOPIC_REVIEWS" -p 0
+    # One message: two could be fetched apart, and the second batch never
+    # runs in a stopped process.
+    review com.example.fence r-0-7 1 2026-11-29T10:00:00Z | produce "$TOPIC_REVIEWS" -p 0
     wait_blocked "" 30 zombie || fail "the member's batch did not wait on the lock"
     svc_signal zombie STOP
     # The group drops the paused member after its session timeout; the
@@ -681,7 +682,7 @@ test_a_replay_is_not_undone_by_a_batch_a_paused_member_commits_late() {
     assert_reviews_at "0 0 0" "0 0 0" "after the replay"
     # The paused member's transaction goes on: its rows, the raise, COMMIT.
     release_lock
-    wait_for_sql "SELECT count(*) FROM reviews WHERE review_id IN ('r-0-7', 'r-0-8')" 2
+    wait_for_sql "SELECT count(*) FROM reviews WHERE review_id = 'r-0-7'" 1
     assert_eq "0 0 0" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the late batch"
     svc_kill zombie >/dev/null
 }
