@@ -10,12 +10,13 @@
 #                                     make bench-scale's: OUT/bench-scale-charts/*.svg
 #                                     from OUT/bench-scale.json (bench/scale.sh)
 #
-#   throughput.svg  rows/s per round: storage-consumer against bare PostgreSQL,
-#                   fresh, replay, and two members against two connections
+#   throughput.svg  rows/s per round: each phase of storage-consumer against
+#                   PostgreSQL's limit for it (fresh / plain COPY, reobserve /
+#                   UPDATE ... FROM, replay / the probe), and two members
 #   latency.svg     network-metrics publish -> visible during phase 3's
 #                   ingest: the share of messages visible within x ms
-#   cpu.svg         CPU us per message per round: storage-consumer's against
-#                   PostgreSQL's per row in the same window
+#   cpu.svg         per round, PostgreSQL's backend CPU per row of each phase
+#                   against its limit's, and the service's own CPU per message
 #   scale-ratio.svg     (--scale) each phase's rows/s over its limit's, by the
 #                       reviews the table held before the crawls
 #   scale-pg-cpu.svg    (--scale) PostgreSQL CPU us per row of each phase and
@@ -145,19 +146,22 @@ set xrange [0.5:$rounds + 0.5]
 set xlabel "round"
 
 set output "$CHARTS/throughput.svg"
-set title "Throughput per round: storage-consumer against bare PostgreSQL ($(j .messages) reviews, $(j .review_partitions) partitions)\nmedians: fresh $(j .reviews_ratio_to_bare_pg) x, replay $(j .replay_ratio_to_bare_pg) x, two members $(j .two_member_ratio_to_bare_pg) x bare" noenhanced
+set title "Rows/s per round: each phase against PostgreSQL's limit ($(j .messages) reviews, $(j .review_partitions) partitions)\nmedians: fresh $(j .fresh_ratio_to_copy_limit) x plain COPY, reobserve $(j .reobserve_ratio_to_update_limit) x UPDATE ... FROM, replay $(j .replay_ratio_to_probe_limit) x the probe; two members $(j .two_member_ratio_to_one_member) x one" noenhanced
 set ylabel "rows/s"
 set yrange [0:*]
-plot $(plot_rounds 2:7:"#555555":1:"bare PostgreSQL, fresh" 3:5:"#1f77b4":1:"storage-consumer, fresh" \
-    4:7:"#999999":2:"bare PostgreSQL, replay" 5:5:"#2ca02c":2:"storage-consumer, replay" \
-    6:9:"#333333":3:"bare PostgreSQL, two connections" 7:11:"#d62728":3:"storage-consumer, two members")
+plot $(plot_rounds 2:4:"#1f77b4":2:"plain COPY (limit)" 3:5:"#1f77b4":1:"storage-consumer, fresh" \
+    4:6:"#ff7f0e":2:"UPDATE ... FROM + COPY (limit)" 5:7:"#ff7f0e":1:"storage-consumer, reobserve" \
+    6:8:"#2ca02c":2:"the probe (limit)" 7:9:"#2ca02c":1:"storage-consumer, replay" \
+    8:11:"#d62728":1:"storage-consumer, two members")
 
 set output "$CHARTS/cpu.svg"
-set title "CPU per message per round: storage-consumer against PostgreSQL (same window)\nmedian ratio: fresh $(j .cpu_ratio_to_postgres), replay $(j .cpu_ratio_to_postgres_replay) (target <= 0.15)" noenhanced
-set ylabel "CPU us per message (PostgreSQL: per row)"
-plot $(plot_rounds 8:5:"#1f77b4":1:"storage-consumer, fresh" 9:7:"#555555":1:"PostgreSQL, fresh" \
-    10:5:"#2ca02c":2:"storage-consumer, replay" 11:7:"#999999":2:"PostgreSQL, replay" \
-    12:11:"#d62728":3:"storage-consumer, two members" 13:9:"#333333":3:"PostgreSQL, two members")
+set title "CPU per round: PostgreSQL's per row, each phase against its limit; the service's own per message\nPostgreSQL medians: fresh $(j .targets.pg_cpu_ratio_fresh.value) x, reobserve $(j .targets.pg_cpu_ratio_reobserve.value) x, replay $(j .targets.pg_cpu_ratio_replay.value) x the limit's (target <= 1.15)" noenhanced
+set ylabel "CPU us per row (the service: per message)"
+plot $(plot_rounds 9:4:"#1f77b4":2:"PostgreSQL, plain COPY (limit)" 10:5:"#1f77b4":1:"PostgreSQL, fresh" \
+    11:6:"#ff7f0e":2:"PostgreSQL, UPDATE ... FROM (limit)" 12:7:"#ff7f0e":1:"PostgreSQL, reobserve" \
+    13:8:"#2ca02c":2:"PostgreSQL, the probe (limit)" 14:9:"#2ca02c":1:"PostgreSQL, replay" \
+    15:13:"#555555":1:"storage-consumer, fresh" 16:13:"#999999":1:"storage-consumer, reobserve" \
+    17:13:"#333333":3:"storage-consumer, replay")
 
 set output "$CHARTS/latency.svg"
 set title "network-metrics publish -> visible during the all-pipelines ingest ($(j .network_metrics_samples) messages)\np50 $(j .network_metrics_p50_ms) ms, p99 $(j .network_metrics_p99_ms) ms (target <= 25 ms)" noenhanced

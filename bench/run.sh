@@ -588,16 +588,19 @@ echo "wrote $JSON" >&2
 
 # ---- charts ------------------------------------------------------------------
 
-# What bench/charts.sh draws besides bench.json: one line per round, and the
-# network-metrics samples of phase 3's ingest window (ms since its start,
-# latency ms).
+# What bench/charts.sh draws besides bench.json: one line per round (each
+# phase's rows/s beside its limit's, then PostgreSQL's backend CPU per row the
+# same way, then the service's own CPU per message), and the network-metrics
+# samples of phase 3's ingest window (ms since its start, latency ms).
 {
-    printf 'round\tbare_fresh\tsvc_fresh\tbare_replay\tsvc_replay\tbare_two_conn\tsvc_two_members'
-    printf '\tsvc_cpu_us_fresh\tpg_cpu_us_fresh\tsvc_cpu_us_replay\tpg_cpu_us_replay\tsvc_cpu_us_two\tpg_cpu_us_two\n'
+    printf 'round\tlimit_copy\tsvc_fresh\tlimit_update\tsvc_reobserve\tlimit_probe\tsvc_replay\tsvc_two_members'
+    printf '\tpg_us_copy\tpg_us_fresh\tpg_us_update\tpg_us_reobserve\tpg_us_probe\tpg_us_replay'
+    printf '\tsvc_cpu_us_fresh\tsvc_cpu_us_reobserve\tsvc_cpu_us_replay\n'
     for ((r = 1; r <= ROUNDS; r++)); do
         printf '%d' "$r"
-        for w in bare_$r fresh_$r barerep_$r replay_$r bare2_$r two_$r; do printf '\t%.0f' "${R[$w.rows_per_s]}"; done
-        for w in fresh_$r replay_$r two_$r; do printf '\t%s\t%s' "${R[$w.client_us]}" "${R[$w.pg_us]}"; done
+        for w in lcopy_$r fresh_$r lupd_$r reob_$r lprobe_$r replay_$r two_$r; do printf '\t%.0f' "${R[$w.rows_per_s]}"; done
+        for w in lcopy_$r fresh_$r lupd_$r reob_$r lprobe_$r replay_$r; do printf '\t%s' "${R[$w.backend_us_per_msg]}"; done
+        for w in fresh_$r reob_$r replay_$r; do printf '\t%s' "${R[$w.client_us]}"; done
         printf '\n'
     done
 } >"$DATA/rounds.tsv"

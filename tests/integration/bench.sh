@@ -93,15 +93,20 @@ test_bench_charts_are_well_formed_svg_holding_every_series() {
         xmllint --noout "$OUT/bench-charts/$f.svg" || fail "$f.svg is not well-formed XML"
     done
     s=$(series "$OUT/bench-charts/throughput.svg")
-    for f in "bare PostgreSQL, fresh" "storage-consumer, fresh" "bare PostgreSQL, replay" "storage-consumer, replay" \
-        "bare PostgreSQL, two connections" "storage-consumer, two members"; do
+    for f in "plain COPY (limit)" "storage-consumer, fresh" "UPDATE ... FROM + COPY (limit)" \
+        "storage-consumer, reobserve" "the probe (limit)" "storage-consumer, replay" "storage-consumer, two members"; do
         assert_contains "$s" "$f" "throughput.svg series"
     done
     s=$(series "$OUT/bench-charts/cpu.svg")
-    for f in "storage-consumer, fresh" "PostgreSQL, fresh" "storage-consumer, replay" "PostgreSQL, replay" \
-        "storage-consumer, two members" "PostgreSQL, two members"; do
+    for f in "PostgreSQL, plain COPY (limit)" "PostgreSQL, fresh" "PostgreSQL, UPDATE ... FROM (limit)" \
+        "PostgreSQL, reobserve" "PostgreSQL, the probe (limit)" "PostgreSQL, replay" \
+        "storage-consumer, fresh" "storage-consumer, reobserve" "storage-consumer, replay"; do
         assert_contains "$s" "$f" "cpu.svg series"
     done
+    # The retired baseline, the staging upsert, is drawn no more.
+    if grep -q "bare PostgreSQL" "$OUT/bench-charts/throughput.svg" "$OUT/bench-charts/cpu.svg"; then
+        fail "a chart still draws the staging upsert as bare PostgreSQL"
+    fi
     assert_contains "$(series "$OUT/bench-charts/latency.svg")" "messages visible within x ms" "latency.svg series"
     # Drawn from the run's own data: one line per round, a latency per sample.
     assert_eq 2 "$(wc -l <"$OUT/bench-data/rounds.tsv")" "rounds.tsv: a header and one round"
