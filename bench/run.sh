@@ -593,14 +593,15 @@ echo "wrote $JSON" >&2
 # same way, then the service's own CPU per message), and the network-metrics
 # samples of phase 3's ingest window (ms since its start, latency ms).
 {
+    PAIRS="lcopy fresh lupd reob lprobe replay" # each limit, then the service's phase it bounds
     printf 'round\tlimit_copy\tsvc_fresh\tlimit_update\tsvc_reobserve\tlimit_probe\tsvc_replay\tsvc_two_members'
     printf '\tpg_us_copy\tpg_us_fresh\tpg_us_update\tpg_us_reobserve\tpg_us_probe\tpg_us_replay'
     printf '\tsvc_cpu_us_fresh\tsvc_cpu_us_reobserve\tsvc_cpu_us_replay\n'
     for ((r = 1; r <= ROUNDS; r++)); do
         printf '%d' "$r"
-        for w in lcopy_$r fresh_$r lupd_$r reob_$r lprobe_$r replay_$r two_$r; do printf '\t%.0f' "${R[$w.rows_per_s]}"; done
-        for w in lcopy_$r fresh_$r lupd_$r reob_$r lprobe_$r replay_$r; do printf '\t%s' "${R[$w.backend_us_per_msg]}"; done
-        for w in fresh_$r reob_$r replay_$r; do printf '\t%s' "${R[$w.client_us]}"; done
+        for p in $PAIRS two; do printf '\t%.0f' "${R[${p}_$r.rows_per_s]}"; done
+        for p in $PAIRS; do printf '\t%s' "${R[${p}_$r.backend_us_per_msg]}"; done
+        for p in fresh reob replay; do printf '\t%s' "${R[${p}_$r.client_us]}"; done
         printf '\n'
     done
 } >"$DATA/rounds.tsv"
