@@ -193,7 +193,7 @@ $(BUILD)/bench/decode_speed: bench/decode_speed.c $(BENCH_CORE) $(BUILD)/obj/jso
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/support -o $@ bench/decode_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS)
 
-$(BUILD)/bench/consumer_floor: bench/consumer_floor.c
+$(BUILD)/bench/consumer_floor: bench/consumer_floor.c src/alloc_settings.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LDLIBS)
 

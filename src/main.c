@@ -2,13 +2,13 @@
  * duplicated. main parses the command line and the settings and decides the
  * exit code; the work is done by the modules it calls. */
 #include <jansson.h>
-#include <malloc.h>
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_settings.h"
 #include "crash.h"
 #include "env_file.h"
 #include "exit_code.h"
@@ -195,13 +195,7 @@ int main(int argc, char **argv)
     char err[1024];
     int rc;
 
-    /* Buffers of 128 KiB and more get pages of their own, returned to the
-     * system when freed. librdkafka decompresses each fetched message set
-     * (about 1 MiB) on a broker thread and the worker frees it: with glibc's
-     * default the threshold rises to that size after the first free, the
-     * sets land in the threads' heaps, and the heaps keep their freed pages
-     * (DESIGN.md: Settings and budgets). Fixing the threshold keeps it. */
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    alloc_settings_apply();
     atexit(pipelines_free);
 
     for (; i < argc; i++) {
