@@ -1,18 +1,23 @@
 /* bench/consumer_floor — the floor of reading Kafka: what a bare librdkafka
  * consumer spends to read the records the service reads, with the service's
  * own consumer settings (src/kafka/conf.c: a group member, cooperative-sticky,
- * an 8 MiB local queue, 256 KiB fetches per partition, no auto commit) and the
- * service's rhythm (records taken in batches of BATCH, each batch's offsets
- * committed synchronously before the next), and nothing else: no decoding,
- * no database (docs/DESIGN.md: Benchmark, the Kafka floor).
+ * an 8 MiB local queue, 256 KiB fetches per partition, no auto commit), its
+ * allocator settings (src/alloc_settings.h) and the service's rhythm (records
+ * taken in batches of BATCH, each batch's offsets committed synchronously
+ * before the next, at most RATE records a second), and nothing else: no
+ * decoding, no database (docs/DESIGN.md: Benchmark, the Kafka floor).
  *
- *   consumer_floor BOOTSTRAP TOPIC GROUP COUNT [BATCH]
+ *   consumer_floor BOOTSTRAP TOPIC GROUP COUNT [BATCH [RATE]]
  *
  * Reads TOPIC from its earliest offset as a member of GROUP until COUNT
  * records were read and committed, then closes (leaving the group) and
- * prints one line:
+ * prints one line. RATE (records per second; 0, the default: as fast as
+ * librdkafka delivers) paces the batches: after each, the floor sleeps until
+ * the records read so far are due, so it reads at the rate the service
+ * stored them: what librdkafka spends per record depends on how fast it is
+ * read (docs/PERFORMANCE.md: At scale). The line:
  *   messages=N batches=B seconds=S msgs_per_s=R cpu_s=C cpu_us_per_message=U
- *   bytes=P peak_rss_mb=M
+ *   bytes=P peak_rss_mb=M rate=RATE
  * (cpu: the whole process from before the client was made to after it was
  * destroyed, every thread, user and system, as the service's own figure is
  * taken; seconds: from the first record to the last commit). Exit 1 on any
@@ -24,6 +29,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "alloc_settings.h"
 
 #define WAIT_S 300
 
@@ -52,12 +60,12 @@ static void set(rd_kafka_conf_t *conf, const char *name, const char *value)
     }
 }
 
-static long positive(const char *what, const char *s)
+static long whole(const char *what, const char *s, long least)
 {
     char *end;
     long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < 1) {
-        fprintf(stderr, "consumer_floor: %s must be a whole number of at least 1, not '%s'\n", what, s);
+    if (*s == '\0' || *end != '\0' || v < least) {
+        fprintf(stderr, "consumer_floor: %s must be a whole number of at least %ld, not '%s'\n", what, least, s);
         exit(2);
     }
     return v;
@@ -65,11 +73,13 @@ static long positive(const char *what, const char *s)
 
 int main(int argc, char **argv)
 {
-    if (argc < 5 || argc > 6) {
-        fprintf(stderr, "usage: consumer_floor BOOTSTRAP TOPIC GROUP COUNT [BATCH]\n");
+    alloc_settings_apply();
+    if (argc < 5 || argc > 7) {
+        fprintf(stderr, "usage: consumer_floor BOOTSTRAP TOPIC GROUP COUNT [BATCH [RATE]]\n");
         return 2;
     }
-    const long count = positive("COUNT", argv[4]), batch = argc == 6 ? positive("BATCH", argv[5]) : 500;
+    const long count = whole("COUNT", argv[4], 1), batch = argc >= 6 ? whole("BATCH", argv[5], 1) : 500;
+    const long rate = argc == 7 ? whole("RATE", argv[6], 0) : 0;
     const double c0 = cpu_s(NULL);
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -146,6 +156,10 @@ int main(int argc, char **argv)
         for (long i = 0; i < n; i++) rd_kafka_message_destroy(held[i]);
         got += n;
         batches++;
+        if (rate) {
+            double due = first + (double)got / (double)rate, now = now_s();
+            if (due > now) usleep((useconds_t)((due - now) * 1e6));
+        }
     }
     double secs = now_s() - first;
     rd_kafka_consumer_close(rk);
@@ -154,8 +168,8 @@ int main(int argc, char **argv)
     long rss_kb;
     double cpu = cpu_s(&rss_kb) - c0;
     printf("messages=%ld batches=%ld seconds=%.3f msgs_per_s=%.0f cpu_s=%.3f cpu_us_per_message=%.2f bytes=%llu "
-           "peak_rss_mb=%.1f\n",
+           "peak_rss_mb=%.1f rate=%ld\n",
            got, batches, secs, (double)got / secs, cpu, cpu * 1e6 / (double)got, (unsigned long long)bytes,
-           (double)rss_kb / 1024.0);
+           (double)rss_kb / 1024.0, rate);
     return 0;
 }

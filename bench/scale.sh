@@ -18,13 +18,15 @@
 #       2. the service: the first crawl, the next crawl, its replay;
 #       at the largest size only, 3. the floor of reading Kafka: a bare
 #          librdkafka consumer (bench/consumer_floor: the service's consumer
-#          settings, batches of 500 committed, no decoding, no database)
-#          reads the first crawl's topic;
+#          and allocator settings, batches of 500 committed, no decoding, no
+#          database) reads the first crawl's topic, paced to the rate the
+#          service stored it at in this round, then once more unpaced;
 #   0. (once) the decoder alone over the first crawl (bench/decode_speed).
 #
-# The service's CPU per message is judged against the floor plus the
-# decoder's own cost; its PostgreSQL CPU per row (its sessions' backends over
-# the whole run) against the limits'. BENCH_PROFILE=1 samples the service
+# The service's CPU per message is judged against the paced floor plus the
+# decoder's own cost (the unpaced floor is reported beside it); its
+# PostgreSQL CPU per row (its sessions' backends over the whole run) against
+# the limits'. BENCH_PROFILE=1 samples the service
 # with perf during the last round's first crawl at the largest size and
 # splits its CPU (bench-scale-logs/profile-split.txt). The loaded tables are
 # the migrations' own (bench/prefill.sql makes every constraint again under
@@ -49,7 +51,7 @@ STATS_DAYS=${BENCH_SCALE_STATS_DAYS:-30}
 ROUNDS=${BENCH_SCALE_ROUNDS:-3} ROUNDS_VAR=BENCH_SCALE_ROUNDS
 PROFILE=${BENCH_PROFILE-$(command -v perf >/dev/null && echo 1 || echo 0)}
 declare -A R # results: R[window.key]; windows (each _R: round R, K: the size's index in SIZES)
-# lcopyK, lupdK, lprobeK (the limits), freshK, reobK, replayK (the service), floor (the Kafka floor)
+# lcopyK, lupdK, lprobeK (the limits), freshK, reobK, replayK (the service), floor and floorfast (the Kafka floor, paced and not)
 . "$top/bench/lib.sh"
 FLOOR=$BUILD/bench/consumer_floor
 LOGS=$OUT/bench-scale-logs
@@ -141,15 +143,23 @@ limits_round() { # K ROUND
 }
 
 # The floor: a bare consumer reads the first crawl's topic under a group of
-# its own, and its committed offsets must then be the high watermarks.
+# its own, and its committed offsets must then be the high watermarks. Twice:
+# paced to the rate the service stored the same crawl at in this round (the
+# floor its CPU is judged against: librdkafka spends more per record when it
+# is read at a service's pace than when it is drained at once), and unpaced.
 floor_round() { # ROUND
-    local r=$1 out=$WORK/floor-$1.txt kv
-    "$FLOOR" "$BOOTSTRAP" reviews "bench-floor-$r" "$REVIEWS" "$BATCH" >"$out" 2>"$WORK/floor-$r.log" ||
-        { cat "$WORK/floor-$r.log" >&2; die "bench/consumer_floor failed"; }
-    for kv in $(cat "$out"); do R[floor_$r.${kv%%=*}]=${kv#*=}; done
-    [ "${R[floor_$r.messages]}" -eq "$REVIEWS" ] || die "the floor consumer read ${R[floor_$r.messages]} messages, expected $REVIEWS"
-    TOPIC=reviews check_committed "bench-floor-$r"
-    echo "Kafka floor: ${R[floor_$r.cpu_us_per_message]} us CPU per message (${R[floor_$r.msgs_per_s]} messages/s)" >&2
+    local r=$1 w rate kv
+    for w in floor floorfast; do
+        rate=0
+        [ $w = floorfast ] || rate=$(calc %.0f "${R[fresh${LAST}_$r.msgs_per_s]}")
+        "$FLOOR" "$BOOTSTRAP" reviews "bench-$w-$r" "$REVIEWS" "$BATCH" "$rate" >"$WORK/$w-$r.txt" 2>"$WORK/$w-$r.log" ||
+            { cat "$WORK/$w-$r.log" >&2; die "bench/consumer_floor failed"; }
+        for kv in $(cat "$WORK/$w-$r.txt"); do R[${w}_$r.${kv%%=*}]=${kv#*=}; done
+        [ "${R[${w}_$r.messages]}" -eq "$REVIEWS" ] || die "the floor consumer read ${R[${w}_$r.messages]} messages, expected $REVIEWS"
+        TOPIC=reviews check_committed "bench-$w-$r"
+        echo "Kafka floor ($([ "$rate" = 0 ] && echo unpaced || echo "paced to $rate messages/s")):" \
+            "${R[${w}_$r.cpu_us_per_message]} us CPU per message (${R[${w}_$r.msgs_per_s]} messages/s)" >&2
+    done
 }
 
 PROFILE_WINDOWS="fresh${LAST}_$ROUNDS" # the one ingest BENCH_PROFILE=1 samples
@@ -222,7 +232,9 @@ for k in "${!SIZES[@]}"; do
     done
 done
 for ((r = 1; r <= ROUNDS; r++)); do
-    R[floor_$r.ratio]=$(calc %.3f "${R[fresh${LAST}_$r.cpu_us_per_msg]} / (${R[floor_$r.cpu_us_per_message]} + $DECODE_US)")
+    for w in floor floorfast; do
+        R[${w}_$r.ratio]=$(calc %.3f "${R[fresh${LAST}_$r.cpu_us_per_msg]} / (${R[${w}_$r.cpu_us_per_message]} + $DECODE_US)")
+    done
 done
 [ "$PROFILE" = 1 ] && profile_split "fresh${LAST}_$ROUNDS"
 m2() { calc %.2f "$(med "$1" "$2")"; } # P KEY: the median, two decimals
@@ -234,6 +246,7 @@ done
 PEAK_RSS=$(printf '%s\n' "${RSS_ALL[@]}" | sort -g | tail -1)
 N=$LAST
 FLOOR_US=$(m2 floor cpu_us_per_message)
+FLOOR_FAST_US=$(m2 floorfast cpu_us_per_message)
 SVC_US=$(m2 "fresh$N" cpu_us_per_msg)
 REV=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
 DIRTY=$([ -n "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" ] && echo "+dirty" || true)
@@ -274,8 +287,11 @@ printf '\nrows/s at %s reviews: COPY %s, service fresh %s; UPDATE %s, reobserve 
     "$(calc %.0f "$(med "lcopy$N" rows_per_s)")" "$(calc %.0f "$(med "fresh$N" rows_per_s)")" \
     "$(calc %.0f "$(med "lupd$N" rows_per_s)")" "$(calc %.0f "$(med "reob$N" rows_per_s)")" \
     "$(calc %.0f "$(med "lprobe$N" rows_per_s)")" "$(calc %.0f "$(med "replay$N" rows_per_s)")"
-printf 'service CPU per message (fresh, whole run) %s us; Kafka floor %s us (%s); decoding %s us\n' "$SVC_US" "$FLOOR_US" \
-    "$(spread floor cpu_us_per_message %.2f)" "$DECODE_US"
+printf 'service CPU per message (fresh, whole run) %s us; decoding %s us\n' "$SVC_US" "$DECODE_US"
+printf 'Kafka floor paced to the service'"'"'s rate (%s messages/s) %s us (%s): service / (floor + decoding) %s\n' \
+    "$(calc %.0f "$(med floor rate)")" "$FLOOR_US" "$(spread floor cpu_us_per_message %.2f)" "$(m2 floor ratio)"
+printf 'Kafka floor unpaced (%s messages/s) %s us (%s): service / (floor + decoding) %s\n' \
+    "$(calc %.0f "$(med floorfast msgs_per_s)")" "$FLOOR_FAST_US" "$(spread floorfast cpu_us_per_message %.2f)" "$(m2 floorfast ratio)"
 printf 'templates made in: %s s\n' "$(for k in "${!SIZES[@]}"; do printf '%s ' "${R[size_$k.prefill_s]}"; done)"
 [ ! -s "$WORK/profile-split.txt" ] || { echo; cat "$WORK/profile-split.txt"; }
 print_targets "targets at ${SIZES[N]} reviews (the median)"
@@ -313,8 +329,14 @@ cat >"$JSON" <<JSON
   "decode_us_per_message": $DECODE_US,
   "service_cpu_ratio_to_floor_plus_decode": $(m2 floor ratio),
   "consumer_floor_msgs_per_s": $(calc %.0f "$(med floor msgs_per_s)"),
+  "consumer_floor_pace_msgs_per_s": $(calc %.0f "$(med floor rate)"),
+  "service_msgs_per_s": $(calc %.0f "$(med "fresh$N" msgs_per_s)"),
+  "consumer_floor_unpaced_cpu_us_per_message": $FLOOR_FAST_US,
+  "consumer_floor_unpaced_msgs_per_s": $(calc %.0f "$(med floorfast msgs_per_s)"),
+  "service_cpu_ratio_to_unpaced_floor_plus_decode": $(m2 floorfast ratio),
   "peak_rss_mb": $PEAK_RSS,
   "consumer_floor_cpu_us_per_message_rounds": $(json_list $(over_rounds floor cpu_us_per_message)),
+  "consumer_floor_unpaced_cpu_us_per_message_rounds": $(json_list $(over_rounds floorfast cpu_us_per_message)),
   "service_cpu_us_per_message_rounds": $(json_list $(over_rounds "fresh$N" cpu_us_per_msg)),
   "curve": [$(curve_json)
   ],

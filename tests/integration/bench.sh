@@ -164,6 +164,7 @@ test_bench_scale_writes_every_named_figure_the_curve_and_a_judged_target_for_eac
     for key in prefill_reviews scale_fresh_ratio_to_copy_limit scale_reobserve_ratio_to_update_limit \
         scale_replay_pg_cpu_ratio_to_probe scale_fresh_pg_cpu_ratio_to_copy scale_reobserve_pg_cpu_ratio_to_update \
         service_cpu_us_per_message consumer_floor_cpu_us_per_message service_cpu_ratio_to_floor_plus_decode \
+        consumer_floor_unpaced_cpu_us_per_message service_cpu_ratio_to_unpaced_floor_plus_decode \
         peak_rss_mb decode_us_per_message; do
         [ -n "$(jq -r ".$key | numbers" "$json")" ] || fail "bench-scale.json has no number under $key"
     done
@@ -181,6 +182,14 @@ test_bench_scale_writes_every_named_figure_the_curve_and_a_judged_target_for_eac
         / (.consumer_floor_cpu_us_per_message + .decode_us_per_message)) | (if . < 0 then -. else . end) < 0.01' "$json" >/dev/null ||
         fail "service_cpu_ratio_to_floor_plus_decode is not service / (floor + decode): $(jq -c '[.service_cpu_us_per_message,
             .consumer_floor_cpu_us_per_message, .decode_us_per_message, .service_cpu_ratio_to_floor_plus_decode]' "$json")"
+    jq -e '(.service_cpu_ratio_to_unpaced_floor_plus_decode - .service_cpu_us_per_message
+        / (.consumer_floor_unpaced_cpu_us_per_message + .decode_us_per_message)) | (if . < 0 then -. else . end) < 0.01' "$json" >/dev/null ||
+        fail "the unpaced ratio is not service / (unpaced floor + decode): $(jq -c '[.service_cpu_us_per_message,
+            .consumer_floor_unpaced_cpu_us_per_message, .decode_us_per_message, .service_cpu_ratio_to_unpaced_floor_plus_decode]' "$json")"
+    # The judged floor read at the rate the service stored the crawl at, not faster.
+    jq -e '.consumer_floor_pace_msgs_per_s == .service_msgs_per_s and .consumer_floor_msgs_per_s <= 1.01 * .service_msgs_per_s' \
+        "$json" >/dev/null || fail "the floor was not paced to the service's rate: $(jq -c '[.service_msgs_per_s,
+            .consumer_floor_pace_msgs_per_s, .consumer_floor_msgs_per_s]' "$json")"
     assert_eq 8 "$(jq '.targets | length' "$json")" "the number of targets"
     for name in $(jq -r '.targets | keys[]' "$json"); do
         jq -e --arg n "$name" '.targets[$n] as $t | ($t.value == .[$n]) and ($t.limit | type == "number")
