@@ -20,8 +20,9 @@
 #          librdkafka consumer (bench/consumer_floor: the service's consumer
 #          and allocator settings, batches of 500 committed, no decoding, no
 #          database) reads the first crawl's topic, paced to the rate the
-#          service stored it at in this round, then once more unpaced;
-#   0. (once) the decoder alone over the first crawl (bench/decode_speed).
+#          service stored it at in this round, then once more unpaced; and
+#          before them the decoder alone over the first crawl
+#          (bench/decode_speed), on the machine as quiet as the floor's.
 #
 # The service's CPU per message is judged against the paced floor plus the
 # decoder's own cost (the unpaced floor is reported beside it); its
@@ -78,11 +79,6 @@ SECONDS_START=$SECONDS
 
 bench_start reviews:"$PARTITIONS" reviews-recrawl:"$PARTITIONS"
 bench_generate
-
-say "0. decoding alone: the $REVIEWS messages, 3 passes"
-DECODE_LINE=$("$DECODE" "$WORK/reviews.tsv" 3) || die "bench/decode_speed failed: $DECODE_LINE"
-DECODE_US=$(sed -n 's/.*fast_us=\([0-9.]*\).*/\1/p' <<<"$DECODE_LINE")
-echo "decoding: $DECODE_US us per message" >&2
 
 say "producing the $RECRAWL messages of the next crawl to reviews-recrawl, then the $REVIEWS of the first to reviews (kcat, zstd)"
 produce_topic reviews-recrawl "$WORK/recrawl.tsv" "$RECRAWL"
@@ -148,7 +144,10 @@ limits_round() { # K ROUND
 # floor its CPU is judged against: librdkafka spends more per record when it
 # is read at a service's pace than when it is drained at once), and unpaced.
 floor_round() { # ROUND
-    local r=$1 w rate kv
+    local r=$1 w rate kv line
+    line=$("$DECODE" "$WORK/reviews.tsv" 3) || die "bench/decode_speed failed: $line"
+    R[decode_$r.us]=$(sed -n 's/.*fast_us=\([0-9.]*\).*/\1/p' <<<"$line")
+    echo "decoding alone: ${R[decode_$r.us]} us per message" >&2
     for w in floor floorfast; do
         rate=0
         [ $w = floorfast ] || rate=$(calc %.0f "${R[fresh${LAST}_$r.msgs_per_s]}")
@@ -175,7 +174,7 @@ for k in "${!SIZES[@]}"; do
         service_round "$r" "scale_svc_${k}_$r" "$k"
         drop_db "scale_svc_${k}_$r"
         if [ "$k" -eq "$LAST" ]; then
-            say "round $r/$ROUNDS: 3. the Kafka floor (bench/consumer_floor)"
+            say "round $r/$ROUNDS: 3. the decoder alone and the Kafka floor (bench/consumer_floor)"
             floor_round "$r"
         fi
     done
@@ -233,7 +232,7 @@ for k in "${!SIZES[@]}"; do
 done
 for ((r = 1; r <= ROUNDS; r++)); do
     for w in floor floorfast; do
-        R[${w}_$r.ratio]=$(calc %.3f "${R[fresh${LAST}_$r.cpu_us_per_msg]} / (${R[${w}_$r.cpu_us_per_message]} + $DECODE_US)")
+        R[${w}_$r.ratio]=$(calc %.3f "${R[fresh${LAST}_$r.cpu_us_per_msg]} / (${R[${w}_$r.cpu_us_per_message]} + ${R[decode_$r.us]})")
     done
 done
 [ "$PROFILE" = 1 ] && profile_split "fresh${LAST}_$ROUNDS"
@@ -247,6 +246,7 @@ PEAK_RSS=$(printf '%s\n' "${RSS_ALL[@]}" | sort -g | tail -1)
 N=$LAST
 FLOOR_US=$(m2 floor cpu_us_per_message)
 FLOOR_FAST_US=$(m2 floorfast cpu_us_per_message)
+DECODE_US=$(calc %.3f "$(med decode us)")
 SVC_US=$(m2 "fresh$N" cpu_us_per_msg)
 REV=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
 DIRTY=$([ -n "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" ] && echo "+dirty" || true)
@@ -337,6 +337,7 @@ cat >"$JSON" <<JSON
   "peak_rss_mb": $PEAK_RSS,
   "consumer_floor_cpu_us_per_message_rounds": $(json_list $(over_rounds floor cpu_us_per_message)),
   "consumer_floor_unpaced_cpu_us_per_message_rounds": $(json_list $(over_rounds floorfast cpu_us_per_message)),
+  "decode_us_per_message_rounds": $(json_list $(over_rounds decode us)),
   "service_cpu_us_per_message_rounds": $(json_list $(over_rounds "fresh$N" cpu_us_per_msg)),
   "curve": [$(curve_json)
   ],
