@@ -220,6 +220,11 @@ test_bench_scale_charts_are_well_formed_svg_holding_every_series() {
     for f in "service, fresh" "plain COPY" "service, reobserve" "UPDATE ... FROM" "service, replay" "the probe"; do
         assert_contains "$s" "$f" "scale-pg-cpu.svg series"
     done
+    # Both floors are bars of their own, the judged one named by its pace.
+    s=$(cat "$SCALE_OUT/bench-scale-charts/scale-service-cpu.svg")
+    for f in "Kafka floor, unpaced" "Kafka floor at the service's rate" "floor + decoding" "storage-consumer"; do
+        assert_contains "$s" "$f" "scale-service-cpu.svg bars"
+    done
 }
 
 test_bench_scale_refuses_a_curve_that_does_not_rise_naming_the_variable() {
