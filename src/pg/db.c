@@ -288,14 +288,10 @@ static PGresult *collect(PGconn *conn, int64_t deadline_ms, char *err, size_t er
     return last;
 }
 
-/* db_query with the results in `result_format` (0 text, 1 binary). */
-static PGresult *query(PGconn *conn, const char *sql, int nparams, const char *const *values,
-                       const int *lengths, const int *formats, int result_format, int64_t deadline_ms,
-                       char *err, size_t errlen, error_class_t *cls)
+/* Send what `sent` says was queued (1), then collect its results. */
+static PGresult *sent_and_collected(PGconn *conn, int sent, int64_t deadline_ms, char *err, size_t errlen,
+                                    error_class_t *cls)
 {
-    int sent = nparams || result_format
-                   ? PQsendQueryParams(conn, sql, nparams, NULL, values, lengths, formats, result_format)
-                   : PQsendQuery(conn, sql);
     if (sent != 1) {
         db_describe(conn, NULL, err, errlen);
         if (cls) *cls = db_classify(conn, NULL);
@@ -305,11 +301,39 @@ static PGresult *query(PGconn *conn, const char *sql, int nparams, const char *c
     return collect(conn, deadline_ms, err, errlen, cls);
 }
 
+/* db_query with the results in `result_format` (0 text, 1 binary). */
+static PGresult *query(PGconn *conn, const char *sql, int nparams, const char *const *values,
+                       const int *lengths, const int *formats, int result_format, int64_t deadline_ms,
+                       char *err, size_t errlen, error_class_t *cls)
+{
+    int sent = nparams || result_format
+                   ? PQsendQueryParams(conn, sql, nparams, NULL, values, lengths, formats, result_format)
+                   : PQsendQuery(conn, sql);
+    return sent_and_collected(conn, sent, deadline_ms, err, errlen, cls);
+}
+
 PGresult *db_query(PGconn *conn, const char *sql, int nparams, const char *const *values,
                    const int *lengths, const int *formats, int64_t deadline_ms, char *err,
                    size_t errlen, error_class_t *cls)
 {
     return query(conn, sql, nparams, values, lengths, formats, 0, deadline_ms, err, errlen, cls);
+}
+
+int db_prepare(PGconn *conn, const char *name, const char *sql, int nparams, int64_t deadline_ms, char *err,
+               size_t errlen, error_class_t *cls)
+{
+    PGresult *res = sent_and_collected(conn, PQsendPrepare(conn, name, sql, nparams, NULL), deadline_ms, err,
+                                       errlen, cls);
+    if (!res) return -1;
+    PQclear(res);
+    return 0;
+}
+
+PGresult *db_query_prepared(PGconn *conn, const char *name, int nparams, const char *const *values,
+                            int64_t deadline_ms, char *err, size_t errlen, error_class_t *cls)
+{
+    return sent_and_collected(conn, PQsendQueryPrepared(conn, name, nparams, values, NULL, NULL, 0), deadline_ms,
+                              err, errlen, cls);
 }
 
 int db_command(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,

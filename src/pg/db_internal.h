@@ -30,6 +30,16 @@ PGresult *db_query(PGconn *conn, const char *sql, int nparams, const char *const
                    const int *lengths, const int *formats, int64_t deadline_ms, char *err,
                    size_t errlen, error_class_t *cls);
 
+/* Prepare `sql` (nparams text parameters) as the statement `name` of this
+ * session, within `deadline_ms`: what it parses and plans once instead of
+ * at every call. 0, or -1 with `err` and *cls set. */
+int db_prepare(PGconn *conn, const char *name, const char *sql, int nparams, int64_t deadline_ms, char *err,
+               size_t errlen, error_class_t *cls);
+
+/* db_query of the statement `name` db_prepare made in this session. */
+PGresult *db_query_prepared(PGconn *conn, const char *name, int nparams, const char *const *values,
+                            int64_t deadline_ms, char *err, size_t errlen, error_class_t *cls);
+
 /* db_query for commands: 0, or -1 with `err` and *cls set. */
 int db_command(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,
                error_class_t *cls);

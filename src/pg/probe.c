@@ -4,8 +4,11 @@
 
 #include "pg/db_internal.h"
 
-long probe_stored(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, const size_t *pending, size_t n,
-                  bool *stored, char *err, size_t errlen, error_class_t *cls)
+/* The session's name of the probe: one pipeline per session. */
+#define PROBE_STATEMENT "storage_probe"
+
+long probe_stored(db_conn_t *conn, bool *prepared, int64_t deadline_ms, const batch_t *b, const size_t *pending,
+                  size_t n, bool *stored, char *err, size_t errlen, error_class_t *cls)
 {
     const pipeline_def_t *def = b->def;
     const char **texts = malloc((n ? n : 1) * sizeof *texts);
@@ -31,8 +34,14 @@ long probe_stored(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, const 
         params[np++] = db_array_literal(texts, NULL, n);
     }
     long found = -1;
-    PGresult *res = db_query(conn, def->probe_sql, np, (const char *const *)params, NULL, NULL, deadline_ms, err,
-                             errlen, cls);
+    /* Prepared once per session: a batch's probe is then neither parsed nor
+     * planned again (DESIGN.md: The write path). */
+    PGresult *res = NULL;
+    if (*prepared || db_prepare(conn, PROBE_STATEMENT, def->probe_sql, np, deadline_ms, err, errlen, cls) == 0) {
+        *prepared = true;
+        res = db_query_prepared(conn, PROBE_STATEMENT, np, (const char *const *)params, deadline_ms, err, errlen,
+                                cls);
+    }
     if (res) {
         found = 0;
         for (int r = 0; r < PQntuples(res); r++) {

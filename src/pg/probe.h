@@ -16,9 +16,10 @@
 
 /* Ask, with the pipeline's probe (pipeline_def_t.probe_sql), which of the
  * events pending[0..n) of `b` are stored; mark each found stored[i] (i its
- * entry's index). One query, by `deadline_ms`. Returns how many were found,
- * or -1 with `err` and *cls set. */
-long probe_stored(db_conn_t *conn, int64_t deadline_ms, const batch_t *b, const size_t *pending, size_t n,
-                  bool *stored, char *err, size_t errlen, error_class_t *cls);
+ * entry's index). One query, by `deadline_ms`, of a statement prepared in
+ * the session (first, when *prepared is false: a new session; *prepared is
+ * then set). Returns how many were found, or -1 with `err` and *cls set. */
+long probe_stored(db_conn_t *conn, bool *prepared, int64_t deadline_ms, const batch_t *b, const size_t *pending,
+                  size_t n, bool *stored, char *err, size_t errlen, error_class_t *cls);
 
 #endif

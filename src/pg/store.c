@@ -45,6 +45,7 @@ void store_disconnect(store_t *st)
 {
     if (st->conn) PQfinish(st->conn);
     st->conn = NULL;
+    st->probe_prepared = false;
 }
 
 static void free_epochs(store_t *st)

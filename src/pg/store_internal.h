@@ -38,6 +38,7 @@ struct store {
      * its rows stored: a redelivery, a replay), and what the probe of the
      * batch being written found: per entry, and how many. */
     bool probe_next;
+    bool probe_prepared; /* in this session (conn) */
     bool *stored;
     size_t probed;
     /* Whether the next batch is COPYed straight into the table, and whether

@@ -546,7 +546,8 @@ static int probe(store_t *st, batch_t *b, char *err, size_t errlen, error_class_
     if (st->def->tombstones == TOMBSTONE_DELETE && has_state(b, ENTRY_TOMBSTONE)) return 0;
     size_t n = fill_pending(st, b);
     if (n == 0) return 0;
-    long found = probe_stored(st->conn, st->deadline, b, st->pending, n, st->stored, err, errlen, cls);
+    long found =
+        probe_stored(st->conn, &st->probe_prepared, st->deadline, b, st->pending, n, st->stored, err, errlen, cls);
     if (found >= 0) {
         st->probed = (size_t)found;
         return 0;

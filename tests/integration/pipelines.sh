@@ -240,6 +240,42 @@ test_a_redelivered_backlog_is_found_stored_by_a_probe_and_left_unlocked() {
         "rows locked: those the upserts skipped"
 }
 
+# The probe is a statement prepared in the pipeline's session (DESIGN.md:
+# The write path): a session the server ended (a restart, a terminated
+# backend, a pooler's reconnect) takes the prepared probe with it, and the
+# batches of the new session must prepare it again and keep skipping, not
+# fail on a statement that no longer exists.
+test_a_replay_keeps_probing_after_its_session_is_lost() {
+    begin_test reprobe
+    register_apps com.example.reprobe
+    backlog() { keyed_reviews com.example.reprobe r "$1" "$2"; }
+    backlog 1 600 | produce "$TOPIC_REVIEWS" -K'|'
+    start_service first STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    stop_clean first
+
+    TOPIC_REVIEWS=$TOPIC_REVIEWS-again GROUP_PREFIX=$GROUP_PREFIX-again
+    broker_ctl topic-create "$TOPIC_REVIEWS" 3 >/dev/null
+    backlog 1 300 | produce "$TOPIC_REVIEWS" -K'|'
+    start_service again STORAGE_PIPELINES=reviews STORAGE_MAX_POLL_RECORDS_REVIEWS=100
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    local before ended
+    before=$(batch_sum again reviews skipped_by_probe)
+    [ "$before" -ge 200 ] || fail "the replay's first 300 records: only $before found by the probe"
+    ended=$(sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'storage-consumer'")
+    [ "$ended" -ge 1 ] || fail "no session of the service to end"
+    backlog 301 600 | produce "$TOPIC_REVIEWS" -K'|'
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS"
+    stop_clean again
+
+    # The batch that met the ended session is retried on a new one, and it
+    # and every batch after it are probed again.
+    assert_eq "0/600/300" \
+        "$(batch_sum again reviews inserted)/$(batch_sum again reviews skipped)/$(($(batch_sum again reviews skipped_by_probe) - before))" \
+        "inserted/skipped/found by the probe after the session ended"
+    ! grep -q "the probe of stored rows failed" "$(svc_log again)" || fail "the probe failed after the session ended"
+}
+
 # A fresh ingest (DESIGN.md: The write path): once a batch has inserted
 # every row, the next is COPYed straight into the table, with no staging
 # table and no upsert. A batch so predicted that meets a stored key (a
