@@ -66,6 +66,7 @@ cleanup() {
     local rc=$?
     if [ -n "$LATENCY_PID" ]; then kill -TERM "$LATENCY_PID" 2>/dev/null || true; wait "$LATENCY_PID" 2>/dev/null || true; fi
     if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID" 2>/dev/null || true; wait "$PERF_PID" 2>/dev/null || true; fi
+    if [ -n "$PG_PERF_PID" ]; then kill -INT "$PG_PERF_PID" 2>/dev/null || true; wait "$PG_PERF_PID" 2>/dev/null || true; fi
     if [ -n "$SERVICE_PID" ]; then kill -TERM "$SERVICE_PID" 2>/dev/null || true; wait "$SERVICE_PID" 2>/dev/null || true; fi
     if [ -n "$SERVICE2_PID" ]; then kill -TERM "$SERVICE2_PID" 2>/dev/null || true; wait "$SERVICE2_PID" 2>/dev/null || true; fi
     "$BROKER" stop "$WORK/kafka" >/dev/null 2>&1 || true
@@ -391,19 +392,41 @@ profile_stop() { # NAME
     } >"$WORK/profile-$1.txt"
 }
 
+# BENCH_PROFILE=1, for the ingests PG_PROFILE_WINDOWS names: sample the
+# service's PostgreSQL sessions (their backends) until pg_profile_stop.
+PG_PROFILE_WINDOWS=
+PG_PERF_PID=
+pg_profile_start() { # NAME DB
+    local pids
+    pids=$(psql_db "$2" -At -c "SELECT string_agg(pid::text, ',') FROM pg_stat_activity
+        WHERE application_name = 'storage-consumer' AND datname = current_database()")
+    [ -n "$pids" ] || die "no PostgreSQL session of the service to sample ($1)"
+    perf record -q -e cpu-clock -F 999 -g -p "$pids" -o "$WORK/perf-pg-$1.data" >"$WORK/perf-pg-$1.log" 2>&1 &
+    PG_PERF_PID=$!
+}
+
+pg_profile_stop() {
+    kill -INT "$PG_PERF_PID" 2>/dev/null || true
+    wait "$PG_PERF_PID" 2>/dev/null || true
+    PG_PERF_PID=
+}
+
 # The service from TOPIC's offset 0 to lag 0: EXPECT messages.
 EXPECT=$REVIEWS
 ingest() { # NAME DB PIPELINES GROUP_PREFIX [FETCH_WAIT_MAX_MS]
-    local profile=0
+    local profile=0 pg_profile=0
     [ "$PROFILE" = 1 ] && [[ " $PROFILE_WINDOWS " == *" $1 "* ]] && profile=1
+    [ "$PROFILE" = 1 ] && [[ " $PG_PROFILE_WINDOWS " == *" $1 "* ]] && pg_profile=1
     psql_db postgres -c CHECKPOINT
     start_service "$@"
     wait_reviews "$1" 1
     [ $profile = 1 ] && profile_start "$1"
+    [ $pg_profile = 1 ] && pg_profile_start "$1" "$2"
     snapshot "$1" 0
     wait_reviews "$1" "$EXPECT"
     snapshot "$1" 1
     [ $profile = 1 ] && profile_stop "$1"
+    [ $pg_profile = 1 ] && pg_profile_stop
     return 0
 }
 

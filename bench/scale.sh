@@ -29,7 +29,8 @@
 # PostgreSQL CPU per row (its sessions' backends over the whole run) against
 # the limits'. BENCH_PROFILE=1 samples the service
 # with perf during the last round's first crawl at the largest size and
-# splits its CPU (bench-scale-logs/profile-split.txt). The loaded tables are
+# splits its CPU (bench-scale-logs/profile-split.txt), and its PostgreSQL
+# sessions during that round's replay (pg-profile-split.txt). The loaded tables are
 # the migrations' own (bench/prefill.sql makes every constraint again under
 # its name): the service's start-up checks them against the catalog on every
 # copy, and fails the bench if they were not.
@@ -125,7 +126,23 @@ limits_round() { # K ROUND
     local k=$1 r=$2 out=$WORK/limits-$1-$2.txt db=scale_limits_$1_$2 w
     copy_db "$k" "$db"
     "$BARE" "$(db_url "$db")" "$WORK/reviews.tsv" "$BATCH" --recrawl "$WORK/recrawl.tsv" --passes limits --prefilled \
-        >"$out" 2>"$WORK/limits-$k-$r.log" || { cat "$WORK/limits-$k-$r.log" >&2; die "bare_pg --passes limits failed"; }
+        >"$out" 2>"$WORK/limits-$k-$r.log" &
+    local bare=$! pid=
+    # BENCH_PROFILE=1, the last round at N: its session sampled, on the
+    # wall clock, for the probe pass's own window (pg_profile_split).
+    if [ "$PROFILE" = 1 ] && [ "$k" -eq "$LAST" ] && [ "$r" -eq "$ROUNDS" ]; then
+        while kill -0 "$bare" 2>/dev/null && [ -z "$pid" ]; do
+            pid=$(psql_db "$db" -At -c "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            [ -n "$pid" ] || sleep 0.1
+        done
+        if [ -n "$pid" ]; then
+            perf record -q -k realtime -e cpu-clock -F 999 -g -p "$pid" -o "$WORK/perf-pg-lprobe.data" \
+                >"$WORK/perf-pg-lprobe.log" 2>&1 &
+            PG_PERF_PID=$!
+        fi
+    fi
+    wait "$bare" || { cat "$WORK/limits-$k-$r.log" >&2; die "bare_pg --passes limits failed"; }
+    [ -z "$PG_PERF_PID" ] || pg_profile_stop
     grep -Eq "prefilled_rows=${SIZES[k]}( |$)" "$out" || die "bare_pg did not meet the ${SIZES[k]} reviews of the template: $(head -1 "$out")"
     bare_parse "$out" limit_copy "lcopy${k}_$r"
     bare_parse "$out" limit_update "lupd${k}_$r"
@@ -162,6 +179,7 @@ floor_round() { # ROUND
 }
 
 PROFILE_WINDOWS="fresh${LAST}_$ROUNDS" # the one ingest BENCH_PROFILE=1 samples
+PG_PROFILE_WINDOWS="replay${LAST}_$ROUNDS" # and the one whose PostgreSQL sessions it samples
 for k in "${!SIZES[@]}"; do
     say "size ${SIZES[k]}: the template (reviews, app_stats, frozen)"
     make_template "$k"
@@ -219,6 +237,41 @@ profile_split() { # NAME
         }' "$WORK/symbol-files.tsv" - | { read -r head; echo "$head"; sort -rn; } >"$WORK/profile-split.txt"
 }
 
+# The replay's PostgreSQL CPU by what its sessions' backends did, from the
+# call chains of the samples (PostgreSQL's exported functions; its static ones
+# have no symbols in Debian's build), each share also in us per row of the
+# window's backend CPU; the same of the probe limit's session, from the
+# samples of its pass's window alone (bare_pg's start_ms and end_ms).
+pg_profile_split() { # NAME PERF_DATA [START_MS END_MS]
+    local window=()
+    [ -z "${3:-}" ] || window=(--time "$(calc %.3f "$3 / 1000"),$(calc %.3f "$4 / 1000")")
+    perf script -i "$2" -F ip,sym "${window[@]}" 2>/dev/null |
+        awk -v us="${R[$1.backend_us_per_msg]}" -v name="$5" '
+        function sample() {
+            if (n == 0) return
+            if (s ~ / XLogFlush /) c = "COMMIT: the WAL flush"
+            else if (s ~ / (CommitTransactionCommand|StartTransactionCommand) /) c = "BEGIN and COMMIT: the rest"
+            else if (s ~ / (ExecCheckIndexConstraints|check_exclusion_or_unique_constraint|heap_insert|heap_update|ExecInsertIndexTuples) /) c = "the positions (insert, conflict, update)"
+            else if (s ~ / (pg_plan_queries|standard_planner|GetCachedPlan) /) c = "planning"
+            else if (s ~ / (raw_parser|parse_analyze_fixedparams|parse_analyze_varparams|pg_analyze_and_rewrite_fixedparams|pg_analyze_and_rewrite_varparams) /) c = "parsing"
+            else if (s ~ / (array_in|InputFunctionCall|OidInputFunctionCall) /) c = "parameters (the arrays read)"
+            else if (s ~ / (index_getnext_slot|index_getnext_tid|index_fetch_heap|_bt_first|btgettuple) /) c = "execution: index scans (the probe)"
+            else if (s ~ / (standard_ExecutorRun|PortalRun|ExecutorStart|standard_ExecutorStart|ExecutorEnd|standard_ExecutorEnd) /) c = "execution: the rest (join, unnest, registry look-ups)"
+            else if (s ~ / (pq_getmessage|pq_getbyte|pq_flush|pq_putmessage|secure_read|secure_write|socket_flush|__send|__recv|recv|send|epoll_wait) /) c = "protocol and sockets"
+            else c = "the rest"
+            share[c]++; total++
+            n = 0; s = " "
+        }
+        BEGIN { s = " " }
+        /^$/ { sample(); next }
+        { sym = $2; sub(/\+0x[0-9a-f]+$/, "", sym); s = s sym " "; n++ }
+        END {
+            sample()
+            printf "%s (%.1f us of PostgreSQL CPU per row):\n", name, us
+            for (c in share) printf "%6.1f%%  %5.2f us  %s\n", 100 * share[c] / total, share[c] / total * us, c
+        }' | { read -r head; echo "$head"; sort -rn; }
+}
+
 # ---- aggregation ---------------------------------------------------------------
 
 for k in "${!SIZES[@]}"; do
@@ -236,6 +289,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
     done
 done
 [ "$PROFILE" = 1 ] && profile_split "fresh${LAST}_$ROUNDS"
+[ "$PROFILE" = 1 ] && {
+    w=replay${LAST}_$ROUNDS
+    pg_profile_split "$w" "$WORK/perf-pg-$w.data" "" "" \
+        "where the replay's PostgreSQL CPU went (perf on the service's sessions, the last round at the largest size)"
+    echo
+    w=lprobe${LAST}_$ROUNDS
+    pg_profile_split "$w" "$WORK/perf-pg-lprobe.data" "${R[$w.start_ms]}" "${R[$w.end_ms]}" \
+        "and the probe limit's (bare_pg's session during its probe pass, the same round)"
+} >"$WORK/pg-profile-split.txt"
 m2() { calc %.2f "$(med "$1" "$2")"; } # P KEY: the median, two decimals
 m1() { calc %.1f "$(med "$1" "$2")"; }
 RSS_ALL=()
@@ -294,6 +356,7 @@ printf 'Kafka floor unpaced (%s messages/s) %s us (%s): service / (floor + decod
     "$(calc %.0f "$(med floorfast msgs_per_s)")" "$FLOOR_FAST_US" "$(spread floorfast cpu_us_per_message %.2f)" "$(m2 floorfast ratio)"
 printf 'templates made in: %s s\n' "$(for k in "${!SIZES[@]}"; do printf '%s ' "${R[size_$k.prefill_s]}"; done)"
 [ ! -s "$WORK/profile-split.txt" ] || { echo; cat "$WORK/profile-split.txt"; }
+[ ! -s "$WORK/pg-profile-split.txt" ] || { echo; cat "$WORK/pg-profile-split.txt"; }
 print_targets "targets at ${SIZES[N]} reviews (the median)"
 printf '\n(%d s in all)\n' $((SECONDS - SECONDS_START))
 } | tee "$WORK/table.txt"
