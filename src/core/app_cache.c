@@ -27,6 +27,8 @@ struct app_cache {
     uint32_t *slots; /* 0: empty, else an index into entries + 1 */
     size_t cap;      /* power of two */
     uint64_t batch;  /* the batch being resolved; 0: none yet */
+    uint64_t *hashes; /* app_cache_begin's, of each name */
+    size_t hash_cap;
 };
 
 static uint64_t name_hash(const char *s) { return hash_fnv1a(s, HASH_FNV_OFFSET); }
@@ -72,6 +74,7 @@ void app_cache_free(app_cache_t *c)
     for (size_t i = 0; i < c->count; i++) free(c->entries[i].name);
     free(c->entries);
     free(c->slots);
+    free(c->hashes);
     free(c);
 }
 
@@ -101,13 +104,40 @@ static void make_room(app_cache_t *c, int64_t now_ms)
     }
 }
 
+/* The batch's look-ups one step at a time over all its names, each step
+ * prefetching what the next one reads: a batch's hundreds of names are each
+ * a cache miss in the table, in its entry and in its name (10,000 apps:
+ * about a megabyte), taken one after the other they were a tenth of the
+ * worker's time; side by side, the misses overlap. */
+static void prefetch_names(const app_cache_t *c, const char *const *names, const uint64_t *h, size_t n)
+{
+    size_t mask = c->cap - 1;
+    for (size_t i = 0; i < n; i++) __builtin_prefetch(&c->slots[h[i] & mask]);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s = c->slots[h[i] & mask];
+        if (s) __builtin_prefetch(&c->entries[s - 1]);
+        __builtin_prefetch(names[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s = c->slots[h[i] & mask];
+        if (s) __builtin_prefetch(c->entries[s - 1].name);
+    }
+}
+
 size_t app_cache_begin(app_cache_t *c, const char *const *names, size_t n, int64_t now_ms, int64_t *ids,
                        size_t *stale)
 {
     size_t k = 0;
     c->batch++;
+    if (n > c->hash_cap) {
+        c->hash_cap = n;
+        c->hashes = realloc(c->hashes, n * sizeof *c->hashes);
+        if (!c->hashes) abort();
+    }
+    for (size_t i = 0; i < n; i++) c->hashes[i] = name_hash(names[i]);
+    prefetch_names(c, names, c->hashes, n);
     for (size_t i = 0; i < n; i++) {
-        entry_t *e = entry_of(c, names[i], name_hash(names[i]));
+        entry_t *e = entry_of(c, names[i], c->hashes[i]);
         if (e && now_ms < e->fresh_until_ms) {
             e->batch = c->batch;
             ids[i] = e->id;
