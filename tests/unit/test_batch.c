@@ -220,6 +220,26 @@ static void a_batch_is_ordered_by_its_natural_key_the_application_first_when_the
     assert_int_equal(2, idx[1]);
     assert_int_equal(0, idx[2]);
     batch_free(&b);
+
+    /* Keys alike in their first eight bytes and beyond are ordered by the
+     * rest, and a key that is a prefix of another comes first. */
+    static const char *long_keys[] = {"review-000000002", "review-000000001", "review-00000000"};
+    char values[3][256];
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(values[i], sizeof values[i],
+                 "{\"package_name\":\"com.example.a\",\"review_id\":\"%s\",\"score\":4,\"thumbs_up_count\":0,"
+                 "\"reviewed_at\":\"2026-11-01T00:00:00Z\",\"last_synced_at\":\"2026-11-29T10:00:00Z\"}",
+                 long_keys[i]);
+        r[i] = (record_t){.topic = "reviews", .offset = (int64_t)i, .value = values[i], .value_len = strlen(values[i])};
+    }
+    batch_init(&b, pipeline_get(PIPELINE_REVIEWS));
+    batch_decode(&b, r, 3);
+    for (size_t i = 0; i < 3; i++) b.entries[i].application_id = 1, idx[i] = i;
+    batch_sort_by_key(&b, idx, 3);
+    assert_int_equal(2, idx[0]);
+    assert_int_equal(1, idx[1]);
+    assert_int_equal(0, idx[2]);
+    batch_free(&b);
 }
 
 int main(void)
