@@ -392,17 +392,23 @@ profile_stop() { # NAME
     } >"$WORK/profile-$1.txt"
 }
 
-# BENCH_PROFILE=1, for the ingests PG_PROFILE_WINDOWS names: sample the
-# service's PostgreSQL sessions (their backends) until pg_profile_stop.
+# BENCH_PROFILE=1: sample PostgreSQL backends PIDS (comma-separated) until
+# pg_profile_stop, on the wall clock (perf's times then compare with
+# bare_pg's start_ms and end_ms). For the ingests PG_PROFILE_WINDOWS names,
+# the service's sessions (pg_profile_start).
 PG_PROFILE_WINDOWS=
 PG_PERF_PID=
+pg_perf_record() { # PIDS NAME
+    perf record -q -k realtime -e cpu-clock -F 999 -g -p "$1" -o "$WORK/perf-pg-$2.data" >"$WORK/perf-pg-$2.log" 2>&1 &
+    PG_PERF_PID=$!
+}
+
 pg_profile_start() { # NAME DB
     local pids
     pids=$(psql_db "$2" -At -c "SELECT string_agg(pid::text, ',') FROM pg_stat_activity
         WHERE application_name = 'storage-consumer' AND datname = current_database()")
     [ -n "$pids" ] || die "no PostgreSQL session of the service to sample ($1)"
-    perf record -q -e cpu-clock -F 999 -g -p "$pids" -o "$WORK/perf-pg-$1.data" >"$WORK/perf-pg-$1.log" 2>&1 &
-    PG_PERF_PID=$!
+    pg_perf_record "$pids" "$1"
 }
 
 pg_profile_stop() {

@@ -135,11 +135,7 @@ limits_round() { # K ROUND
             pid=$(psql_db "$db" -At -c "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
             [ -n "$pid" ] || sleep 0.1
         done
-        if [ -n "$pid" ]; then
-            perf record -q -k realtime -e cpu-clock -F 999 -g -p "$pid" -o "$WORK/perf-pg-lprobe.data" \
-                >"$WORK/perf-pg-lprobe.log" 2>&1 &
-            PG_PERF_PID=$!
-        fi
+        [ -z "$pid" ] || pg_perf_record "$pid" lprobe
     fi
     wait "$bare" || { cat "$WORK/limits-$k-$r.log" >&2; die "bare_pg --passes limits failed"; }
     [ -z "$PG_PERF_PID" ] || pg_profile_stop
@@ -242,7 +238,7 @@ profile_split() { # NAME
 # have no symbols in Debian's build), each share also in us per row of the
 # window's backend CPU; the same of the probe limit's session, from the
 # samples of its pass's window alone (bare_pg's start_ms and end_ms).
-pg_profile_split() { # NAME PERF_DATA [START_MS END_MS]
+pg_profile_split() { # NAME PERF_DATA START_MS END_MS TITLE (START_MS "": every sample)
     local window=()
     [ -z "${3:-}" ] || window=(--time "$(calc %.3f "$3 / 1000"),$(calc %.3f "$4 / 1000")")
     perf script -i "$2" -F ip,sym "${window[@]}" 2>/dev/null |
