@@ -269,6 +269,65 @@ test_a_partitioned_table_is_written_through_every_path_and_a_row_without_partiti
     assert_eq 1 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters after the redelivery"
 }
 
+# The probe (DESIGN.md: The write path) casts the batch's keys to the
+# key's own type; a key the type refuses (a domain's CHECK, which only
+# PostgreSQL judges) fails the probe, which costs that batch its shortcut
+# and nothing else: the batch goes through the guarded upsert, which
+# dead-letters that row with PostgreSQL's words and skips the stored rows,
+# and the batches after it are probed again.
+observations_and_versions() {
+    sql "SELECT string_agg(xmin::text || ' ' || t::text, ' ' ORDER BY obs_id) FROM observations t"
+}
+
+test_a_key_the_probe_refuses_costs_only_that_batch_its_shortcut() {
+    begin_test probebad
+    register_apps "$APP"
+    sql "CREATE DOMAIN obs_code AS TEXT CHECK (VALUE LIKE 'o-%');
+         CREATE TABLE observations (
+           application_id BIGINT NOT NULL REFERENCES apps_registry_application (id),
+           obs_id         obs_code NOT NULL,
+           ref            INT,
+           note           TEXT,
+           observed_at    TIMESTAMPTZ NOT NULL,
+           CONSTRAINT observations_key UNIQUE (application_id, obs_id))" >/dev/null
+    local def=${OBS_DEF/\"batch_size\": 100/\"batch_size\": 50}
+    obs_topic
+    obs_range 1 300 | produce "$OBS_TOPIC" -p 0
+    DEF=$def start_observations first
+    wait_committed "$(group_of observations)" "$OBS_TOPIC" 0 300
+    stop_clean first
+    assert_eq 300 "$(sql "SELECT count(*) FROM observations")" "observations stored by the first run"
+    local before
+    before=$(observations_and_versions)
+
+    # The same observations again under a new group, a key the domain
+    # refuses amid them (record 176: in the fourth batch, after batches
+    # that found every row stored).
+    OBS_TOPIC=$OBS_TOPIC-again GROUP_PREFIX=$GROUP_PREFIX-again
+    broker_ctl topic-create "$OBS_TOPIC" 1 >/dev/null
+    { obs_range 1 175; obs bad 1 refused; obs_range 176 300; } | produce "$OBS_TOPIC" -p 0
+    DEF=$def start_observations again
+    wait_committed "$(group_of observations)" "$OBS_TOPIC" 0 301
+    stop_clean again
+
+    assert_contains "$(grep "the probe of stored rows failed" "$(svc_log again)")" "23514"
+    assert_eq 1 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+    assert_contains "$(dead_letters)" "database_rejected|the database refused the row: 23514: "
+    assert_eq "0/0/300" "$(batch_sum again observations inserted)/$(batch_sum again observations updated)/$(batch_sum again observations skipped)" \
+        "inserted/updated/skipped"
+    assert_eq "$before" "$(observations_and_versions)" "rows after the replay (and their row versions)"
+    # The batch whose probe failed went through the upsert (as did the
+    # first, with nothing found stored before it), and the next ones were
+    # probed again: at most two batches of 50 were not found by a probe.
+    local bad last probed
+    bad=$(grep -E "batch size=.* dead_lettered=1 " "$(svc_log again)")
+    assert_contains "$bad" " skipped_by_probe=0 "
+    last=$(grep -E "info +\[observations\] batch size=" "$(svc_log again)" | tail -n 1)
+    assert_contains "$last" " skipped_by_probe=$(echo "$last" | grep -oE 'size=[0-9]+' | cut -d= -f2) "
+    probed=$(batch_sum again observations skipped_by_probe)
+    [ "$probed" -ge 200 ] || fail "only $probed of 300 stored records found by the probe"
+}
+
 # The guarded upsert through a partitioned parent: inserted and updated
 # counted without xmax, which a partitioned table cannot return.
 test_a_partitioned_table_counts_updates_of_the_guarded_upsert() {
