@@ -256,9 +256,7 @@ int db_send(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_
     return flush_by(conn, deadline_ms, err, errlen, cls);
 }
 
-/* Collect every result of what was sent: the last one if all succeeded,
- * else NULL with err/cls of the first failure. */
-static PGresult *collect(PGconn *conn, int64_t deadline_ms, char *err, size_t errlen, error_class_t *cls)
+PGresult *db_collect(PGconn *conn, int64_t deadline_ms, char *err, size_t errlen, error_class_t *cls)
 {
     PGresult *last = NULL, *res;
     bool failed = false, timed_out;
@@ -298,7 +296,7 @@ static PGresult *sent_and_collected(PGconn *conn, int sent, int64_t deadline_ms,
         return NULL;
     }
     if (flush_by(conn, deadline_ms, err, errlen, cls)) return NULL;
-    return collect(conn, deadline_ms, err, errlen, cls);
+    return db_collect(conn, deadline_ms, err, errlen, cls);
 }
 
 /* db_query with the results in `result_format` (0 text, 1 binary). */
@@ -329,11 +327,15 @@ int db_prepare(PGconn *conn, const char *name, const char *sql, int nparams, int
     return 0;
 }
 
-PGresult *db_query_prepared(PGconn *conn, const char *name, int nparams, const char *const *values,
-                            int64_t deadline_ms, char *err, size_t errlen, error_class_t *cls)
+int db_send_prepared(PGconn *conn, const char *name, int nparams, const char *const *values, int64_t deadline_ms,
+                     char *err, size_t errlen, error_class_t *cls)
 {
-    return sent_and_collected(conn, PQsendQueryPrepared(conn, name, nparams, values, NULL, NULL, 0), deadline_ms,
-                              err, errlen, cls);
+    if (PQsendQueryPrepared(conn, name, nparams, values, NULL, NULL, 0) != 1) {
+        db_describe(conn, NULL, err, errlen);
+        if (cls) *cls = db_classify(conn, NULL);
+        return -1;
+    }
+    return flush_by(conn, deadline_ms, err, errlen, cls);
 }
 
 int db_command(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,
@@ -370,7 +372,7 @@ int db_copy_send(PGconn *conn, const char *sql, const char *data, size_t len, in
         PQclear(res);
         if (!timed_out) {
             char ignored[256];
-            PQclear(collect(conn, deadline_ms, ignored, sizeof ignored, NULL));
+            PQclear(db_collect(conn, deadline_ms, ignored, sizeof ignored, NULL));
         }
         return -1;
     }
@@ -394,7 +396,7 @@ int db_copy_in(PGconn *conn, const char *sql, const char *data, size_t len, int6
                char *err, size_t errlen, error_class_t *cls)
 {
     if (db_copy_send(conn, sql, data, len, deadline_ms, err, errlen, cls)) return -1;
-    PGresult *res = collect(conn, deadline_ms, err, errlen, cls);
+    PGresult *res = db_collect(conn, deadline_ms, err, errlen, cls);
     if (!res) return -1;
     PQclear(res);
     return 0;

@@ -36,10 +36,11 @@ PGresult *db_query(PGconn *conn, const char *sql, int nparams, const char *const
 int db_prepare(PGconn *conn, const char *name, const char *sql, int nparams, int64_t deadline_ms, char *err,
                size_t errlen, error_class_t *cls);
 
-/* db_query of the statement `name` db_prepare made in this session. */
-PGresult *db_query_prepared(PGconn *conn, const char *name, int nparams, const char *const *values,
-                            int64_t deadline_ms, char *err, size_t errlen, error_class_t *cls);
-
+/* Send the statement `name` db_prepare made in this session, without
+ * waiting for its results (collect them with db_collect). 0, or -1 with
+ * `err` and *cls set. */
+int db_send_prepared(PGconn *conn, const char *name, int nparams, const char *const *values, int64_t deadline_ms,
+                     char *err, size_t errlen, error_class_t *cls);
 /* db_query for commands: 0, or -1 with `err` and *cls set. */
 int db_command(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,
                error_class_t *cls);
@@ -62,6 +63,10 @@ int db_copy_send(PGconn *conn, const char *sql, const char *data, size_t len, in
 int db_send(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,
             error_class_t *cls);
 
+/* Collect every result of what was sent: the last one if all succeeded
+ * (the caller PQclears it), else NULL with `err` and *cls of the first
+ * failure (the deadline passed: transient). */
+PGresult *db_collect(PGconn *conn, int64_t deadline_ms, char *err, size_t errlen, error_class_t *cls);
 /* The next result of what was sent, or NULL when every result has come. When
  * the deadline passes first: NULL with *timed_out set (and `err`). */
 PGresult *db_result(PGconn *conn, int64_t deadline_ms, bool *timed_out, char *err, size_t errlen);

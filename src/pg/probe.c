@@ -7,8 +7,8 @@
 /* The session's name of the probe: one pipeline per session. */
 #define PROBE_STATEMENT "storage_probe"
 
-long probe_stored(db_conn_t *conn, bool *prepared, int64_t deadline_ms, const batch_t *b, const size_t *pending,
-                  size_t n, bool *stored, char *err, size_t errlen, error_class_t *cls)
+int probe_send(db_conn_t *conn, bool *prepared, int64_t deadline_ms, const batch_t *b, const size_t *pending,
+               size_t n, char *err, size_t errlen, error_class_t *cls)
 {
     const pipeline_def_t *def = b->def;
     const char **texts = malloc((n ? n : 1) * sizeof *texts);
@@ -33,27 +33,31 @@ long probe_stored(db_conn_t *conn, bool *prepared, int64_t deadline_ms, const ba
         for (size_t k = 0; k < n; k++) texts[k] = event_column(&b->entries[pending[k]].event, (size_t)columns[c]);
         params[np++] = db_array_literal(texts, NULL, n);
     }
-    long found = -1;
     /* Prepared once per session: a batch's probe is then neither parsed nor
      * planned again (DESIGN.md: The write path). */
-    PGresult *res = NULL;
+    int rc = -1;
     if (*prepared || db_prepare(conn, PROBE_STATEMENT, def->probe_sql, np, deadline_ms, err, errlen, cls) == 0) {
         *prepared = true;
-        res = db_query_prepared(conn, PROBE_STATEMENT, np, (const char *const *)params, deadline_ms, err, errlen,
-                                cls);
-    }
-    if (res) {
-        found = 0;
-        for (int r = 0; r < PQntuples(res); r++) {
-            long i = strtol(PQgetvalue(res, r, 0), NULL, 10) - 1; /* WITH ORDINALITY counts from 1 */
-            if (i >= 0 && (size_t)i < n && !stored[pending[i]]) {
-                stored[pending[i]] = true;
-                found++;
-            }
-        }
-        PQclear(res);
+        rc = db_send_prepared(conn, PROBE_STATEMENT, np, (const char *const *)params, deadline_ms, err, errlen, cls);
     }
     for (int i = 0; i < np; i++) free(params[i]);
     free(texts);
+    return rc;
+}
+
+long probe_collect(db_conn_t *conn, int64_t deadline_ms, const size_t *pending, size_t n, bool *stored, char *err,
+                   size_t errlen, error_class_t *cls)
+{
+    PGresult *res = db_collect(conn, deadline_ms, err, errlen, cls);
+    if (!res) return -1;
+    long found = 0;
+    for (int r = 0; r < PQntuples(res); r++) {
+        long i = strtol(PQgetvalue(res, r, 0), NULL, 10) - 1; /* WITH ORDINALITY counts from 1 */
+        if (i >= 0 && (size_t)i < n && !stored[pending[i]]) {
+            stored[pending[i]] = true;
+            found++;
+        }
+    }
+    PQclear(res);
     return found;
 }

@@ -15,11 +15,19 @@
 #include "pg/db.h"
 
 /* Ask, with the pipeline's probe (pipeline_def_t.probe_sql), which of the
- * events pending[0..n) of `b` are stored; mark each found stored[i] (i its
- * entry's index). One query, by `deadline_ms`, of a statement prepared in
- * the session (first, when *prepared is false: a new session; *prepared is
- * then set). Returns how many were found, or -1 with `err` and *cls set. */
-long probe_stored(db_conn_t *conn, bool *prepared, int64_t deadline_ms, const batch_t *b, const size_t *pending,
-                  size_t n, bool *stored, char *err, size_t errlen, error_class_t *cls);
+ * events pending[0..n) of `b` are stored, without waiting for the answer
+ * (probe_collect takes it): the worker decodes the next batch meanwhile
+ * (DESIGN.md: The batch loop). One statement prepared in the session
+ * (first, when *prepared is false: a new session, waited for; *prepared is
+ * then set), sent by `deadline_ms`. Returns 0, or -1 with `err` and *cls
+ * set. */
+int probe_send(db_conn_t *conn, bool *prepared, int64_t deadline_ms, const batch_t *b, const size_t *pending,
+               size_t n, char *err, size_t errlen, error_class_t *cls);
+
+/* The answer to probe_send for the same pending[0..n), by `deadline_ms`:
+ * marks each event found stored[i] (i its entry's index). Returns how many
+ * were found, or -1 with `err` and *cls set. */
+long probe_collect(db_conn_t *conn, int64_t deadline_ms, const size_t *pending, size_t n, bool *stored, char *err,
+                   size_t errlen, error_class_t *cls);
 
 #endif

@@ -25,10 +25,11 @@ struct store {
      * Progress in the database). */
     topic_epochs_t epochs[PIPELINE_MAX_TOPICS];
     int epoch_topics;
-    /* The attempt whose end was sent and is not yet waited for. */
+    /* The attempt whose end was sent and is not yet waited for, or the
+     * probe sent before it (`probing`). */
     struct {
-        bool active;
-        size_t rows;       /* staged rows the upsert was sent for */
+        bool active, probing;
+        size_t rows;       /* staged rows the upsert was sent for; while probing, the events asked about */
         store_hook_t hook; /* the batch's hook, for a second attempt */
         int64_t left_ms;   /* of the attempt's time, what sending it left for the wait */
     } in_flight;

@@ -533,11 +533,13 @@ static int retry_after(store_t *st, batch_t *b, const store_hook_t *hook, char *
     return rc;
 }
 
-/* Ask which events of the batch are stored (probe_stored), so the attempt
- * sends only the others. A probe the database refuses (a data-class error:
- * nothing of the batch is at fault) only costs the batch its shortcut.
+/* Ask which events of the batch are stored (probe_send), so the attempt
+ * sends only the others; the answer is taken by collect_probe when the
+ * batch is waited for, and the worker takes the next batch meanwhile
+ * (DESIGN.md: The batch loop). Sets st->in_flight.probing when sent.
  * Returns 0, or -1 with err/cls. */
-static int probe(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
+static int send_probe(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
+                      error_class_t *cls)
 {
     /* An event standing in a batch with a delete of its key stands after
      * it (batch_deduplicate): found stored now, its row is gone once the
@@ -546,8 +548,22 @@ static int probe(store_t *st, batch_t *b, char *err, size_t errlen, error_class_
     if (st->def->tombstones == TOMBSTONE_DELETE && has_state(b, ENTRY_TOMBSTONE)) return 0;
     size_t n = fill_pending(st, b);
     if (n == 0) return 0;
-    long found =
-        probe_stored(st->conn, &st->probe_prepared, st->deadline, b, st->pending, n, st->stored, err, errlen, cls);
+    if (probe_send(st->conn, &st->probe_prepared, st->deadline, b, st->pending, n, err, errlen, cls) != 0)
+        return -1;
+    st->in_flight.active = st->in_flight.probing = true;
+    st->in_flight.rows = n;
+    st->in_flight.hook = *hook;
+    st->in_flight.left_ms = st->deadline - clock_now_ms();
+    return 0;
+}
+
+/* The probe's answer. One the database refuses (a data-class error:
+ * nothing of the batch is at fault) only costs the batch its shortcut.
+ * Returns 0, or -1 with err/cls. */
+static int collect_probe(store_t *st, char *err, size_t errlen, error_class_t *cls)
+{
+    st->in_flight.active = st->in_flight.probing = false;
+    long found = probe_collect(st->conn, st->deadline, st->pending, st->in_flight.rows, st->stored, err, errlen, cls);
     if (found >= 0) {
         st->probed = (size_t)found;
         return 0;
@@ -556,6 +572,14 @@ static int probe(store_t *st, batch_t *b, char *err, size_t errlen, error_class_
     LOG_WARN_F(st->def->name, LOG_FIELDS(LF_STR("error", err)), "the probe of stored rows failed: writing every row");
     st->probe_next = false;
     return 0;
+}
+
+/* The first attempt, once the probe (if any) answered. */
+static int send_first(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
+                      error_class_t *cls)
+{
+    if (send_attempt(st, b, hook, false, err, errlen, cls) == 0) return 0;
+    return retry_after(st, b, hook, err, errlen, cls);
 }
 
 int store_write_start(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
@@ -569,13 +593,12 @@ int store_write_start(store_t *st, batch_t *b, const store_hook_t *hook, char *e
     if (!st->pending || !st->stored) abort();
     memset(st->stored, 0, b->count * sizeof *st->stored);
     st->probed = 0;
-    st->in_flight.active = false;
+    st->in_flight.active = st->in_flight.probing = false;
     /* The attempt began with store_resolve, which armed its deadline. */
     if (!st->deadline) store_arm_deadline(st);
     int rc = store_connect(st, err, errlen, cls);
-    if (rc == 0 && st->probe_next && !hook->fn) rc = probe(st, b, err, errlen, cls);
-    if (rc == 0 && send_attempt(st, b, hook, false, err, errlen, cls) != 0)
-        rc = retry_after(st, b, hook, err, errlen, cls);
+    if (rc == 0 && st->probe_next && !hook->fn) rc = send_probe(st, b, hook, err, errlen, cls);
+    if (rc == 0 && !st->in_flight.probing) rc = send_first(st, b, hook, err, errlen, cls);
     if (rc != 0) st->deadline = 0;
     return rc;
 }
@@ -587,8 +610,13 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
     /* The wait has what sending left of the attempt's time, from now: a
      * batch sent early waits while the one before it is committed to Kafka. */
     if (st->in_flight.active) st->deadline = clock_now_ms() + (st->in_flight.left_ms > 1 ? st->in_flight.left_ms : 1);
-    if (st->in_flight.active && wait_attempt(st, err, errlen, cls) != 0) {
-        store_hook_t hook = st->in_flight.hook;
+    store_hook_t hook = st->in_flight.hook;
+    if (st->in_flight.probing) {
+        rc = collect_probe(st, err, errlen, cls);
+        if (rc == 0) rc = send_first(st, b, &hook, err, errlen, cls);
+    }
+    if (rc == 0 && st->in_flight.active && wait_attempt(st, err, errlen, cls) != 0) {
+        hook = st->in_flight.hook;
         rc = retry_after(st, b, &hook, err, errlen, cls);
     }
     if (rc == 0) {
