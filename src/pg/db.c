@@ -245,15 +245,23 @@ PGresult *db_result(PGconn *conn, int64_t deadline_ms, bool *timed_out, char *er
     return PQgetResult(conn);
 }
 
-int db_send(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,
-            error_class_t *cls)
+/* Send what `sent` (a PQsend* call's return) says was queued (1). 0, or -1
+ * with err/cls. */
+static int sent_and_flushed(PGconn *conn, int sent, int64_t deadline_ms, char *err, size_t errlen,
+                            error_class_t *cls)
 {
-    if (PQsendQuery(conn, sql) != 1) {
+    if (sent != 1) {
         db_describe(conn, NULL, err, errlen);
         if (cls) *cls = db_classify(conn, NULL);
         return -1;
     }
     return flush_by(conn, deadline_ms, err, errlen, cls);
+}
+
+int db_send(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,
+            error_class_t *cls)
+{
+    return sent_and_flushed(conn, PQsendQuery(conn, sql), deadline_ms, err, errlen, cls);
 }
 
 PGresult *db_collect(PGconn *conn, int64_t deadline_ms, char *err, size_t errlen, error_class_t *cls)
@@ -286,16 +294,11 @@ PGresult *db_collect(PGconn *conn, int64_t deadline_ms, char *err, size_t errlen
     return last;
 }
 
-/* Send what `sent` says was queued (1), then collect its results. */
+/* sent_and_flushed, then collect the results. */
 static PGresult *sent_and_collected(PGconn *conn, int sent, int64_t deadline_ms, char *err, size_t errlen,
                                     error_class_t *cls)
 {
-    if (sent != 1) {
-        db_describe(conn, NULL, err, errlen);
-        if (cls) *cls = db_classify(conn, NULL);
-        return NULL;
-    }
-    if (flush_by(conn, deadline_ms, err, errlen, cls)) return NULL;
+    if (sent_and_flushed(conn, sent, deadline_ms, err, errlen, cls)) return NULL;
     return db_collect(conn, deadline_ms, err, errlen, cls);
 }
 
@@ -330,12 +333,8 @@ int db_prepare(PGconn *conn, const char *name, const char *sql, int nparams, int
 int db_send_prepared(PGconn *conn, const char *name, int nparams, const char *const *values, int64_t deadline_ms,
                      char *err, size_t errlen, error_class_t *cls)
 {
-    if (PQsendQueryPrepared(conn, name, nparams, values, NULL, NULL, 0) != 1) {
-        db_describe(conn, NULL, err, errlen);
-        if (cls) *cls = db_classify(conn, NULL);
-        return -1;
-    }
-    return flush_by(conn, deadline_ms, err, errlen, cls);
+    return sent_and_flushed(conn, PQsendQueryPrepared(conn, name, nparams, values, NULL, NULL, 0), deadline_ms, err,
+                            errlen, cls);
 }
 
 int db_command(PGconn *conn, const char *sql, int64_t deadline_ms, char *err, size_t errlen,

@@ -29,7 +29,7 @@ struct store {
      * probe sent before it (`probing`). */
     struct {
         bool active, probing;
-        size_t rows;       /* staged rows the upsert was sent for; while probing, the events asked about */
+        size_t rows;       /* staged rows the upsert was sent for */
         store_hook_t hook; /* the batch's hook, for a second attempt */
         int64_t left_ms;   /* of the attempt's time, what sending it left for the wait */
     } in_flight;

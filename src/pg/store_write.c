@@ -551,19 +551,19 @@ static int send_probe(store_t *st, batch_t *b, const store_hook_t *hook, char *e
     if (probe_send(st->conn, &st->probe_prepared, st->deadline, b, st->pending, n, err, errlen, cls) != 0)
         return -1;
     st->in_flight.active = st->in_flight.probing = true;
-    st->in_flight.rows = n;
     st->in_flight.hook = *hook;
     st->in_flight.left_ms = st->deadline - clock_now_ms();
     return 0;
 }
 
-/* The probe's answer. One the database refuses (a data-class error:
- * nothing of the batch is at fault) only costs the batch its shortcut.
- * Returns 0, or -1 with err/cls. */
-static int collect_probe(store_t *st, char *err, size_t errlen, error_class_t *cls)
+/* The probe's answer, for the events send_probe asked about (nothing is
+ * marked stored before it: fill_pending lists them again). One the
+ * database refuses (a data-class error: nothing of the batch is at fault)
+ * only costs the batch its shortcut. Returns 0, or -1 with err/cls. */
+static int collect_probe(store_t *st, const batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
     st->in_flight.active = st->in_flight.probing = false;
-    long found = probe_collect(st->conn, st->deadline, st->pending, st->in_flight.rows, st->stored, err, errlen, cls);
+    long found = probe_collect(st->conn, st->deadline, st->pending, fill_pending(st, b), st->stored, err, errlen, cls);
     if (found >= 0) {
         st->probed = (size_t)found;
         return 0;
@@ -612,13 +612,11 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
     if (st->in_flight.active) st->deadline = clock_now_ms() + (st->in_flight.left_ms > 1 ? st->in_flight.left_ms : 1);
     store_hook_t hook = st->in_flight.hook;
     if (st->in_flight.probing) {
-        rc = collect_probe(st, err, errlen, cls);
+        rc = collect_probe(st, b, err, errlen, cls);
         if (rc == 0) rc = send_first(st, b, &hook, err, errlen, cls);
     }
-    if (rc == 0 && st->in_flight.active && wait_attempt(st, err, errlen, cls) != 0) {
-        hook = st->in_flight.hook;
+    if (rc == 0 && st->in_flight.active && wait_attempt(st, err, errlen, cls) != 0)
         rc = retry_after(st, b, &hook, err, errlen, cls);
-    }
     if (rc == 0) {
         st->done.superseded = batch_superseded(b);
         *counts = st->done;

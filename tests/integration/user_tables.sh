@@ -269,16 +269,18 @@ test_a_partitioned_table_is_written_through_every_path_and_a_row_without_partiti
     assert_eq 1 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters after the redelivery"
 }
 
+# Every observation with its row version (xmin): rows not rewritten compare
+# equal.
+observations_and_versions() {
+    sql "SELECT string_agg(xmin::text || ' ' || t::text, ' ' ORDER BY obs_id) FROM observations t"
+}
+
 # The probe (DESIGN.md: The write path) casts the batch's keys to the
 # key's own type; a key the type refuses (a domain's CHECK, which only
 # PostgreSQL judges) fails the probe, which costs that batch its shortcut
 # and nothing else: the batch goes through the guarded upsert, which
 # dead-letters that row with PostgreSQL's words and skips the stored rows,
 # and the batches after it are probed again.
-observations_and_versions() {
-    sql "SELECT string_agg(xmin::text || ' ' || t::text, ' ' ORDER BY obs_id) FROM observations t"
-}
-
 test_a_key_the_probe_refuses_costs_only_that_batch_its_shortcut() {
     begin_test probebad
     register_apps "$APP"
