@@ -72,9 +72,19 @@ test_a_postgres_restart_mid_ingest_is_retried_without_loss_or_duplicates() {
     svc_start pgrestart STORAGE_DB_RETRY_BASE_MS=1000 STORAGE_DB_RETRY_MAX_ATTEMPTS=5 \
         STORAGE_MAX_POLL_RECORDS_REVIEWS=100
     wait_for_at_least "SELECT count(*) FROM reviews" 1000
-    # Catch a batch in the middle (blocked on its INSERT), then restart.
-    hold_lock reviews
-    wait_blocked || fail "no batch blocked on the lock"
+    # Catch a batch in the middle, then restart: sent whole, waiting for its
+    # result inside PostgreSQL, so that the restart fails the wait for the
+    # batch's result (finish_batch), not its sending. Its rows written (a
+    # COPY straight into the table: the batches before it inserted every
+    # row), it waits to raise its positions, consumer_offsets being locked:
+    # a session of the service waits for that lock while holding the one
+    # its rows took on reviews. (With reviews locked instead, the batch's
+    # COPY waits to begin and the restart fails it while it is being sent.)
+    hold_lock consumer_offsets
+    wait_for_sql "SELECT count(*) FROM pg_locks w JOIN pg_stat_activity a USING (pid) JOIN pg_locks h USING (pid)
+                   WHERE a.application_name = '$SVC_SESSIONS' AND a.wait_event_type = 'Lock'
+                     AND NOT w.granted AND w.relation = 'consumer_offsets'::regclass
+                     AND h.granted AND h.relation = 'reviews'::regclass AND h.mode = 'RowExclusiveLock'" 1 "$STALL_S"
     local before
     before=$(sql "SELECT count(*) FROM reviews")
     if [ "$before" -eq 0 ] || [ "$before" -ge 20000 ]; then
@@ -84,7 +94,11 @@ test_a_postgres_restart_mid_ingest_is_retried_without_loss_or_duplicates() {
     wait "$LOCKER_PID" 2>/dev/null || true
     LOCKER_PID=
 
-    wait_for_sql "SELECT count(*) FROM reviews" 20000 60
+    # Every record consumed (its offsets committed to Kafka after its
+    # COMMIT), then every one stored: a batch taken for stored after the
+    # failed wait would be committed without its rows.
+    wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 60
+    assert_eq 20000 "$(sql "SELECT count(*) FROM reviews")" "rows once every offset is committed"
     assert_running pgrestart
     assert_contains "$(cat "$(svc_log pgrestart)")" "transient database error, retrying the same batch" \
         "the restart is logged as a transient retry"
@@ -257,11 +271,22 @@ test_a_stop_with_slow_offset_commits_finishes_and_commits_the_batches_sent() {
 # other transaction takes d-2 only once the service waits on it (a
 # session of the service blocked by it, in pg_locks), and fails if that
 # never happens within STALL_S: without that wait there is no order to test.
+# The batch must be written by the upsert, whose order is under test: a
+# batch predicted new (DESIGN.md: The write path) is COPYed straight into
+# the table instead, waits at the uniqueness check and falls back to the
+# upsert once the other transaction is gone, so no order would decide
+# anything. The batch before it is one dead letter (a batch with dead
+# letters takes the upsert): it inserts nothing, so the next batch is not
+# predicted new, and skips nothing, so it is not probed either. The debug
+# log shows no batch COPYed and refused (the fall-back's line), and the
+# batch's line its two keys skipped by the upsert, none by COPY or probe.
 test_a_batch_locks_its_rows_in_key_order_so_sharing_writers_do_not_deadlock() {
     begin_fault_test order
-    svc_start order1
+    svc_start order1 STORAGE_LOG_LEVEL=debug
     gen_reviews 1 2 d | produce "$TOPIC_REVIEWS" -p 0
     wait_for_sql "SELECT count(*) FROM reviews" 2 30
+    printf 'not json\n' | produce "$TOPIC_REVIEWS" -p 0
+    wait_for_log order1 '\[reviews\] batch size=1 inserted=0 updated=0 skipped=0 dead_lettered=1 ' 1
     PGAPPNAME=$LOCKER_APP psql "$DB" -X -q -v ON_ERROR_STOP=1 -v stall_s="$STALL_S" \
         >"$WORK/order-locker.out" 2>&1 <<'SQL' &
 BEGIN;
@@ -294,8 +319,13 @@ SQL
     wait "$LOCKER_PID" || rc=$?
     LOCKER_PID=
     assert_eq 0 "$rc" "the other transaction's exit status ($(cat "$WORK/order-locker.out"))"
-    wait_for_log order1 '\[reviews\] batch size=' 2
+    wait_for_log order1 '\[reviews\] batch size=' 3
     assert_eq 0 "$(log_count order1 '40P01|deadlock')" "deadlocks the service met"
+    assert_eq "size=2 inserted=0 updated=0 skipped=2 skipped_by_probe=0 inserted_by_copy=0" \
+        "$(review_batches order1 | tail -n 1 | grep -oE '(size|inserted|updated|skipped|skipped_by_probe|inserted_by_copy)=[0-9]+' | xargs)" \
+        "the batch's counters: both keys skipped by the upsert"
+    assert_eq 0 "$(log_count order1 'a batch predicted new was refused by the table')" \
+        "batches COPYed straight into the table, then written by the upsert"
     assert_eq 2 "$(sql "SELECT count(*) FROM reviews")" "rows"
     rc=$(svc_stop order1)
     assert_eq 0 "$rc" "exit status after SIGTERM"
