@@ -2,9 +2,11 @@
 # PostgreSQL over TLS (docs/OPERATIONS.md: Deploy): sslmode=verify-full with a
 # certificate authority the suite makes (openssl) and a client certificate
 # the server requires (clientcert=verify-full), a backlog stored through the
-# non-blocking connection and COPY paths over TLS, and the two certificate
+# non-blocking connection and COPY paths over TLS, and the certificate
 # faults an operator meets, refused at start naming the problem: a server
-# certificate of another authority, and an expired one.
+# certificate of another authority, an expired one, and one the trusted
+# authority issued for another host name (which only verify-full refuses:
+# verify-ca would accept it).
 . "$(dirname "$0")/lib.sh"
 
 pg_start
@@ -22,6 +24,7 @@ make_cert ca "storage-consumer test CA" self 2 &&
     make_cert server localhost ca 2 "DNS:localhost,IP:127.0.0.1" &&
     make_cert foreign localhost other-ca 2 "DNS:localhost,IP:127.0.0.1" &&
     make_cert expired localhost ca 0 "DNS:localhost,IP:127.0.0.1" &&
+    make_cert elsewhere elsewhere.example ca 2 "DNS:elsewhere.example" &&
     make_cert client postgres ca 2 || exit 1
 
 # pg_hba: TLS with a verified client certificate on TCP; the Unix socket
@@ -29,7 +32,7 @@ make_cert ca "storage-consumer test CA" self 2 &&
 printf 'local all all trust\nhostssl all all 127.0.0.1/32 trust clientcert=verify-full\n' >"$PG_DIR/data/pg_hba.conf"
 [ "$(id -u)" -eq 0 ] && chown postgres: "$PG_DIR/data/pg_hba.conf"
 
-# Serve certificate NAME (server, foreign or expired).
+# Serve certificate NAME (server, foreign, expired or elsewhere).
 serve() { serve_cert "$(pg_root)" "$PG_DIR" "$1"; }
 
 # The test's database over TLS, verified both ways.
@@ -86,6 +89,22 @@ test_a_server_certificate_of_another_authority_is_refused_at_start() {
 test_an_expired_server_certificate_is_refused_at_start() {
     # 10: signed by the authority, expired.
     expect_refused_at_start expired tls_expired "certificate verify failed" 10
+}
+
+# sslmode=verify-full checks the server's host name, not only its
+# authority: a certificate the trusted authority issued for another host
+# (elsewhere.example; the service connects to localhost) is refused. The
+# suite's other certificates all name localhost or come from another
+# authority, so without this test verify-ca would pass the suite.
+test_a_server_certificate_of_the_authority_for_another_host_name_is_refused_at_start() {
+    # Names elsewhere.example only, not localhost nor 127.0.0.1.
+    assert_eq "Hostname localhost does NOT match certificate|IP 127.0.0.1 does NOT match certificate" \
+        "$(openssl x509 -noout -checkhost localhost -in "$CERTS/elsewhere.crt")|$(openssl x509 -noout -checkip 127.0.0.1 -in "$CERTS/elsewhere.crt")" \
+        "the host names of the elsewhere certificate"
+    # 0: signed by the authority the service trusts, valid: only its host
+    # name is wrong.
+    expect_refused_at_start elsewhere tls_elsewhere \
+        'server certificate for "elsewhere.example" does not match host name "localhost"' 0
 }
 
 run_tests
