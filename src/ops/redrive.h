@@ -15,8 +15,10 @@
  * Running it again changes nothing.
  *
  * Still-failing records go through the store's dead-letter insert like any
- * rejected record; their coordinates are the dead letter's own, so its
- * ON CONFLICT (topic, partition, kafka_offset) DO NOTHING adds no row.
+ * rejected record; their coordinates, timestamp, key and payload are the
+ * dead letter's own (pg/dead_letters.c reads the timestamp back to the
+ * millisecond the digest covers), so its ON CONFLICT (topic, partition,
+ * kafka_offset, record_digest) DO NOTHING adds no row.
  *
  * A truncated payload (payload_size > the bytes stored) is not the message:
  * storing it would store something the producer never sent, so it is

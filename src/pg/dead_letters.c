@@ -148,9 +148,14 @@ int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, batch_t *b, size_t 
                     p + 2, p + 3, p + 4, p + 5, p + 6, p + 7, p + 8, p + 9);
             k++;
         }
-        /* A record's coordinates are its identity: a replay adds nothing,
-         * and only the rows inserted are counted. */
-        fputs(" ON CONFLICT (topic, partition, kafka_offset) DO NOTHING RETURNING partition, kafka_offset", f);
+        /* A record is its coordinates and what it holds (record_digest,
+         * computed by the database from the row: migration 0009): a
+         * redelivery adds nothing, another record at the same coordinates
+         * (a topic recreated) is kept too, and only the rows inserted are
+         * counted. */
+        fputs(" ON CONFLICT (topic, partition, kafka_offset, record_digest) DO NOTHING"
+              " RETURNING partition, kafka_offset",
+              f);
         if (fclose(f) != 0 || !sql) abort();
         if (k == 0) break;
         char why[1024];
@@ -327,10 +332,13 @@ int dead_letters_fetch(db_conn_t *conn, const char *topic, const char *type, int
     /* Binary results: bytea as its exact bytes; the other columns are text.
      * ORDER BY names the table's id: a bare `id` would be the output column
      * id::text, sorted as text (1, 10, 100, 1000, 11, ...), and the pages,
-     * which continue after the last id, would skip and repeat dead letters. */
+     * which continue after the last id, would skip and repeat dead letters.
+     * The timestamp is truncated to the millisecond, as record_digest
+     * truncates it: a record that still fails is then written back with the
+     * digest of its dead letter, and adds no row. */
     PGresult *res = db_select(conn,
                               "SELECT id::text, partition::text, kafka_offset::text,"
-                              " COALESCE(round(extract(epoch FROM kafka_timestamp) * 1000)::bigint, -1)::text,"
+                              " COALESCE(floor(extract(epoch FROM kafka_timestamp) * 1000)::bigint, -1)::text,"
                               " message_key, payload, payload_size::text, octet_length(payload)::text, topic::text"
                               " FROM dead_letter_events"
                               " WHERE topic = ANY(string_to_array($1, ',')) AND resolved_at IS NULL AND ($2::text IS NULL OR error_type = $2)"

@@ -28,11 +28,14 @@ int dead_letters_unresolved(db_conn_t *conn, int64_t deadline_ms, const char *to
                             char *err, size_t errlen, error_class_t *cls);
 
 /* Inside the store's transaction, before `deadline_ms`: insert the batch's
- * rejected entries (ON CONFLICT on their coordinates DO NOTHING); *written
- * gets how many there were (the batch's log line), and each entry whose row
- * was inserted is marked dead_letter_new: a replayed record already stored
- * is not (the metrics count those, DESIGN.md: Probes and metrics). Returns 0, or -1 with `err` and *cls set (a
- * refused dead letter is fatal: the batch is not committed without it). */
+ * rejected entries (ON CONFLICT on their coordinates and the digest of their
+ * timestamp, key and payload DO NOTHING: the same record read again adds
+ * nothing, another record at reused coordinates is kept); *written gets how
+ * many there were (the batch's log line), and each entry whose row was
+ * inserted is marked dead_letter_new: a replayed record already stored is
+ * not (the metrics count those, DESIGN.md: Probes and metrics). Returns 0,
+ * or -1 with `err` and *cls set (a refused dead letter is fatal: the batch
+ * is not committed without it). */
 int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, batch_t *b, size_t *written, char *err,
                        size_t errlen, error_class_t *cls);
 

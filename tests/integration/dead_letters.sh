@@ -23,6 +23,7 @@ DEFAULT_TOPICS=1
 end_test() {
     local rc=$?
     end_services "$rc"
+    if [ -n "${RECREATED_BROKER_DIR:-}" ]; then "$BROKER" stop "$RECREATED_BROKER_DIR" >/dev/null 2>&1 || true; fi
     if [ "$rc" -ne 0 ] && [ -f "$WORK/$TEST_NAME.out" ]; then
         echo "# --- last output of storage-consumer dead-letters ---" >&2
         sed 's/^/# | /' "$WORK/$TEST_NAME.out" "$WORK/$TEST_NAME.err" >&2
@@ -165,6 +166,77 @@ test_redrive_stores_a_message_once_its_app_is_registered() {
         "the dead letter is kept with its original reason"
     # Offsets are irrelevant to a redrive: nothing was asked of Kafka.
     assert_eq 1 "$(broker_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 1)" "committed offset after the redrive"
+}
+
+# A topic deleted and created again numbers its records from 0 again: a new
+# bad record at an offset where a dead letter of the old topic sits is
+# another record, and must be dead-lettered too (DESIGN.md: Dead letters),
+# never dropped as if it were a redelivery while the position moves past it.
+# The suite's broker cannot delete a topic; a new broker process has none,
+# so the same topic name there is the topic recreated. The operator does
+# what the manual says after recreating a topic: replay from the earliest.
+test_a_recreated_topic_dead_letters_new_records_at_reused_offsets() {
+    begin_test recreated
+    fresh_topics recreated
+    start_service old STORAGE_PIPELINES=reviews
+    printf '{"old":%d\n' 0 1 2 | produce "$TOPIC_REVIEWS" -p 0
+    wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 3 60
+    stop_clean old
+    assert_eq "0 {\"old\":0|1 {\"old\":1|2 {\"old\":2" \
+        "$(sql "SELECT string_agg(kafka_offset || ' ' || convert_from(payload, 'UTF8'), '|' ORDER BY id) FROM dead_letter_events")" \
+        "dead letters of the old topic"
+
+    RECREATED_BROKER_DIR=$WORK/kafka-recreated
+    BOOTSTRAP=$("$BROKER" start "$RECREATED_BROKER_DIR" 1 "$TOPIC_REVIEWS:3")
+    BROKER_DIR=$RECREATED_BROKER_DIR
+    op replay replay reviews --to earliest
+    [ "$OP_RC" = 0 ] || fail "replay exited $OP_RC: $(out replay) $(err replay)"
+    assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] database 3, " "the old topic's position, reset"
+    assert_eq "0 0 0" "$(sql "SELECT string_agg(next_offset::text, ' ' ORDER BY partition) FROM consumer_offsets WHERE topic = '$TOPIC_REVIEWS'")" \
+        "positions after the replay"
+
+    # Other bad records at the old ones' offsets 0-2, and one past them.
+    printf '{"new":%d\n' 0 1 2 3 | produce "$TOPIC_REVIEWS" -p 0
+    start_service new STORAGE_PIPELINES=reviews
+    wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 4 60
+    stop_clean new
+    assert_eq "4 4" "$(batch_sum new reviews size) $(batch_sum new reviews dead_lettered)" "records read and rejected"
+    assert_eq "4" "$(sql "SELECT next_offset FROM consumer_offsets WHERE topic = '$TOPIC_REVIEWS' AND partition = 0")" \
+        "the position past them"
+    assert_eq "0 {\"old\":0|1 {\"old\":1|2 {\"old\":2|0 {\"new\":0|1 {\"new\":1|2 {\"new\":2|3 {\"new\":3" \
+        "$(sql "SELECT string_agg(kafka_offset || ' ' || convert_from(payload, 'UTF8'), '|' ORDER BY id) FROM dead_letter_events")" \
+        "dead letters: the old topic's kept, and every new bad record's, those at reused offsets too"
+    assert_eq "7" "$(dl_ok list --json | jq -r '.total.unresolved')" "unresolved dead letters listed"
+
+    # A redelivery of the same records is still a no-op: the table unchanged
+    # to the row version.
+    local before
+    before=$(dump_all)
+    op replay_again replay reviews --to earliest
+    [ "$OP_RC" = 0 ] || fail "replay exited $OP_RC: $(out replay_again) $(err replay_again)"
+    start_service again STORAGE_PIPELINES=reviews
+    wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 4 60
+    stop_clean again
+    assert_eq "4 4" "$(batch_sum again reviews size) $(batch_sum again reviews dead_lettered)" "records read again"
+    assert_eq "$before" "$(dump_all)" "tables after the records were read again"
+}
+
+# A dead letter that still fails is written back through the store's insert
+# with the timestamp redrive read from its row: to the millisecond, as its
+# digest has it, so no second row appears, whatever the row's precision.
+test_a_still_failing_redrive_adds_no_dead_letter() {
+    begin_test refail
+    sql "INSERT INTO dead_letter_events (topic, partition, kafka_offset, kafka_timestamp, message_key, payload,
+                                         payload_size, error_type, error_detail)
+         VALUES ('reviews', 0, 1, '2026-11-29T12:00:00.123789Z', 'k', '\\x7b', 1, 'invalid_json', 'bad'),
+                ('reviews', 0, 2, NULL, NULL, '\\x', 0, 'empty_payload', 'empty')"
+    local before
+    assert_contains "$(dl_ok redrive)" "redrive pipeline=reviews examined=2 stored=0 still_failing=2"
+    assert_eq "1 2" "$(sql "SELECT string_agg(kafka_offset::text, ' ' ORDER BY id) FROM dead_letter_events")" \
+        "dead letters after the redrive (their reasons refreshed)"
+    before=$(dump_all)
+    assert_contains "$(dl_ok redrive)" "redrive pipeline=reviews examined=2 stored=0 still_failing=2"
+    assert_eq "$before" "$(dump_all)" "tables after a second redrive"
 }
 
 # DESIGN.md: Progress of long work. Piped (as every other test runs it),
@@ -647,6 +719,38 @@ test_migration_0007_marks_earlier_resolutions_redriven() {
     assert_eq 0 "$rc" "migrate exit status: $(cat "$WORK/$TEST_NAME.err")"
     assert_eq "redriven||redriven: decoded" "$(resolution_of "$resolved")" "the dead letter resolved before 0007"
     assert_eq "||" "$(resolution_of "$unresolved")" "the unresolved one"
+}
+
+# A schema from before migration 0009, whose dead letters are keyed by
+# their coordinates alone: each gets the digest of the record it holds, a
+# redelivery of that record still adds nothing, another record at the same
+# coordinates is kept.
+test_migration_0009_keys_existing_dead_letters_by_their_record() {
+    begin_test identity
+    sql "ALTER TABLE dead_letter_events DROP CONSTRAINT dead_letter_events_record_key, DROP COLUMN record_digest,
+           ADD CONSTRAINT dead_letter_events_coordinates_key UNIQUE (topic, partition, kafka_offset);
+         DELETE FROM storage_consumer_migrations WHERE name LIKE '0009%'"
+    local old rc=0
+    old=$(dead_letter reviews 0 7 invalid_json "bad" '{"old')
+    dead_letter_hex reviews 0 8 empty_payload "empty" "" "" >/dev/null
+    env -u STORAGE_PIPELINES STORAGE_DATABASE_URL="$DB" "$BIN" migrate >"$WORK/$TEST_NAME.out" 2>"$WORK/$TEST_NAME.err" || rc=$?
+    assert_eq 0 "$rc" "migrate exit status: $(cat "$WORK/$TEST_NAME.err")"
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events WHERE octet_length(record_digest) <> 32")" "rows without a digest"
+    # The store's insert, as pg/dead_letters.c writes it: the same records
+    # add nothing; another one at offset 7 is kept beside the old one.
+    assert_eq "0 7" "$(sql "INSERT INTO dead_letter_events (topic, partition, kafka_offset, kafka_timestamp, message_key,
+                                                           payload, payload_size, error_type, error_detail)
+                            VALUES ('reviews', 0, 7, '2026-11-29T12:00:00Z', convert_to('key-7', 'UTF8'), '\\x7b226f6c64', 5, 'invalid_json', 'again'),
+                                   ('reviews', 0, 8, NULL, '\\x', '\\x', 0, 'empty_payload', 'again'),
+                                   ('reviews', 0, 7, '2026-11-29T12:00:00Z', convert_to('key-7', 'UTF8'), '\\x7b226e6577', 5, 'invalid_json', 'new')
+                            ON CONFLICT (topic, partition, kafka_offset, record_digest) DO NOTHING
+                            RETURNING partition, kafka_offset" | tr '|' ' ')" \
+        "rows the store's insert adds"
+    assert_eq "$old bad {\"old|new {\"new" \
+        "$(sql "SELECT string_agg(concat_ws(' ', CASE WHEN id = $old THEN id END, error_detail, convert_from(payload, 'UTF8')), '|' ORDER BY id)
+                  FROM dead_letter_events WHERE kafka_offset = 7")" \
+        "the dead letters at offset 7: the old one as it was, and the other record's"
+    assert_eq 3 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
 }
 
 # ---------------------------------------------------------------------------

@@ -125,8 +125,9 @@ test_committed_lag_is_reported_for_every_owned_partition() {
 }
 
 # The counter counts dead letters newly stored: a replay reads the bad
-# records again, the database keeps each once (its coordinates are its
-# identity), and the counter of the process that re-read them stays at 0.
+# records again, the database keeps each once (its coordinates and the
+# digest of what it holds are its identity), and the counter of the process
+# that re-read them stays at 0.
 test_a_replay_does_not_count_dead_letters_again() {
     fresh_schema metrics_replay
     fresh_topics metrics3

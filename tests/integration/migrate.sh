@@ -21,7 +21,8 @@ MIGRATION_NAMES="0001_app_stats.sql
 0005_dead_letter_resolution.sql
 0006_consumer_offsets.sql
 0007_dead_letter_acknowledgement.sql
-0008_reviews_fillfactor.sql"
+0008_reviews_fillfactor.sql
+0009_dead_letter_record_identity.sql"
 MIGRATION_COUNT=$(wc -l <<<"$MIGRATION_NAMES")
 
 # Run `storage-consumer migrate` against $DB with only the given STORAGE_*
@@ -161,7 +162,8 @@ payload bytea NOT NULL
 payload_size integer NOT NULL
 error_type character varying(64) NOT NULL
 error_detail text NOT NULL
-created_at timestamp with time zone NOT NULL DEFAULT now()"
+created_at timestamp with time zone NOT NULL DEFAULT now()
+record_digest bytea NOT NULL"
 
 # The progress record (DESIGN.md: Progress in the database).
 SPEC_CONSUMER_OFFSETS="group_id text NOT NULL
@@ -201,7 +203,7 @@ test_fresh_apply_creates_the_spec_schema() {
     assert_unique_key app_stats "application_id,crawled_at"
     assert_unique_key reviews "review_id"
     assert_unique_key network_metrics "analysis_id"
-    assert_unique_key dead_letter_events "kafka_offset,partition,topic"
+    assert_unique_key dead_letter_events "kafka_offset,partition,record_digest,topic"
 
     for t in $DATA_TABLES; do
         # The only foreign key: application_id -> apps_registry_application(id).
