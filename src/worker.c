@@ -362,18 +362,21 @@ static bool refresh_dead_letters(worker_t *w, int64_t *next_refresh)
     return true;
 }
 
-/* An idle pipeline's turn: check PostgreSQL when it has not been heard from
- * for WORKER_DB_PING_MS, and refresh the lag gauges (DESIGN.md: Probes and
- * metrics). A refresh of the dead letters that heard nothing stands for the
- * ping: asking again would only wait another attempt. Never fails the
- * pipeline: a batch that meets the outage does that, after its retries. */
+/* An idle pipeline's turn: check PostgreSQL so that it is never left
+ * unasked for longer than WORKER_DB_PING_MS, and refresh the lag gauges
+ * (DESIGN.md: Probes and metrics). The next turn comes a poll later, so a
+ * ping due before then is sent now: waiting for the turn after the due
+ * time let /readyz say ready for up to a poll timeout past its bound. A
+ * refresh of the dead letters that heard nothing stands for the ping:
+ * asking again would only wait another attempt. Never fails the pipeline:
+ * a batch that meets the outage does that, after its retries. */
 static void idle_checks(worker_t *w, int64_t *next_ping, int64_t *next_refresh)
 {
     bool silent = refresh_dead_letters(w, next_refresh);
     if (w->metrics && w->consumer.lag)
         w->consumer.lag(w->consumer.ctx, w->metrics->lag, w->metrics->committed_lag, METRICS_MAX_PARTITIONS);
     if (silent) *next_ping = clock_now_ms() + WORKER_DB_PING_MS;
-    if (!w->store.ping || clock_now_ms() < *next_ping) return;
+    if (silent || !w->store.ping || clock_now_ms() + w->settings->poll_timeout_ms < *next_ping) return;
     char err[1024];
     error_class_t cls = ERROR_CLASS_FATAL;
     int rc = w->store.ping(w->store.ctx, err, sizeof err, &cls);

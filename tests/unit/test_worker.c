@@ -15,6 +15,7 @@
 #include "shipped_schema.h"
 #include "settings.h"
 #include "bind_apps.h"
+#include "core/clock.h"
 #include "worker.h"
 
 #define MAX_CALLS 64
@@ -47,7 +48,11 @@ typedef struct {
     int positions_fail_times;      /* position reads failing before one succeeds (-1: always) */
     error_class_t positions_fail_class;
     int position_reads;
+    bool idle_polls_wait;          /* an idle poll waits its timeout, as the real one does */
     /* observations */
+    int64_t answered_ms;           /* clock_now_ms of the last write or ping answered */
+    int pings;
+    int64_t ping_gap_ms[8];        /* each ping's time since the answer before it */
     char calls[MAX_CALLS][16];
     int ncalls;
     int polls_served, writes, commits, disconnects;
@@ -76,6 +81,7 @@ static int fake_poll(void *ctx, size_t max, int timeout_ms, record_t **records, 
     if (f->polls_served >= f->batches) {
         if (f->idle_polls > 0) {
             f->idle_polls--;
+            if (f->idle_polls_wait) nanosleep(&(struct timespec){timeout_ms / 1000, (timeout_ms % 1000) * 1000000L}, NULL);
             return 0;
         }
         /* Nothing more to serve: end the test like a SIGTERM would. */
@@ -163,6 +169,19 @@ static int fake_write(void *ctx, batch_t *b, batch_counts_t *counts, char *err, 
         return -1;
     }
     counts->inserted = 1;
+    f->answered_ms = clock_now_ms();
+    return 0;
+}
+
+static int fake_ping(void *ctx, char *err, size_t errlen, error_class_t *cls)
+{
+    fake_t *f = ctx;
+    (void)err, (void)errlen, (void)cls;
+    note(f, "ping");
+    int64_t now = clock_now_ms();
+    if (f->pings < 8) f->ping_gap_ms[f->pings] = now - f->answered_ms;
+    f->pings++;
+    f->answered_ms = now;
     return 0;
 }
 
@@ -480,6 +499,47 @@ static void a_pipeline_reads_the_unresolved_dead_letters_for_the_status_page(voi
     for (int i = 0; i < METRICS_ERROR_TYPES; i++)
         assert_int_equal(atomic_load(&o.pm->unresolved_dead_letters[i]), i);
     metrics_free(m);
+}
+
+/* The fixture's settings with STORAGE_POLL_TIMEOUT_MS=`poll_ms`, and the
+ * idle polls waiting it out. */
+static void idle_polls_of(fixture_t *fx, const char *poll_ms)
+{
+    char poll[64], err[512];
+    char *env[] = {poll, "STORAGE_LOG_LEVEL=error", NULL};
+    snprintf(poll, sizeof poll, "STORAGE_POLL_TIMEOUT_MS=%s", poll_ms);
+    settings_free(&fx->settings);
+    assert_int_equal(settings_load(&fx->settings, env, err, sizeof err), 0);
+    fx->worker.store.ping = fake_ping;
+    fx->fake.idle_polls_wait = true;
+}
+
+/* /readyz may say ready for at most WORKER_DB_PING_MS and one attempt after
+ * PostgreSQL last answered (DESIGN.md: Probes and metrics): an idle
+ * pipeline asks at the last turn of its loop before the ping period ends,
+ * not at the first one after it, a poll timeout later. */
+static void an_idle_pipeline_asks_postgresql_before_a_poll_could_outlast_the_ping_period(void **state)
+{
+    fixture_t *fx = *state;
+    idle_polls_of(fx, "1200"); /* the turn after 1.2 s is the last before 2 s */
+    fx->fake.idle_polls = 1;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    if (fx->fake.pings == 0)
+        fail_msg("PostgreSQL was not asked at the turn 1.2 s after it answered: the next turn is 2.4 s after, past "
+                 "WORKER_DB_PING_MS=%d", WORKER_DB_PING_MS);
+    assert_string_equal(trace(&fx->fake), "poll resolve write commit poll ping poll");
+    assert_in_range(fx->fake.ping_gap_ms[0], 0, WORKER_DB_PING_MS);
+}
+
+/* Asking early by up to a poll is all: short polls do not each ping. */
+static void an_idle_pipeline_does_not_ask_postgresql_at_every_poll(void **state)
+{
+    fixture_t *fx = *state;
+    idle_polls_of(fx, "200");
+    fx->fake.idle_polls = 3;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake), "poll resolve write commit poll poll poll poll");
+    assert_int_equal(fx->fake.pings, 0);
 }
 
 static void at_a_stop_a_commit_refused_by_a_rebalance_is_retried(void **state)
@@ -906,6 +966,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_pipeline_reads_the_unresolved_dead_letters_for_the_status_page, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(an_idle_pipeline_asks_postgresql_before_a_poll_could_outlast_the_ping_period,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(an_idle_pipeline_does_not_ask_postgresql_at_every_poll, setup, teardown),
         cmocka_unit_test_setup_teardown(pipelined_batch_commits_its_offsets_only_after_its_write_finished, setup, teardown),
         cmocka_unit_test_setup_teardown(transient_error_at_finish_retries_the_same_batch_before_the_next, setup, teardown),
         cmocka_unit_test_setup_teardown(a_batch_resolved_from_the_cache_while_another_is_written_is_not_resolved_again, setup, teardown),
