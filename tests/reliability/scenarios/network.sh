@@ -17,15 +17,19 @@ NET_DB_HOST=db.reliability.test
 NET_KAFKA_HOST=kafka.reliability.test
 
 # How long the service may take to notice that PostgreSQL stopped
-# answering: an idle pipeline asks every 2 s (WORKER_DB_PING_MS), and its
-# question, the ping or the status page's refresh of the dead letters,
-# whichever comes first, gives up after an attempt (the statement timeout
-# plus 1 s, DESIGN.md: Errors); a loop turns within a poll (200 ms; its
-# commits go to healthy brokers here).
+# answering (DESIGN.md: Probes and metrics): an idle pipeline asks within
+# 2 s of its last answer (WORKER_DB_PING_MS, at the last turn of its loop
+# before then), and its question, the ping or the status page's refresh of
+# the dead letters, whichever comes first, gives up after an attempt (the
+# statement timeout plus 1 s, DESIGN.md: Errors); a poll (200 ms) allows
+# for the loop's turn running late by its own work (its commits go to
+# healthy brokers here). Counted from when the fault is in place, once nft
+# has returned: PostgreSQL is reachable until then.
 NET_PING_MS=2000
 net_attempt_ms() { echo $((2500 + 1000)); } # svc_env's STORAGE_DB_STATEMENT_TIMEOUT_MS
 net_notice_ms() { echo $((NET_PING_MS + $(net_attempt_ms) + 200)); }
-# A refused connection (a reset) fails at once: a ping period and a poll.
+# A refused connection (a reset) fails at once: a ping period, and a poll
+# for the loop's turn.
 NET_NOTICE_REFUSED_MS=$((NET_PING_MS + 200))
 # net_postgres retries from 500 ms (STORAGE_DB_RETRY_BASE_MS): 15.5 s of
 # back-off in all, which a fault failing every attempt at once (a reset, a
@@ -175,14 +179,15 @@ net_scenario_begin() { # name seed
 scenario_net_postgres() {
     net_scenario_begin net_postgres 41
     net_start s1 STORAGE_DB_RETRY_BASE_MS=$NET_RETRY_BASE_MS
-    local R=$RELAY_PORT notice heal t0 t_heal p_black p_answers p_reset p_name
+    local R=$RELAY_PORT notice heal t0 t_on t_heal p_black p_answers p_reset p_name
     notice=$(net_notice_ms)
     heal=$(net_heal_ms)
     # 1. Blackholed both ways for the time to notice plus 1.5 s of samples:
     # longer than an attempt's deadline, within the retry schedule.
     t0=$(now_ms)
     net_blackhole "$R"
-    expect_unready "$METRICS_PORT" $((t0 + notice)) $((t0 + notice + 1500)) "blackholed"
+    t_on=$(now_ms)
+    expect_unready "$METRICS_PORT" $((t_on + notice)) $((t_on + notice + 1500)) "blackholed"
     net_heal
     t_heal=$(now_ms)
     p_black=$(expect_progress s1 "$METRICS_PORT" "$t_heal" "$heal" "blackholed $((t_heal - t0)) ms" | tail -n 1)
@@ -194,8 +199,9 @@ scenario_net_postgres() {
     wait_blocked sc-s1 || fail_check "no batch caught mid-write"
     t0=$(now_ms)
     net_rule tcp sport "$R" drop
+    t_on=$(now_ms)
     release_lock
-    expect_unready "$METRICS_PORT" $((t0 + notice)) $((t0 + notice + 1000)) "answers dropped"
+    expect_unready "$METRICS_PORT" $((t_on + notice)) $((t_on + notice + 1000)) "answers dropped"
     net_heal
     t_heal=$(now_ms)
     p_answers=$(expect_progress s1 "$METRICS_PORT" "$t_heal" "$heal" "answers dropped $((t_heal - t0)) ms" | tail -n 1)
@@ -215,7 +221,8 @@ scenario_net_postgres() {
     # retry schedule's back-off (15.5 s), which is all a refused attempt waits.
     t0=$(now_ms)
     net_rule tcp dport "$R" reject with tcp reset
-    expect_unready "$METRICS_PORT" $((t0 + NET_NOTICE_REFUSED_MS)) $((t0 + 2 * NET_PING_MS)) "connections reset"
+    t_on=$(now_ms)
+    expect_unready "$METRICS_PORT" $((t_on + NET_NOTICE_REFUSED_MS)) $((t_on + 2 * NET_PING_MS)) "connections reset"
     net_heal
     t_heal=$(now_ms)
     p_reset=$(expect_progress s1 "$METRICS_PORT" "$t_heal" "$heal" "connections reset $((t_heal - t0)) ms" | tail -n 1)
