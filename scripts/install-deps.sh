@@ -15,6 +15,10 @@
 #
 # openssl makes the tls suite's certificate authorities and certificates.
 #
+# python3-confluent-kafka (the Python binding of librdkafka) produces the
+# model suite's streams: records with the keys, partitions and timestamps
+# the model chose, which kcat cannot set per record.
+#
 # iproute2 (ip netns) and nftables (nft) give each reliability scenario a
 # network namespace of its own, where the network scenarios drop and reset
 # packets by port without touching the machine's network or another
@@ -36,7 +40,7 @@ set -eu
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libsimdjson-dev libmicrohttpd-dev libcmocka-dev
 postgresql-15 postgresql-client-15 postgresql-15-partman kcat procps clang libclang-rt-14-dev
 systemd prometheus python3-yaml docker-compose groff-base man-db strace jq gnuplot-nox libxml2-utils
-chromium fonts-liberation openssl iproute2 nftables"
+chromium fonts-liberation openssl iproute2 nftables python3-confluent-kafka"
 
 case "${1:-}" in
 "") ;;

@@ -170,73 +170,142 @@ static void supersede(batch_t *b, size_t loser, size_t by)
     b->entries[loser].winner = by;
 }
 
-/* A tombstone (DESIGN.md: Pipelines are declared, tombstones) supersedes
- * an earlier tombstone of its key. One that deletes also ends the event
- * standing before it (applied first, it would be deleted anyway) and takes
- * the winners' slot, where an event after it stands again; one that marks
- * leaves that event standing, to be written before the mark. */
-static size_t bury(batch_t *b, size_t i, uint32_t *s, key_index_t *graves)
+/* A tombstone's timestamp as the mark's guard compares it: a tombstone
+ * without one marks whatever the row's version, as if it were the latest. */
+static int64_t mark_time(const batch_t *b, size_t i)
 {
-    size_t superseded = 0;
-    uint32_t *g = index_find(graves, b, i, same_key);
-    if (*g && b->entries[*g - 1].state == ENTRY_TOMBSTONE) supersede(b, *g - 1, i), superseded++;
-    *g = (uint32_t)(i + 1);
-    if (b->def->tombstones != TOMBSTONE_DELETE) return superseded;
-    if (*s && b->entries[*s - 1].state == ENTRY_EVENT) supersede(b, *s - 1, i), superseded++;
-    *s = (uint32_t)(i + 1);
+    int64_t ts = b->records[i].timestamp_ms;
+    return ts < 0 ? INT64_MAX : ts;
+}
+
+/* The tombstones that mark, of one key, k[0..n) in record order, among
+ * which only tombstone[j] are (the others are the key's values): each
+ * applied in turn would leave the row marked by the last one whose guard
+ * lets it (DESIGN.md: Pipelines are declared, tombstones). Which one that is
+ * depends on the stored version, known only to the database; a tombstone
+ * can be the one only if its timestamp is greater than every later one's
+ * (a later one with a timestamp as great passes the guard whenever it
+ * does). Those stand, `first` saying whether they go before the key's value
+ * is written; the others are superseded by the last. Without a guard that
+ * compares timestamps, the last alone stands. Returns how many were
+ * superseded. */
+static size_t stand_marks(batch_t *b, const size_t *k, size_t n, bool first)
+{
+    const pipeline_def_t *def = b->def;
+    bool guarded = def->version_index >= 0 && def->fields[def->version_index].source == SOURCE_TIMESTAMP;
+    size_t superseded = 0, last = n;
+    int64_t later = INT64_MIN;
+    for (size_t j = n; j-- > 0;) {
+        entry_t *e = &b->entries[k[j]];
+        if (e->state != ENTRY_TOMBSTONE) continue;
+        int64_t ts = mark_time(b, k[j]);
+        if (last == n || (guarded && ts > later)) {
+            if (last == n) last = j;
+            e->mark_first = first;
+            if (ts > later) later = ts;
+        } else {
+            supersede(b, k[j], k[last]);
+            superseded++;
+        }
+    }
     return superseded;
 }
 
-/* An event after a marking tombstone of its key brings the key back: the
- * tombstone is superseded. */
-static size_t revive(batch_t *b, size_t i, key_index_t *graves)
+/* One key's records k[0..n), in record order (DESIGN.md: Pipelines are
+ * declared, tombstones), reduced to what applying them one by one leaves in
+ * the table, whatever the row held before:
+ * - the values: the one with the greatest version (ties and versionless
+ *   pipelines: the first) stands, the others are superseded by it; for a
+ *   key with a deleting tombstone, only the values after the last tombstone
+ *   count (those before it are superseded by it);
+ * - a deleting tombstone: the last stands, the earlier ones are superseded;
+ * - marking tombstones: those before the value that stands are applied
+ *   before it is written, those after it (all, without a value) after it,
+ *   each group reduced by stand_marks. A value written clears the marks
+ *   before it; one the guard skips leaves them.
+ * Refusals are not foreseen here: a key with a tombstone is applied record
+ * by record when the database refuses one of its records (the store's
+ * isolation), a key of values alone has the next value promoted
+ * (batch_promote). Returns how many were superseded. */
+static size_t reduce_key(batch_t *b, const size_t *k, size_t n)
 {
-    if (b->def->tombstones != TOMBSTONE_MARK) return 0;
-    uint32_t *g = index_find(graves, b, i, same_key);
-    if (!*g || b->entries[*g - 1].state != ENTRY_TOMBSTONE) return 0;
-    supersede(b, *g - 1, i);
-    return 1;
+    const pipeline_def_t *def = b->def;
+    size_t superseded = 0, last_tombstone = n, w = n;
+    for (size_t j = 0; j < n; j++)
+        if (b->entries[k[j]].state == ENTRY_TOMBSTONE) last_tombstone = j;
+    for (size_t j = 0; j < n; j++) b->entries[k[j]].with_tombstone = last_tombstone < n;
+    bool deletes = def->tombstones == TOMBSTONE_DELETE && last_tombstone < n;
+    for (size_t j = 0; j < n; j++) {
+        entry_t *e = &b->entries[k[j]];
+        if (e->state == ENTRY_TOMBSTONE) {
+            if (deletes && j != last_tombstone) supersede(b, k[j], k[last_tombstone]), superseded++;
+            continue;
+        }
+        if (deletes && j < last_tombstone) {
+            supersede(b, k[j], k[last_tombstone]);
+            superseded++;
+        } else if (w == n) {
+            w = j;
+        } else if (wins_over(b, e, &b->entries[k[w]])) {
+            supersede(b, k[w], k[j]);
+            w = j;
+            superseded++;
+        } else {
+            supersede(b, k[j], k[w]);
+            superseded++;
+        }
+    }
+    if (def->tombstones == TOMBSTONE_MARK && last_tombstone < n) {
+        size_t split = w == n ? 0 : w;
+        superseded += stand_marks(b, k, split, true);
+        superseded += stand_marks(b, k + split, n - split, false);
+    }
+    return superseded;
 }
 
 size_t batch_deduplicate(batch_t *b)
 {
-    key_index_t winners, graves;
+    key_index_t keys;
     size_t superseded = 0;
-    index_init(&winners, b->count);
-    index_init(&graves, b->count);
+    /* Each key's records chained in record order from its first: next[i]
+     * (SIZE_MAX: the last), tail[first]. */
+    size_t *next = malloc((b->count ? b->count : 1) * sizeof *next);
+    size_t *tail = malloc((b->count ? b->count : 1) * sizeof *tail);
+    size_t *chain = malloc((b->count ? b->count : 1) * sizeof *chain);
+    if (!next || !tail || !chain) abort();
+    index_init(&keys, b->count);
     for (size_t i = 0; i < b->count; i++) {
         entry_t *e = &b->entries[i];
+        next[i] = SIZE_MAX;
         if (e->state != ENTRY_EVENT && e->state != ENTRY_TOMBSTONE) continue;
+        e->mark_first = false;
         uint64_t h = HASH_FNV_OFFSET;
         /* Each column's text and its end (the NUL): ("ab", "c") and ("a",
          * "bc") differ. */
         for (size_t k = 0; k < b->def->key_count; k++)
             h = hash_fnv1a(event_column(&e->event, (size_t)b->def->key_fields[k]), h) * HASH_FNV_PRIME;
         if (b->def->key_includes_app) h = (h ^ (uint64_t)e->application_id) * HASH_FNV_PRIME;
-        winners.hash[i] = graves.hash[i] = h;
-        uint32_t *s = index_find(&winners, b, i, same_key);
-        if (e->state == ENTRY_TOMBSTONE) {
-            superseded += bury(b, i, s, &graves);
-            continue;
-        }
-        superseded += revive(b, i, &graves);
-        if (*s == 0 || b->entries[*s - 1].state == ENTRY_TOMBSTONE) {
+        keys.hash[i] = h;
+        uint32_t *s = index_find(&keys, b, i, same_key);
+        if (*s == 0) {
             *s = (uint32_t)(i + 1);
-            continue;
-        }
-        size_t w = *s - 1;
-        superseded++;
-        if (wins_over(b, e, &b->entries[w])) {
-            b->entries[w].state = ENTRY_SUPERSEDED;
-            b->entries[w].winner = i;
-            *s = (uint32_t)(i + 1);
+            tail[i] = i;
         } else {
-            e->state = ENTRY_SUPERSEDED;
-            e->winner = w;
+            size_t first = *s - 1;
+            next[tail[first]] = i;
+            tail[first] = i;
         }
     }
-    index_free(&winners);
-    index_free(&graves);
+    for (size_t k = 0; k <= keys.mask; k++) {
+        if (!keys.slot[k]) continue;
+        size_t n = 0;
+        for (size_t i = keys.slot[k] - 1; i != SIZE_MAX; i = next[i]) chain[n++] = i;
+        superseded += reduce_key(b, chain, n);
+    }
+    index_free(&keys);
+    free(next);
+    free(tail);
+    free(chain);
     return superseded;
 }
 

@@ -27,6 +27,11 @@ typedef struct {
     int64_t application_id;
     size_t winner; /* ENTRY_SUPERSEDED: the entry that superseded this one */
     bool tombstone; /* decoded as a tombstone (ENTRY_TOMBSTONE, or superseded by a later one) */
+    /* Set by batch_deduplicate: the entry's key has a tombstone in the
+     * batch (such a key is applied record by record when the database
+     * refuses one of its records); and, for a standing tombstone that
+     * marks, whether it goes before the key's value is written. */
+    bool with_tombstone, mark_first;
     /* ENTRY_REJECTED: its dead letter was inserted by this batch's
      * transaction (false: already stored, e.g. by a replayed read). */
     bool dead_letter_new;
@@ -80,11 +85,14 @@ size_t batch_package_names(const batch_t *b, const char **names, uint32_t *name_
  * rejected record (unregistered_app). */
 void batch_bind(batch_t *b, const uint32_t *name_of, const int64_t *ids);
 
-/* Mark all but one event per natural key as superseded: the greatest
- * version wins (reviews: last_synced_at), ties and versionless pipelines keep
- * the first occurrence, as ON CONFLICT DO NOTHING would. Required, not an
- * optimisation: PostgreSQL aborts an ON CONFLICT DO UPDATE that touches the
- * same row twice. Returns the number superseded. */
+/* Reduce each natural key's records to what applying them one by one, in
+ * record order, leaves in the table, marking the rest superseded: of the
+ * values, the greatest version wins (reviews: last_synced_at), ties and
+ * versionless pipelines keep the first occurrence, as ON CONFLICT DO NOTHING
+ * would; a key's tombstones keep their place in that order (see
+ * reduce_key in batch.c). Required, not an optimisation: PostgreSQL aborts
+ * an ON CONFLICT DO UPDATE that touches the same row twice. Returns the
+ * number superseded. */
 size_t batch_deduplicate(batch_t *b);
 
 /* Sort the entry indexes idx[0..n) in key order: the application's id (when
@@ -94,7 +102,9 @@ size_t batch_deduplicate(batch_t *b);
 void batch_sort_by_key(const batch_t *b, size_t *idx, size_t n);
 
 /* Entry `rejected`, the winner of its natural key, was refused by the
- * database: the observations it superseded must not vanish with it. The one
+ * database, and its key has no tombstone in the batch (a key with one is
+ * applied record by record instead): the observations it superseded must
+ * not vanish with it. The one
  * de-duplication would have chosen among them becomes the key's event (the
  * others now superseded by it) and *promoted is set to it; returns false when
  * it superseded nothing. Every record then ends in exactly one place: stored,

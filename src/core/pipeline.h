@@ -158,6 +158,10 @@ typedef struct {
     foreign_key_t *foreign_keys;
     size_t foreign_count;
     char role[64]; /* the connected role the privileges are the facts of */
+    /* The table in SQL with its schema, as the catalog found it (empty:
+     * unknown): every statement names it so, and nothing of the session's
+     * own (its temporary stage) can shadow it (DESIGN.md: The write path). */
+    char table_sql[272];
 } table_facts_t;
 
 typedef struct {

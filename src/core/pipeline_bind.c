@@ -338,8 +338,12 @@ static void write_conflict(FILE *f, const pipeline_def_t *d, const table_facts_t
         fputs(" = NULL", f);
     }
     if (d->update_count) {
+        /* A row without a version (one the service did not write) is older
+         * than any, as the mark's guard and the probe take it. */
         const char *v = d->fields[d->version_index].column;
-        fputs(" WHERE EXCLUDED.", f);
+        fputs(" WHERE t.", f);
+        quote(f, v);
+        fputs(" IS NULL OR EXCLUDED.", f);
         quote(f, v);
         fputs(" > t.", f);
         quote(f, v);
@@ -396,7 +400,7 @@ static void write_upsert_with(FILE *f, const pipeline_def_t *d, const table_fact
     if (!d->partitioned || !d->update_count) return;
     fputs("WITH storage_stored AS MATERIALIZED (SELECT ", f);
     write_key_of(f, d, "t.");
-    fprintf(f, " FROM %s t JOIN storage_stage s ON (", d->table_sql);
+    fprintf(f, " FROM %s t JOIN pg_temp.storage_stage s ON (", d->table_sql);
     write_key_of(f, d, "t.");
     fputs(") = (", f);
     write_key_of(f, d, "s.");
@@ -421,46 +425,76 @@ static void write_returning(FILE *f, const pipeline_def_t *d, const table_facts_
     }
 }
 
-/* A tombstone rule's statement: the keys unnested side by side (each array
- * cast to its column's type, as the probe's), then the rows of those keys
- * deleted, or their mark set to the record's timestamp (now() where the
- * record has none). A mark is guarded as an update is when the version
- * (when_newer) is the record's timestamp: a row newer than the tombstone
- * (a value after it, read in an earlier batch of a replay, or a producer's
- * later record) is left unmarked. */
+/* The keys of a tombstone statement, unnested side by side (each array
+ * cast to its column's type, as the probe's), `extra` more arrays after
+ * them (and their ordinality), named k(c0, ..., <names>). */
+static void write_tombstone_keys(FILE *f, const pipeline_def_t *d, const table_facts_t *t, const char *extra,
+                                 bool ordinality, const char *names)
+{
+    fputs("unnest(", f);
+    for (size_t k = 0; k < d->key_count; k++)
+        fprintf(f, "%s$%zu::%s[]", k ? ", " : "", k + 1, column_of(t, d->fields[d->key_fields[k]].column)->type);
+    fputs(extra, f);
+    fputs(ordinality ? ") WITH ORDINALITY AS k(" : ") AS k(", f);
+    for (size_t k = 0; k < d->key_count; k++) fprintf(f, "%sc%zu", k ? ", " : "", k);
+    fputs(names, f);
+    fputs(")", f);
+}
+
+/* `alias`'s key columns equal k's: t.a = k.c0 AND ... */
+static void write_key_join(FILE *f, const pipeline_def_t *d, const char *alias, const char *keys)
+{
+    for (size_t k = 0; k < d->key_count; k++) {
+        fprintf(f, "%s%s.", k ? " AND " : "", alias);
+        quote(f, d->fields[d->key_fields[k]].column);
+        fprintf(f, " = %s.c%zu", keys, k);
+    }
+}
+
+/* A tombstone rule's statement. Deletes: the rows of the keys deleted.
+ * Marks: of each key's tombstones (in record order), the last one whose
+ * guard lets it marks the row with its timestamp (now() where the record
+ * has none), as applying them one by one would leave it. The guard, when
+ * the version (when_newer) is the record's timestamp: a row newer than the
+ * tombstone (a value after it, read in an earlier batch of a replay, or a
+ * producer's later record) is left as it is; a row without a version is
+ * older than any. */
 static void write_tombstone(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
 {
     if (d->tombstones == TOMBSTONE_DEAD_LETTER) return;
     if (d->tombstones == TOMBSTONE_DELETE) {
-        fprintf(f, "DELETE FROM %s t USING unnest(", d->table_sql);
-    } else {
-        fprintf(f, "UPDATE %s t SET ", d->table_sql);
-        quote(f, d->mark_column);
-        fputs(" = CASE WHEN k.ts >= 0 THEN to_timestamp(k.ts / 1000.0) ELSE now() END FROM unnest(", f);
+        fprintf(f, "DELETE FROM %s t USING ", d->table_sql);
+        write_tombstone_keys(f, d, t, "", false, "");
+        fputs(" WHERE ", f);
+        write_key_join(f, d, "t", "k");
+        return;
     }
-    for (size_t k = 0; k < d->key_count; k++)
-        fprintf(f, "%s$%zu::%s[]", k ? ", " : "", k + 1, column_of(t, d->fields[d->key_fields[k]].column)->type);
-    if (d->tombstones == TOMBSTONE_MARK) fprintf(f, ", $%zu::bigint[]", d->key_count + 1);
-    fputs(") AS k(", f);
-    for (size_t k = 0; k < d->key_count; k++) fprintf(f, "%sc%zu", k ? ", " : "", k);
-    fputs(d->tombstones == TOMBSTONE_MARK ? ", ts) WHERE " : ") WHERE ", f);
-    for (size_t k = 0; k < d->key_count; k++) {
-        fputs(k ? " AND t." : "t.", f);
-        quote(f, d->fields[d->key_fields[k]].column);
-        fprintf(f, " = k.c%zu", k);
-    }
-    if (d->tombstones == TOMBSTONE_MARK && d->version_index >= 0 &&
-        d->fields[d->version_index].source == SOURCE_TIMESTAMP) {
+    char extra[32];
+    snprintf(extra, sizeof extra, ", $%zu::bigint[]", d->key_count + 1);
+    fprintf(f, "UPDATE %s t SET ", d->table_sql);
+    quote(f, d->mark_column);
+    fputs(" = CASE WHEN m.ts >= 0 THEN to_timestamp(m.ts / 1000.0) ELSE now() END FROM (SELECT DISTINCT ON (", f);
+    for (size_t k = 0; k < d->key_count; k++) fprintf(f, "%sk.c%zu", k ? ", " : "", k);
+    fputs(") k.* FROM ", f);
+    write_tombstone_keys(f, d, t, extra, true, ", ts, i");
+    fputs(" JOIN ", f);
+    fprintf(f, "%s s ON ", d->table_sql);
+    write_key_join(f, d, "s", "k");
+    if (d->version_index >= 0 && d->fields[d->version_index].source == SOURCE_TIMESTAMP) {
         const char *v = d->fields[d->version_index].column;
         bool ms = column_of(t, v)->kind == COLUMN_INT8;
-        fputs(" AND (k.ts < 0 OR t.", f);
+        fputs(" WHERE (k.ts < 0 OR s.", f);
         quote(f, v);
-        fputs(" IS NULL OR t.", f);
+        fputs(" IS NULL OR s.", f);
         quote(f, v);
         /* Milliseconds added to the epoch: exact while k.ts times 1,000 µs
          * fits a double's 53 bits (any timestamp before the year 287,000). */
         fputs(ms ? " <= k.ts)" : " <= timestamptz 'epoch' + k.ts * interval '1 millisecond')", f);
     }
+    fputs(" ORDER BY ", f);
+    for (size_t k = 0; k < d->key_count; k++) fprintf(f, "k.c%zu, ", k);
+    fputs("k.i DESC) m WHERE ", f);
+    write_key_join(f, d, "t", "m");
 }
 
 /* Every statement's names, quoted (DESIGN.md: Pipelines are declared). */
@@ -560,6 +594,10 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
                             column_of(t, v->column)->type);
     }
     bind_table_rules(d, t);
+    if (t->table_sql[0]) {
+        free(d->table_sql);
+        if (!(d->table_sql = strdup(t->table_sql))) abort();
+    }
     build_sql(d, t);
     d->bound = true;
     return 0;

@@ -63,8 +63,9 @@ static int read_table_rules(db_conn_t *conn, const char *const *params, table_fa
 {
     PGresult *res = db_select(conn,
                               "SELECT c.relkind = 'p', c.relrowsecurity, current_user, "
-                              "EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = c.oid AND k.condeferrable) "
-                              "FROM pg_class c WHERE c.oid = to_regclass($1)",
+                              "EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conrelid = c.oid AND k.condeferrable), "
+                              "quote_ident(n.nspname) || '.' || quote_ident(c.relname) "
+                              "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)",
                               1, params, 0, err, errlen);
     if (!res) return -1;
     if (PQntuples(res) == 1) {
@@ -72,6 +73,7 @@ static int read_table_rules(db_conn_t *conn, const char *const *params, table_fa
         t->row_security = is_true(res, 0, 1);
         snprintf(t->role, sizeof t->role, "%s", PQgetvalue(res, 0, 2));
         t->deferrable = is_true(res, 0, 3);
+        snprintf(t->table_sql, sizeof t->table_sql, "%s", PQgetvalue(res, 0, 4));
     }
     PQclear(res);
     res = db_select(conn,

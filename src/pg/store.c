@@ -27,9 +27,9 @@ store_t *store_new(const settings_t *s, const pipeline_def_t *def)
      * selects and returns adapts to the table (pipeline_def_t: select_sql,
      * upsert_with_sql, returning_sql). */
     const char *cols = def->columns_sql;
-    if (asprintf(&st->copy_sql, "COPY storage_stage (%s) FROM STDIN", cols) < 0 ||
+    if (asprintf(&st->copy_sql, "COPY pg_temp.storage_stage (%s) FROM STDIN", cols) < 0 ||
         asprintf(&st->direct_sql, "COPY %s (%s) FROM STDIN", def->table_sql, cols) < 0 ||
-        asprintf(&st->insert_sql, "%sINSERT INTO %s AS t (%s) SELECT %s FROM storage_stage ORDER BY %s %s RETURNING %s",
+        asprintf(&st->insert_sql, "%sINSERT INTO %s AS t (%s) SELECT %s FROM pg_temp.storage_stage ORDER BY %s %s RETURNING %s",
                  def->upsert_with_sql, def->table_sql, cols, def->select_sql, def->key_sql, def->conflict_sql,
                  def->returning_sql) < 0 ||
         asprintf(&st->stage_sql, "CREATE TEMP TABLE storage_stage ON COMMIT DELETE ROWS AS SELECT %s FROM %s WITH NO DATA",

@@ -137,6 +137,78 @@ static bool names_app_foreign_key(const pipeline_def_t *def, const char *constra
     return false;
 }
 
+/* Whether event i is stored at its version or a newer one (for a pipeline
+ * without a version: stored at all), asked by the probe under a savepoint
+ * of its own (a key the probe's casts refuse is not stored). Returns 1, 0,
+ * or -1 with err/cls. */
+static int stored_at_its_version(store_t *st, const batch_t *b, size_t i, char *err, size_t errlen,
+                                 error_class_t *cls)
+{
+    char why[1024];
+    bool stored[1] = {false};
+    size_t one = 0;
+    if (exec_simple(st, "SAVEPOINT storage_probe_one", err, errlen, cls)) return -1;
+    long found = -1;
+    if (probe_send(st->conn, &st->probe_prepared, st->deadline, b, &i, 1, why, sizeof why, cls) == 0)
+        found = probe_collect(st->conn, st->deadline, &one, 1, stored, why, sizeof why, cls);
+    if (found < 0 && *cls != ERROR_CLASS_DATA) {
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    if (exec_simple(st, found < 0 ? "ROLLBACK TO SAVEPOINT storage_probe_one; RELEASE SAVEPOINT storage_probe_one"
+                                  : "RELEASE SAVEPOINT storage_probe_one",
+                    err, errlen, cls))
+        return -1;
+    return found > 0;
+}
+
+/* The database refused event i's row alone, with `why` (the savepoint
+ * rolled back). A row whose key is stored at its version or a newer one
+ * is skipped, as the guard (or DO NOTHING) would have skipped it had
+ * PostgreSQL not checked the table's constraints first: whether a value
+ * is judged refused or older must not depend on whether the probe asked
+ * (DESIGN.md: The write path). Any other is dead-lettered with the
+ * database's words; *rejected says which. Returns 0, or -1 with err/cls. */
+static int refused_row(store_t *st, batch_t *b, size_t i, const char *why, const char *constraint,
+                       batch_counts_t *counts, bool *rejected, char *err, size_t errlen, error_class_t *cls)
+{
+    char detail[1200];
+    *rejected = false;
+    if (strncmp(why, "23503:", 6) == 0 && names_app_foreign_key(st->def, constraint)) {
+        /* The row's application_id is gone: the app was deleted after
+         * the batch was resolved (or its cached id is older than a
+         * delete and a new registration). Not the record's fault: the
+         * batch is resolved again, and then stored under the app's new
+         * id, or dead-lettered as unregistered_app. Any other foreign
+         * key (the table's own) is the row's: a dead letter below. */
+        const char *name = event_package_name(&b->entries[i].event);
+        app_cache_forget(st->apps, name);
+        snprintf(err, errlen, "the application registry changed under the batch (%s was resolved to an id that no longer exists): resolving it again",
+                 name);
+        *cls = ERROR_CLASS_TRANSIENT;
+        return -1;
+    }
+    if (strncmp(why, "42501:", 6) == 0) {
+        int refused = policy_refused(st, err, errlen, cls);
+        if (refused < 0) return -1;
+        if (!refused) {
+            snprintf(err, errlen, "%s", why);
+            *cls = ERROR_CLASS_FATAL;
+            return -1;
+        }
+    }
+    int stored = stored_at_its_version(st, b, i, err, errlen, cls);
+    if (stored < 0) return -1;
+    if (stored) {
+        counts->skipped++;
+        return 0;
+    }
+    snprintf(detail, sizeof detail, "the database refused the row: %s", why);
+    batch_reject(b, i, ERROR_DATABASE_REJECTED, detail);
+    *rejected = true;
+    return 0;
+}
+
 /* Narrow a data error down: write halves under savepoints until the
  * offending records stand alone, then reject them with the database's
  * message. Returns 0, or -1 on a non-data error. */
@@ -155,7 +227,7 @@ static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, bat
         counts->inserted += part.inserted;
         counts->updated += part.updated;
         counts->skipped += part.skipped;
-        return exec_simple(st, "RELEASE SAVEPOINT storage_isolate; TRUNCATE storage_stage", err,
+        return exec_simple(st, "RELEASE SAVEPOINT storage_isolate; TRUNCATE pg_temp.storage_stage", err,
                            errlen, cls);
     }
     if (*cls != ERROR_CLASS_DATA) {
@@ -168,36 +240,12 @@ static int isolate(store_t *st, batch_t *b, const size_t *pending, size_t n, bat
                     err, errlen, cls))
         return -1;
     if (n == 1) {
-        char detail[1200];
-        if (strncmp(why, "23503:", 6) == 0 && names_app_foreign_key(st->def, constraint)) {
-            /* The row's application_id is gone: the app was deleted after
-             * the batch was resolved (or its cached id is older than a
-             * delete and a new registration). Not the record's fault: the
-             * batch is resolved again, and then stored under the app's new
-             * id, or dead-lettered as unregistered_app. Any other foreign
-             * key (the table's own) is the row's: a dead letter below. */
-            const char *name = event_package_name(&b->entries[pending[0]].event);
-            app_cache_forget(st->apps, name);
-            snprintf(err, errlen, "the application registry changed under the batch (%s was resolved to an id that no longer exists): resolving it again",
-                     name);
-            *cls = ERROR_CLASS_TRANSIENT;
-            return -1;
-        }
-        if (strncmp(why, "42501:", 6) == 0) {
-            int refused = policy_refused(st, err, errlen, cls);
-            if (refused < 0) return -1;
-            if (!refused) {
-                snprintf(err, errlen, "%s", why);
-                *cls = ERROR_CLASS_FATAL;
-                return -1;
-            }
-        }
-        snprintf(detail, sizeof detail, "the database refused the row: %s", why);
-        batch_reject(b, pending[0], ERROR_DATABASE_REJECTED, detail);
+        bool rejected;
+        if (refused_row(st, b, pending[0], why, constraint, counts, &rejected, err, errlen, cls)) return -1;
         /* The observations of its key it superseded take its place, one at
          * a time, until one is stored or all are dead-lettered. */
         size_t promoted;
-        if (batch_promote(b, pending[0], &promoted))
+        if (rejected && batch_promote(b, pending[0], &promoted))
             return isolate(st, b, &promoted, 1, counts, err, errlen, cls);
         return 0;
     }
@@ -274,42 +322,79 @@ static int apply_tombstones(store_t *st, const batch_t *b, const size_t *idx, si
     return 0;
 }
 
-/* Every standing tombstone of the batch in one statement; while
- * isolating, each alone under a savepoint, one the table refuses (another
- * table's foreign key pointing at its row) dead-lettered with the
- * database's words. */
-static int tombstones(store_t *st, batch_t *b, bool isolating, char *err, size_t errlen, error_class_t *cls)
+/* Which standing tombstones a statement applies: all (deletes), or the
+ * marks before or after their keys' values are written (entry_t:
+ * mark_first). */
+typedef enum { TOMBSTONES_ALL, MARKS_FIRST, MARKS_AFTER } tombstone_phase_t;
+
+/* The standing tombstones of the batch that `phase` names, in one
+ * statement. Returns 0, or -1 with err/cls. */
+static int tombstones(store_t *st, batch_t *b, tombstone_phase_t phase, char *err, size_t errlen, error_class_t *cls)
 {
-    size_t n = 0, *one = malloc((b->count ? b->count : 1) * sizeof *one);
-    if (!one) abort();
-    for (size_t i = 0; i < b->count; i++)
-        if (b->entries[i].state == ENTRY_TOMBSTONE) one[n++] = i;
-    int rc = 0;
-    if (!isolating || n == 0) {
-        rc = n ? apply_tombstones(st, b, one, n, &st->done.deleted, err, errlen, cls) : 0;
-        free(one);
-        return rc;
+    size_t n = 0, *idx = malloc((b->count ? b->count : 1) * sizeof *idx);
+    if (!idx) abort();
+    for (size_t i = 0; i < b->count; i++) {
+        const entry_t *e = &b->entries[i];
+        if (e->state == ENTRY_TOMBSTONE && (phase == TOMBSTONES_ALL || e->mark_first == (phase == MARKS_FIRST)))
+            idx[n++] = i;
     }
-    for (size_t j = 0; j < n && rc == 0; j++) {
-        char why[1024];
-        if ((rc = exec_simple(st, "SAVEPOINT storage_tombstone", err, errlen, cls))) break;
-        if (apply_tombstones(st, b, &one[j], 1, &st->done.deleted, why, sizeof why, cls) == 0) {
-            rc = exec_simple(st, "RELEASE SAVEPOINT storage_tombstone", err, errlen, cls);
+    int rc = n ? apply_tombstones(st, b, idx, n, &st->done.deleted, err, errlen, cls) : 0;
+    free(idx);
+    return rc;
+}
+
+/* After the database refused a record of a key with a tombstone in the
+ * batch: that key's records, each alone under a savepoint, in record
+ * order, as the documented rules apply them one by one (DESIGN.md:
+ * Pipelines are declared, tombstones) — the in-batch reduction cannot know
+ * what a refusal gives back. A record the table refuses is dead-lettered
+ * with the database's words (a value whose key is stored at its version or
+ * a newer one is skipped: refused_row), and the next record of its key
+ * meets the row as that refusal left it. Returns 0, or -1 with err/cls. */
+static int apply_one_by_one(store_t *st, batch_t *b, char *err, size_t errlen, error_class_t *cls)
+{
+    for (size_t i = 0; i < b->count; i++) {
+        entry_t *e = &b->entries[i];
+        if (!e->with_tombstone || e->state == ENTRY_REJECTED) continue;
+        char why[1024], constraint[64];
+        bool tomb = e->tombstone;
+        if (st->stored[i]) {
+            /* Probed stored: judged again here, counted once. */
+            st->stored[i] = false;
+            st->done.skipped--;
+            st->done.skipped_by_probe--;
+        }
+        e->state = tomb ? ENTRY_TOMBSTONE : ENTRY_EVENT;
+        if (exec_simple(st, "SAVEPOINT storage_one", err, errlen, cls)) return -1;
+        int rc = tomb ? apply_tombstones(st, b, &i, 1, &st->done.deleted, why, sizeof why, cls)
+                      : write_chunk(st, b, &i, 1, &st->done, why, sizeof why, cls);
+        snprintf(constraint, sizeof constraint, "%s", db_error_constraint());
+        if (rc == 0) {
+            if (exec_simple(st, tomb ? "RELEASE SAVEPOINT storage_one"
+                                     : "RELEASE SAVEPOINT storage_one; TRUNCATE pg_temp.storage_stage",
+                            err, errlen, cls))
+                return -1;
             continue;
         }
+        if (!tomb) class_of_policy(st, why, cls);
         if (*cls != ERROR_CLASS_DATA) {
             snprintf(err, errlen, "%s", why);
-            rc = -1;
-            break;
+            return -1;
         }
-        char detail[1200];
-        snprintf(detail, sizeof detail, "the database refused the tombstone: %s", why);
-        batch_reject(b, one[j], ERROR_DATABASE_REJECTED, detail);
-        rc = exec_simple(st, "ROLLBACK TO SAVEPOINT storage_tombstone; RELEASE SAVEPOINT storage_tombstone", err,
-                         errlen, cls);
+        if (exec_simple(st, "ROLLBACK TO SAVEPOINT storage_one; RELEASE SAVEPOINT storage_one", err, errlen, cls))
+            return -1;
+        if (tomb) {
+            /* Another table's foreign key pointing at the row, a
+             * trigger: the row stays as it was. */
+            char detail[1200];
+            snprintf(detail, sizeof detail, "the database refused the tombstone: %s", why);
+            batch_reject(b, i, ERROR_DATABASE_REJECTED, detail);
+            continue;
+        }
+        bool rejected;
+        if (refused_row(st, b, i, why, constraint, &st->done, &rejected, err, errlen, cls)) return -1;
     }
-    free(one);
-    return rc;
+    return 0;
 }
 
 /* The end of an attempt's transaction: the upsert of the n staged events
@@ -371,15 +456,18 @@ static int send_end(store_t *st, batch_t *b, const store_hook_t *hook, size_t n,
 /* A batch with dead letters, tombstones, or a hook: step by step, BEGIN;
  * the dead letters (an extended-protocol query, which cannot join a simple
  * one); the tombstones that delete, before the values after them; the
- * COPY; then send_end — or, for tombstones that mark, the upsert waited
- * for, the marks, then send_end. */
+ * COPY; then send_end — or, for tombstones that mark, the marks that go
+ * before their keys' values, the upsert waited for, the marks after them,
+ * then send_end (batch_deduplicate: what applying each key's records one
+ * by one would leave). */
 static int send_step_by_step(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err,
                              size_t errlen, error_class_t *cls)
 {
     bool mark = st->def->tombstones == TOMBSTONE_MARK && has_state(b, ENTRY_TOMBSTONE);
     if (exec_simple(st, begin_sql(st), err, errlen, cls) ||
         dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls) ||
-        (!mark && tombstones(st, b, false, err, errlen, cls)) || (n && copy_events(st, b, n, NULL, err, errlen, cls)))
+        tombstones(st, b, mark ? MARKS_FIRST : TOMBSTONES_ALL, err, errlen, cls) ||
+        (n && copy_events(st, b, n, NULL, err, errlen, cls)))
         return -1;
     if (!mark) return send_end(st, b, hook, n, err, errlen, cls);
     /* Marks after the values they mark: the upsert waited for here. */
@@ -389,21 +477,23 @@ static int send_step_by_step(store_t *st, batch_t *b, const store_hook_t *hook, 
         count_upsert(res, n, &st->done);
         PQclear(res);
     }
-    if (tombstones(st, b, false, err, errlen, cls)) return -1;
+    if (tombstones(st, b, MARKS_AFTER, err, errlen, cls)) return -1;
     return send_end(st, b, hook, 0, err, errlen, cls);
 }
 
-/* After the database refused a value: BEGIN; the tombstones one by one
- * (a mark's after the events), the events upserted in halves under
- * savepoints (isolate), so the
- * records it refuses join the dead letters written after them; the dead
- * letters; then send_end with nothing left to upsert. */
+/* After the database refused a record: BEGIN; the keys with a tombstone
+ * in the batch record by record (apply_one_by_one); the events of the
+ * other keys upserted in halves under savepoints (isolate); so the records
+ * it refuses join the dead letters written after them; the dead letters;
+ * then send_end with nothing left to upsert. */
 static int send_isolating(store_t *st, batch_t *b, const store_hook_t *hook, size_t n, char *err, size_t errlen,
                           error_class_t *cls)
 {
-    bool mark = st->def->tombstones == TOMBSTONE_MARK;
-    if (exec_simple(st, begin_sql(st), err, errlen, cls) || (!mark && tombstones(st, b, true, err, errlen, cls)) ||
-        isolate(st, b, st->pending, n, &st->done, err, errlen, cls) || (mark && tombstones(st, b, true, err, errlen, cls)) ||
+    size_t values = 0;
+    for (size_t k = 0; k < n; k++)
+        if (!b->entries[st->pending[k]].with_tombstone) st->pending[values++] = st->pending[k];
+    if (exec_simple(st, begin_sql(st), err, errlen, cls) || apply_one_by_one(st, b, err, errlen, cls) ||
+        isolate(st, b, st->pending, values, &st->done, err, errlen, cls) ||
         dead_letters_write(st->conn, st->deadline, b, &st->done.dead_lettered, err, errlen, cls))
         return -1;
     return send_end(st, b, hook, 0, err, errlen, cls);

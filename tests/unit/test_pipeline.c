@@ -369,7 +369,8 @@ static void a_declared_pipeline_builds_its_conflict_rule_and_key_probe(void **st
     assert_string_equal(def->key_sql, "\"application_id\", \"permission\"");
     assert_string_equal(def->conflict_sql, "ON CONFLICT (\"application_id\", \"permission\") DO UPDATE SET "
                                            "\"protection_level\" = EXCLUDED.\"protection_level\", "
-                                           "\"seen_at\" = EXCLUDED.\"seen_at\" WHERE EXCLUDED.\"seen_at\" > t.\"seen_at\"");
+                                           "\"seen_at\" = EXCLUDED.\"seen_at\" WHERE t.\"seen_at\" IS NULL OR "
+                                           "EXCLUDED.\"seen_at\" > t.\"seen_at\"");
     /* Each array cast to its column's type, so the join takes the UNIQUE index. */
     assert_string_equal(def->probe_sql,
                         "SELECT s.i FROM unnest($1::bigint[], $2::character varying(255)[], "
@@ -419,7 +420,7 @@ static void names_are_taken_literally_and_quoted_in_every_statement(void **state
     assert_string_equal(def->key_sql, "\"App,Id\", \"order\"");
     assert_string_equal(def->conflict_sql, "ON CONFLICT (\"App,Id\", \"order\") DO UPDATE SET "
                                            "\"Seen \"\"At\"\"\" = EXCLUDED.\"Seen \"\"At\"\"\" "
-                                           "WHERE EXCLUDED.\"Seen \"\"At\"\"\" > t.\"Seen \"\"At\"\"\"");
+                                           "WHERE t.\"Seen \"\"At\"\"\" IS NULL OR EXCLUDED.\"Seen \"\"At\"\"\" > t.\"Seen \"\"At\"\"\"");
     assert_string_equal(def->probe_sql, "SELECT s.i FROM unnest($1::bigint[], $2::integer[], "
                                         "$3::timestamp with time zone[]) WITH ORDINALITY AS s(c0, c1, c2, i) "
                                         "JOIN \"My Schema\".\"Odd.Table\" t ON t.\"App,Id\" = s.c0 AND t.\"order\" = s.c1 "
@@ -602,9 +603,13 @@ static void a_member_of_the_records_key_is_checked_as_a_values_member(void **sta
     }
 }
 
-/* The states de-duplication leaves a batch of key/value records (value
- * NULL: a tombstone) in, under the tombstone rule `rule`. */
-static void dedup_states(const char *rule, const char *expected)
+/* The states de-duplication leaves a batch of key/value records under the
+ * tombstone rule `rule`: record i has key keys[i] and, where tombs[i] is
+ * 'T', no value (a tombstone); its timestamp, the version, is ts[i]. Each
+ * state a letter: E (event), R (rejected), s (superseded), T (a tombstone
+ * applied after its key's value), t (one applied before it). */
+static void dedup_states(const char *rule, const char *keys, const char *tombs, const int64_t *ts,
+                         const char *expected)
 {
     char err[1024], text[2048];
     snprintf(text, sizeof text,
@@ -623,42 +628,72 @@ static void dedup_states(const char *rule, const char *expected)
         typed("v", COLUMN_TEXT, "text", true), typed("seen", COLUMN_INT8, "bigint", true),
         typed("gone", COLUMN_TIMESTAMPTZ, "timestamp with time zone", false),
     };
-    char *keys[] = {"k"};
-    table_facts_t t = {true, cols, sizeof cols / sizeof *cols, keys, 1};
+    char *key_columns[] = {"k"};
+    table_facts_t t = {true, cols, sizeof cols / sizeof *cols, key_columns, 1};
     assert_int_equal(0, pipeline_bind(0, &t, err, sizeof err));
     const char *v = "{\"package_name\":\"com.example.a\",\"v\":\"x\"}";
-    /* a: a value, a tombstone, a newer value; b: a value, a tombstone;
-     * c: two tombstones. */
-    const char *k[] = {"a", "b", "a", "c", "b", "a", "c"};
-    const bool tomb[] = {false, false, true, true, true, false, true};
-    record_t r[7];
-    for (size_t i = 0; i < 7; i++)
-        r[i] = (record_t){.topic = "t", .offset = (int64_t)i, .timestamp_ms = (int64_t)i + 1, .key = k[i],
-                          .key_len = 1, .value = tomb[i] ? NULL : v, .value_len = tomb[i] ? 0 : strlen(v)};
+    size_t n = strlen(keys);
+    record_t r[16];
+    assert_true(n <= 16 && strlen(tombs) == n);
+    for (size_t i = 0; i < n; i++) {
+        bool tomb = tombs[i] == 'T';
+        r[i] = (record_t){.topic = "t", .offset = (int64_t)i, .timestamp_ms = ts[i], .key = &keys[i],
+                          .key_len = 1, .value = tomb ? NULL : v, .value_len = tomb ? 0 : strlen(v)};
+    }
     batch_t b;
     batch_init(&b, pipeline_get(0));
-    batch_decode(&b, r, 7);
-    for (size_t i = 0; i < 7; i++) b.entries[i].application_id = 1;
+    batch_decode(&b, r, n);
+    for (size_t i = 0; i < n; i++) b.entries[i].application_id = 1;
     batch_deduplicate(&b);
-    char got[16] = "";
+    char got[17] = "";
     static const char letter[] = {[ENTRY_EVENT] = 'E', [ENTRY_REJECTED] = 'R', [ENTRY_SUPERSEDED] = 's',
                                   [ENTRY_TOMBSTONE] = 'T'};
-    for (size_t i = 0; i < 7; i++) got[i] = letter[b.entries[i].state];
-    assert_string_equal(got, expected);
+    for (size_t i = 0; i < n; i++)
+        got[i] = b.entries[i].state == ENTRY_TOMBSTONE && b.entries[i].mark_first ? 't' : letter[b.entries[i].state];
+    if (strcmp(got, expected) != 0) fail_msg("%s, keys %s (%s): got %s, expected %s", rule, keys, tombs, got, expected);
     batch_free(&b);
 }
 
 /* DESIGN.md: Pipelines are declared, tombstones. A delete supersedes the
  * values of its key before it (they would be deleted) and an earlier
- * tombstone; a value after it stands. A mark leaves the value before it
- * standing (written, then marked); a value after it supersedes it. */
+ * tombstone; a value after it stands. A mark before the key's standing
+ * value is applied before it is written, one after it after; a value after
+ * a mark does not supersede the mark (the guard may skip the value, and the
+ * row then stays marked). */
 static void tombstones_keep_the_record_order_of_their_key(void **state)
 {
     (void)state;
-    /*                        a  b  a  c  b  a  c */
-    dedup_states("\"delete\"", "ssTsTET");
-    dedup_states("{\"mark\": \"gone\"}", "sEssTET");
-    dedup_states("\"dead_letter\"", "sERRRER");
+    /* a: a value, a tombstone, a newer value; b: a value, a tombstone;
+     * c: two tombstones. */
+    static const int64_t ts[] = {1, 2, 3, 4, 5, 6, 7};
+    dedup_states("\"delete\"", "abacbac", "--TTT-T", ts, "ssTsTET");
+    dedup_states("{\"mark\": \"gone\"}", "abacbac", "--TTT-T", ts, "sEtsTET");
+    dedup_states("\"dead_letter\"", "abacbac", "--TTT-T", ts, "sERRRER");
+}
+
+/* Applied one by one, a mark then an older value leaves the row marked
+ * (the guard skips the value): in one batch the mark must stand too. */
+static void a_mark_stands_beside_a_later_older_value_of_its_key(void **state)
+{
+    (void)state;
+    static const int64_t ts[] = {10, 5};
+    dedup_states("{\"mark\": \"gone\"}", "aa", "T-", ts, "tE");
+}
+
+/* Of a key's marks on one side of its value, one can be the last to pass
+ * the guard only if its timestamp is greater than every later one's: the
+ * others never decide the row's mark. */
+static void only_marks_that_can_be_the_last_to_pass_the_guard_stand(void **state)
+{
+    (void)state;
+    static const int64_t ts[] = {5, 3, 4, 9, 2, 8, 8};
+    /* Before the value (at 9): 5 stands (greater than 3 and 4), 3 does not,
+     * 4 does; after it: 8 (the first) does not (the last is as great). */
+    dedup_states("{\"mark\": \"gone\"}", "aaaaaaa", "TTT-TTT", ts, "tstEssT");
+    /* Without a timestamp a mark passes every guard: the ones before it
+     * never decide. */
+    static const int64_t none[] = {5, -1, 4};
+    dedup_states("{\"mark\": \"gone\"}", "aaa", "TTT", none, "sTT");
 }
 
 int main(void)
@@ -682,6 +717,8 @@ int main(void)
         cmocka_unit_test_setup(a_key_of_record_fields_takes_its_columns_from_the_record, rebind),
         cmocka_unit_test_setup(a_member_of_the_records_key_is_checked_as_a_values_member, rebind),
         cmocka_unit_test_setup(tombstones_keep_the_record_order_of_their_key, rebind),
+        cmocka_unit_test_setup(a_mark_stands_beside_a_later_older_value_of_its_key, rebind),
+        cmocka_unit_test_setup(only_marks_that_can_be_the_last_to_pass_the_guard_stand, rebind),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     pipelines_free();
