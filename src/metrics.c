@@ -268,6 +268,10 @@ char *metrics_render(metrics_t *m)
     counter(&o, m, "batches_total", "Batches committed.", offsetof(pipeline_metrics_t, batches));
     counter(&o, m, "db_retries_total", "Batch retries after a transient database error.",
             offsetof(pipeline_metrics_t, db_retries));
+    counter(&o, m, "batches_fenced_total",
+            "Batches rolled back because their partitions' positions moved on in the database (another member owns "
+            "them, or a replay reset them): read again from the database's positions.",
+            offsetof(pipeline_metrics_t, batches_fenced));
     counter(&o, m, "commit_failures_total", "Offset commits that failed, and rebalances that refused them (the rows were already stored).",
             offsetof(pipeline_metrics_t, commit_failures));
     counter(&o, m, "heartbeat_failures_total",

@@ -44,7 +44,7 @@ typedef struct {
     atomic_uint_fast64_t consumed, inserted, updated, skipped, skipped_by_probe, inserted_by_copy, dead_lettered;
     atomic_uint_fast64_t deleted; /* rows deleted or marked by tombstones */
     atomic_uint_fast64_t dead_letters_by_type[METRICS_ERROR_TYPES];
-    atomic_uint_fast64_t batches, db_retries, commit_failures;
+    atomic_uint_fast64_t batches, db_retries, commit_failures, batches_fenced;
     atomic_uint_fast64_t heartbeat_failures; /* heartbeat file writes that failed */
     /* Records retention deleted before they were stored (DESIGN.md: Progress
      * in the database). */

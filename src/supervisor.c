@@ -146,6 +146,7 @@ static int flush_adapter(void *ctx, int timeout_ms, char *err, size_t errlen)
 {
     return consumer_flush(ctx, timeout_ms, err, errlen);
 }
+static int rewind_adapter(void *ctx, char *err, size_t errlen) { return consumer_rewind(ctx, err, errlen); }
 static int resolve_adapter(void *ctx, batch_t *b, char *err, size_t errlen, error_class_t *cls)
 {
     return store_resolve(ctx, b, err, errlen, cls);
@@ -298,7 +299,8 @@ int supervisor_run(const settings_t *s, const char *version)
         p->worker = (worker_t){
             .settings = s,
             .def = pipeline_get(i),
-            .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter, flush_adapter},
+            .consumer = {p->consumer, poll_adapter, release_adapter, commit_adapter, lag_adapter, flush_adapter,
+                         rewind_adapter},
             .store = {.ctx = p->store,
                       .resolve = resolve_adapter,
                       .write = write_adapter,

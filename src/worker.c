@@ -208,17 +208,22 @@ typedef struct {
     } sent;
 } slot_t;
 
+/* What store_batch and finish_batch return for a fenced batch. */
+#define BATCH_FENCED 2
+
 /* Store a decoded batch after `attempt` failed attempts (the last failed
  * with `err` and `cls`; attempt 0: nothing tried yet), retrying transient
  * errors with back-off and a fresh connection. Returns 0 (committed), 1
- * (stop requested during the back-off: not committed, will be redelivered)
- * or -1 (fatal, w->failure set). */
+ * (stop requested during the back-off: not committed, will be redelivered),
+ * BATCH_FENCED (rolled back: its partitions moved on in the database, with
+ * the reason in `err`) or -1 (fatal, w->failure set). */
 static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t errlen,
                        error_class_t cls, batch_counts_t *counts)
 {
     const settings_t *s = w->settings;
     for (;; attempt++) {
         if (attempt > 0) {
+            if (cls == ERROR_CLASS_FENCED) return BATCH_FENCED;
             if (cls != ERROR_CLASS_TRANSIENT) return fail(w, "database error: %s", err);
             metrics_db_state(w->metrics, false);
             if (attempt > s->db_retry_max_attempts)
@@ -309,19 +314,51 @@ static slot_t *take_while_in_flight(worker_t *w, slot_t *sl, slot_t *spare, batc
 
 /* Wait for the batch's first attempt, retrying it (store_batch) when it
  * failed; a store that cannot send without waiting stores it here from the
- * start. Returns like store_batch. */
-static int finish_batch(worker_t *w, slot_t *sl, batch_counts_t *counts)
+ * start. Returns like store_batch; the reason of BATCH_FENCED in `err`. */
+static int finish_batch(worker_t *w, slot_t *sl, batch_counts_t *counts, char *err, size_t errlen)
 {
-    char err[1024];
     error_class_t cls = ERROR_CLASS_FATAL;
 
-    if (!sl->sent.done) return store_batch(w, sl, 0, err, sizeof err, cls, counts);
+    if (!sl->sent.done) return store_batch(w, sl, 0, err, errlen, cls, counts);
     sl->sent.done = false;
-    if (sl->sent.rc != 0) return store_batch(w, sl, 1, sl->sent.err, sizeof sl->sent.err, sl->sent.cls, counts);
+    if (sl->sent.rc != 0) {
+        snprintf(err, errlen, "%s", sl->sent.err);
+        return store_batch(w, sl, 1, err, errlen, sl->sent.cls, counts);
+    }
     memset(counts, 0, sizeof *counts);
-    if (w->store.finish(w->store.ctx, &sl->batch, counts, err, sizeof err, &cls) != 0)
-        return store_batch(w, sl, 1, err, sizeof err, cls, counts);
+    if (w->store.finish(w->store.ctx, &sl->batch, counts, err, errlen, &cls) != 0)
+        return store_batch(w, sl, 1, err, errlen, cls, counts);
     metrics_db_state(w->metrics, true);
+    return 0;
+}
+
+/* A batch was fenced (DESIGN.md: Progress in the database): it rolled back
+ * whole, because its partitions' positions moved on in the database since
+ * this member read them — another member owns them now, or a replay reset
+ * them. Neither it nor the batch taken after it is committed: both are
+ * released, and every owned partition is read again from the database's
+ * position (rewind), so this member goes on where the database says, or
+ * stops writing partitions it lost until its next assignment. Returns 0,
+ * or -1 when the pipeline must fail (w->failure set). */
+static int after_fenced(worker_t *w, slot_t *cur, slot_t *next, const char *why)
+{
+    char offsets[512], err[1024];
+    describe_offsets(w, &cur->batch, offsets, sizeof offsets);
+    LOG_WARN_F(w->def->name, LOG_FIELDS(LF_STR("offsets", offsets), LF_STR("error", why)),
+               "batch fenced: its partitions moved on in the database (another member owns them, or a replay reset "
+               "them); rolled back, not committed, read again from the database's positions");
+    if (w->metrics) atomic_fetch_add_explicit(&w->metrics->batches_fenced, 1, memory_order_relaxed);
+    note_error(w, "batch fenced", why);
+    w->consumer.release(w->consumer.ctx, cur->records);
+    cur->records = NULL;
+    if (next) {
+        w->consumer.release(w->consumer.ctx, next->records);
+        next->records = NULL;
+        next->sent.done = false;
+    }
+    if (!w->consumer.rewind) return fail(w, "batch fenced: %s", why);
+    if (w->consumer.rewind(w->consumer.ctx, err, sizeof err) != 0)
+        return fail(w, "cannot read the partitions again after a fenced batch: %s", err);
     return 0;
 }
 
@@ -532,7 +569,13 @@ int worker_run(worker_t *w)
                 break;
             }
         }
-        int stored = finish_batch(w, cur, &counts);
+        int stored = finish_batch(w, cur, &counts, err, sizeof err);
+        if (stored == BATCH_FENCED) {
+            rc = after_fenced(w, cur, next, err);
+            cur = next = NULL;
+            if (rc != 0) break;
+            continue;
+        }
         if (stored != 0) {
             if (stored < 0) rc = -1;
             break; /* fatal, or a stop during the back-off */

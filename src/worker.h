@@ -35,6 +35,11 @@ typedef struct {
     /* Optional: commit offsets of earlier batches that a held, refused or
      * failed commit left behind; returns like commit (0: nothing pending). */
     int (*flush)(void *ctx, int timeout_ms, char *err, size_t errlen);
+    /* Optional: read every owned partition again from where the database's
+     * position says, after a batch was fenced (nothing taken is
+     * unreleased). Returns 0, or -1 with `err` (the pipeline fails); without
+     * it a fenced batch fails the pipeline. */
+    int (*rewind)(void *ctx, char *err, size_t errlen);
 } worker_consumer_t;
 
 typedef struct {

@@ -8,6 +8,7 @@ error_class_t retry_classify(const char *sqlstate, bool connection_bad)
      * libpq's own error: the server closed the connection (an immediate
      * restart), even while PQstatus still says OK. Retries are bounded. */
     if (!sqlstate || !*sqlstate) return ERROR_CLASS_TRANSIENT;
+    if (strcmp(sqlstate, RETRY_SQLSTATE_FENCED) == 0) return ERROR_CLASS_FENCED;
     /* Class 08: connection exceptions. Class 53: insufficient resources (too
      * many connections, disk full, out of memory) pass once the operator or
      * the server frees them. */
@@ -53,6 +54,7 @@ const char *retry_class_name(error_class_t cls)
     case ERROR_CLASS_TRANSIENT: return "transient";
     case ERROR_CLASS_DATA: return "data";
     case ERROR_CLASS_FATAL: return "fatal";
+    case ERROR_CLASS_FENCED: return "fenced";
     }
     return "unknown";
 }

@@ -12,8 +12,16 @@
 typedef enum {
     ERROR_CLASS_TRANSIENT, /* retry the same batch after a back-off and a reconnect */
     ERROR_CLASS_DATA,      /* a record the database refuses: isolate and dead-letter it */
-    ERROR_CLASS_FATAL      /* a bug or a broken deployment: stop every pipeline */
+    ERROR_CLASS_FATAL,     /* a bug or a broken deployment: stop every pipeline */
+    /* The batch's partitions moved on in the database since this member read
+     * them (another member owns them now, or a replay reset them): the
+     * batch rolled back, its rows with it; the member starts again where the
+     * database says (DESIGN.md: Progress in the database, fencing). */
+    ERROR_CLASS_FENCED
 } error_class_t;
+
+/* The SQLSTATE storage_consumer_fence raises (migration 0010). */
+#define RETRY_SQLSTATE_FENCED "SC001"
 
 /* Classify an error by its SQLSTATE (NULL or "" when the server sent none)
  * and whether the connection is still usable. No SQLSTATE is a lost

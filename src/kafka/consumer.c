@@ -439,6 +439,59 @@ void consumer_release(consumer_t *c, record_t *records)
     }
 }
 
+int consumer_rewind(consumer_t *c, char *err, size_t errlen)
+{
+    if (!c->positions.read) {
+        snprintf(err, errlen, "the pipeline records no positions in the database");
+        return -1;
+    }
+    rd_kafka_topic_partition_list_t *seek = rd_kafka_topic_partition_list_new(c->owned->cnt ? c->owned->cnt : 1);
+    int rc = 0;
+    for (int t = 0; t < c->topic_count && rc == 0; t++) {
+        const char *topic = c->topics[t].name;
+        int n = 0;
+        for (int i = 0; i < c->owned->cnt; i++)
+            if (strcmp(c->owned->elems[i].topic, topic) == 0 && c->owned->elems[i].partition + 1 > n)
+                n = c->owned->elems[i].partition + 1;
+        if (n == 0) continue;
+        int64_t *next = malloc((size_t)n * sizeof *next);
+        if (!next) abort();
+        if (c->positions.read(c->positions.ctx, topic, n, next, err, errlen) != 0) {
+            rc = -1;
+        } else {
+            for (int i = 0; i < c->owned->cnt; i++) {
+                const rd_kafka_topic_partition_t *e = &c->owned->elems[i];
+                if (strcmp(e->topic, topic) != 0 || next[e->partition] < 0) continue;
+                rd_kafka_topic_partition_list_add(seek, topic, e->partition)->offset = next[e->partition];
+            }
+        }
+        free(next);
+    }
+    if (rc == 0 && seek->cnt > 0) {
+        rd_kafka_error_t *error = rd_kafka_seek_partitions(c->rk, seek, c->settings->commit_timeout_ms);
+        if (error) {
+            snprintf(err, errlen, "seeking to the database's positions: %s", rd_kafka_error_string(error));
+            rd_kafka_error_destroy(error);
+            rc = -1;
+        }
+        for (int i = 0; rc == 0 && i < seek->cnt; i++) {
+            const rd_kafka_topic_partition_t *e = &seek->elems[i];
+            if (e->err) {
+                snprintf(err, errlen, "seeking %s [%d] to the database's position %lld: %s", e->topic, e->partition,
+                         (long long)e->offset, rd_kafka_err2str(e->err));
+                rc = -1;
+                break;
+            }
+            set_stored(c, e->topic, e->partition, e->offset);
+            part_restart(c, e->topic, e->partition, e->offset);
+            LOG_INFO(c->def->name, "%s [%d] read again from offset %lld, the database's position", e->topic,
+                     e->partition, (long long)e->offset);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(seek);
+    return rc;
+}
+
 /* Errors of a group between generations: the commit is refused until the
  * member has rejoined, and a later commit covers these offsets. A zombie
  * member sees the same errors: its commit is refused, as it must be. */

@@ -85,6 +85,13 @@ int consumer_commit(consumer_t *c, const record_t *records, size_t count, int ti
  * is pending. For an idle pipeline, whose last commit was held or refused. */
 int consumer_flush(consumer_t *c, int timeout_ms, char *err, size_t errlen);
 
+/* After a batch was fenced (DESIGN.md: Progress in the database): read
+ * every owned partition again from the database's position (the positions'
+ * read, with its retries), as an assignment starts it; a partition the
+ * database has no position for is left where it is. Nothing taken may be
+ * unreleased. Returns 0, or -1 with the reason in `err`. */
+int consumer_rewind(consumer_t *c, char *err, size_t errlen);
+
 /* Lag of every owned partition (high watermark as last seen by the fetcher
  * minus the consumed position) into lag[t * max + p] for partition p of
  * the pipeline's topic t (in the settings' order), and from the committed

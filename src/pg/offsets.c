@@ -16,11 +16,11 @@ static int by_partition(const void *a, const void *b)
     return (x->partition > y->partition) - (x->partition < y->partition);
 }
 
-static long long epoch_of(const topic_epochs_t *epochs, int ntopics, const char *topic, int32_t p)
+static const topic_epochs_t *known_of(const topic_epochs_t *epochs, int ntopics, const char *topic)
 {
     for (int t = 0; t < ntopics; t++)
-        if (strcmp(epochs[t].topic, topic) == 0) return p >= 0 && p < epochs[t].n ? (long long)epochs[t].epoch[p] : 0;
-    return 0;
+        if (strcmp(epochs[t].topic, topic) == 0) return &epochs[t];
+    return NULL;
 }
 
 char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, const topic_epochs_t *epochs,
@@ -34,28 +34,67 @@ char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, 
 
     char *g = PQescapeLiteral(conn, group, strlen(group));
     if (!g) abort();
-    size_t cap = 512, len = 0;
-    for (size_t k = 0; k < n; k++) cap += strlen(g) + 2 * strlen(pos[k].topic) + 80;
-    char *sql = malloc(cap);
-    if (!sql) abort();
-    len += (size_t)snprintf(sql, cap,
-                            "INSERT INTO consumer_offsets AS o (group_id, topic, partition, next_offset, epoch) VALUES ");
+    char *moved = NULL, *created = NULL, *sql = NULL;
+    size_t moved_len = 0, created_len = 0, nmoved = 0, ncreated = 0;
+    FILE *m = open_memstream(&moved, &moved_len), *c = open_memstream(&created, &created_len);
+    if (!m || !c) abort();
     for (size_t k = 0; k < n; k++) {
         int32_t p = pos[k].partition;
         char *t = PQescapeLiteral(conn, pos[k].topic, strlen(pos[k].topic));
         if (!t) abort();
-        len += (size_t)snprintf(sql + len, cap - len, "%s(%s, %s, %d, %lld, %lld)", k ? ", " : "", g, t, (int)p,
-                                (long long)pos[k].last + 1, epoch_of(epochs, ntopics, pos[k].topic, p));
+        const topic_epochs_t *e = known_of(epochs, ntopics, pos[k].topic);
+        bool known = e && p >= 0 && p < e->n && e->next && e->next[p] >= 0;
+        long long epoch = e && p >= 0 && p < e->n ? (long long)e->epoch[p] : 0;
+        if (known)
+            fprintf(m, "%s(%s, %d, %lld::bigint, %lld::bigint, %lld::bigint)", nmoved++ ? ", " : "", t, (int)p,
+                    (long long)e->next[p], (long long)pos[k].last + 1, epoch);
+        else
+            fprintf(c, "%s(%s, %s, %d, %lld, %lld)", ncreated++ ? ", " : "", g, t, (int)p, (long long)pos[k].last + 1,
+                    epoch);
         PQfreemem(t);
     }
-    /* Never backwards: a late write of a member that lost the partition
-     * leaves the new owner's position as it is; and never across a replay. */
-    snprintf(sql + len, cap - len,
-             " ON CONFLICT (group_id, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, "
-             "updated_at = now() WHERE o.next_offset < EXCLUDED.next_offset AND o.epoch = EXCLUDED.epoch");
+    if (fclose(m) != 0 || fclose(c) != 0) abort();
+    /* Fenced (DESIGN.md: Progress in the database): each row moves only
+     * from where this member knows it to stand, within its epoch, and a
+     * partition without a row gets one only if nobody wrote it meanwhile;
+     * any other outcome fails the statement, and the batch's transaction
+     * rolls back whole, rows included. Never backwards besides. */
+    if (asprintf(&sql,
+                 "WITH storage_moved AS (%s%s%s%s%s), storage_created AS (%s%s%s%s) "
+                 "SELECT storage_consumer_fence((SELECT count(*) FROM storage_moved) + "
+                 "(SELECT count(*) FROM storage_created), %zu) AS " OFFSETS_FENCE_COLUMN,
+                 nmoved ? "UPDATE consumer_offsets AS o SET next_offset = GREATEST(o.next_offset, v.next_offset), "
+                          "updated_at = now() FROM (VALUES " : "SELECT 1 WHERE false",
+                 nmoved ? moved : "",
+                 nmoved ? ") AS v(topic, partition, expected, next_offset, epoch) WHERE o.group_id = " : "",
+                 nmoved ? g : "",
+                 nmoved ? " AND o.topic = v.topic AND o.partition = v.partition AND o.next_offset = v.expected "
+                          "AND o.epoch = v.epoch RETURNING 1" : "",
+                 ncreated ? "INSERT INTO consumer_offsets (group_id, topic, partition, next_offset, epoch) VALUES "
+                          : "SELECT 1 WHERE false",
+                 ncreated ? created : "",
+                 ncreated ? " ON CONFLICT (group_id, topic, partition) DO NOTHING" : "",
+                 ncreated ? " RETURNING 1" : "", n) < 0)
+        abort();
+    free(moved);
+    free(created);
     PQfreemem(g);
     free(pos);
     return sql;
+}
+
+void offsets_advanced(const batch_t *b, topic_epochs_t *epochs, int ntopics)
+{
+    if (b->count == 0) return;
+    batch_range_t *pos = malloc(b->count * sizeof *pos);
+    if (!pos) abort();
+    size_t n = batch_ranges(b, pos);
+    for (size_t k = 0; k < n; k++) {
+        topic_epochs_t *e = (topic_epochs_t *)known_of(epochs, ntopics, pos[k].topic);
+        int32_t p = pos[k].partition;
+        if (e && e->next && p >= 0 && p < e->n && pos[k].last + 1 > e->next[p]) e->next[p] = pos[k].last + 1;
+    }
+    free(pos);
 }
 
 int offsets_read(db_conn_t *conn, int64_t deadline_ms, const char *group, const char *topic, int n,

@@ -4,9 +4,10 @@
  * and the reads and resets of the commands.
  *
  * A row says: every record of (group, topic, partition) below next_offset
- * has its effect in the database. A batch only ever raises it (a member that
- * lost its partitions and writes late must not undo the new owner's
- * progress; what it records, it stored in the same transaction). */
+ * has its effect in the database. A batch moves it only from where its
+ * member found it (fencing: a member that lost its partitions and writes
+ * late must neither undo the new owner's progress nor commit rows over its
+ * rows; its whole transaction rolls back). */
 #ifndef STORAGE_PG_OFFSETS_H
 #define STORAGE_PG_OFFSETS_H
 
@@ -18,23 +19,34 @@
 #include "core/retry.h"
 #include "pg/db.h"
 
-/* The epochs a member read for the partitions of one topic when they were
- * assigned: epoch[p] for p < n. */
+/* What a member knows of the positions of one topic's partitions p < n:
+ * the epoch it read when they were assigned, and next[p], where the
+ * database's position stands as far as this member knows (read at the
+ * assignment, moved by each batch it committed; -1: no row yet). */
 typedef struct {
     char *topic;
     int64_t *epoch;
+    int64_t *next;
     int n;
 } topic_epochs_t;
 
-/* The statement that raises the rows of the partitions `b` covers to the
- * highest offset + 1 of each, never lowering one, for `group` (quoted with
- * the connection's rules), and only within the epoch the member read for
- * the partition: its entry of `epochs` (ntopics of them), else 0 (a replay
- * in between bumped it: the row stays as the replay left it). Rows are
- * written in topic and partition order. Returns a string the caller frees,
+/* The statement that moves the rows of the partitions `b` covers to the
+ * highest offset + 1 of each (never lower), for `group` (quoted with the
+ * connection's rules), each only from where this member knows it to stand,
+ * within the epoch it read: its entry of `epochs` (ntopics of them; a
+ * partition it has none for, as one without a row: inserted). A row that
+ * moved on meanwhile (another member's batch, a replay) fails the
+ * statement with RETRY_SQLSTATE_FENCED, and the transaction with it. Rows
+ * are written in topic and partition order. The statement returns one row
+ * with the column OFFSETS_FENCE_COLUMN. Returns a string the caller frees,
  * or NULL when the batch has no records. */
+#define OFFSETS_FENCE_COLUMN "storage_fence"
 char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, const topic_epochs_t *epochs,
                           int ntopics);
+
+/* After `b` committed: the positions it moved are where this member knows
+ * them to stand (epochs[].next). */
+void offsets_advanced(const batch_t *b, topic_epochs_t *epochs, int ntopics);
 
 /* The database's next offset of partitions 0..n-1 of `topic` in `group`
  * into next[p] (-1: no row) and, unless `epoch` is NULL, their epochs into

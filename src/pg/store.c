@@ -53,6 +53,7 @@ static void free_epochs(store_t *st)
     for (int t = 0; t < st->epoch_topics; t++) {
         free(st->epochs[t].topic);
         free(st->epochs[t].epoch);
+        free(st->epochs[t].next);
     }
     st->epoch_topics = 0;
 }
@@ -88,38 +89,59 @@ void store_record_progress(store_t *st, const char *group)
     if (!st->progress_group) abort();
 }
 
-int store_read_progress(store_t *st, const char *topic, int n, int64_t *next, char *err, size_t errlen,
-                        error_class_t *cls)
+/* What this member knows of `topic`'s positions, with room for n
+ * partitions (new ones: nothing known). */
+static topic_epochs_t *known_positions(store_t *st, const char *topic, int n)
 {
-    if (!st->progress_group) abort(); /* a caller bug */
     topic_epochs_t *e = NULL;
     for (int t = 0; t < st->epoch_topics && !e; t++)
         if (strcmp(st->epochs[t].topic, topic) == 0) e = &st->epochs[t];
     if (!e) {
         if (st->epoch_topics == PIPELINE_MAX_TOPICS) abort(); /* a caller bug: more topics than a pipeline has */
         e = &st->epochs[st->epoch_topics++];
-        *e = (topic_epochs_t){strdup(topic), NULL, 0};
+        *e = (topic_epochs_t){strdup(topic), NULL, NULL, 0};
         if (!e->topic) abort();
     }
     if (n > e->n) {
         e->epoch = realloc(e->epoch, (size_t)n * sizeof *e->epoch);
-        if (!e->epoch) abort();
+        e->next = realloc(e->next, (size_t)n * sizeof *e->next);
+        if (!e->epoch || !e->next) abort();
+        for (int p = e->n; p < n; p++) e->epoch[p] = 0, e->next[p] = -1;
         e->n = n;
     }
+    return e;
+}
+
+int store_read_progress(store_t *st, const char *topic, int n, int64_t *next, char *err, size_t errlen,
+                        error_class_t *cls)
+{
+    if (!st->progress_group) abort(); /* a caller bug */
+    topic_epochs_t *e = known_positions(st, topic, n);
     /* Read straight into the epochs: a read that fails fails the
      * assignment (after its retries), and a retry reads them again. */
-    return offsets_load(st->settings->database_url, st->settings->db_statement_timeout_ms,
-                        clock_now_ms() + settings_db_attempt_ms(st->settings), st->progress_group, topic, n, next,
-                        e->epoch, err, errlen, cls);
+    int rc = offsets_load(st->settings->database_url, st->settings->db_statement_timeout_ms,
+                          clock_now_ms() + settings_db_attempt_ms(st->settings), st->progress_group, topic, n, next,
+                          e->epoch, err, errlen, cls);
+    /* Where each batch's positions move from (fencing: DESIGN.md,
+     * Progress in the database). */
+    if (rc == 0) memcpy(e->next, next, (size_t)n * sizeof *next);
+    return rc;
 }
 
 int store_record_starts(store_t *st, const char *topic, int n, const int64_t *next, char *err, size_t errlen,
                         error_class_t *cls)
 {
     if (!st->progress_group) abort(); /* a caller bug */
-    return offsets_record_starts(st->settings->database_url, st->settings->db_statement_timeout_ms,
-                                 clock_now_ms() + settings_db_attempt_ms(st->settings), st->progress_group, topic,
-                                 n, next, err, errlen, cls);
+    int rc = offsets_record_starts(st->settings->database_url, st->settings->db_statement_timeout_ms,
+                                   clock_now_ms() + settings_db_attempt_ms(st->settings), st->progress_group, topic,
+                                   n, next, err, errlen, cls);
+    /* A start recorded is where the first batch moves the position from; a
+     * row another member wrote meanwhile fences that batch, and the member
+     * then starts where the database says. */
+    topic_epochs_t *e = known_positions(st, topic, n);
+    for (int p = 0; rc == 0 && p < n; p++)
+        if (next[p] >= 0 && e->next[p] < 0) e->next[p] = next[p];
+    return rc;
 }
 
 int store_connect(store_t *st, char *err, size_t errlen, error_class_t *cls)

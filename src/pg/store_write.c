@@ -543,7 +543,10 @@ static int wait_attempt(store_t *st, char *err, size_t errlen, error_class_t *cl
     st->in_flight.active = false;
     while ((res = db_result(st->conn, st->deadline, &timed_out, err, errlen))) {
         ExecStatusType status = PQresultStatus(res);
-        if (!failed && status == PGRES_TUPLES_OK) {
+        if (!failed && status == PGRES_TUPLES_OK && PQnfields(res) == 1 &&
+            strcmp(PQfname(res, 0), OFFSETS_FENCE_COLUMN) == 0) {
+            /* The positions moved, fenced (offsets_advance_sql). */
+        } else if (!failed && status == PGRES_TUPLES_OK) {
             count_upsert(res, st->in_flight.rows, &st->done);
         } else if (!failed && status == PGRES_COMMAND_OK && st->direct && strncmp(PQcmdStatus(res), "COPY ", 5) == 0) {
             size_t copied = strtoul(PQcmdTuples(res), NULL, 10);
@@ -664,6 +667,60 @@ static int collect_probe(store_t *st, const batch_t *b, char *err, size_t errlen
     return 0;
 }
 
+/* After an attempt failed because the batch's positions had moved on
+ * (fenced: offsets_advance_sql). Where the database now holds exactly the
+ * positions this batch would have moved them to, within the epochs this
+ * member read, an earlier attempt of it committed and its answer was lost
+ * (a connection broken during COMMIT): the batch is stored, its records
+ * counted skipped, and 0 returned. Otherwise the batch is not this
+ * member's to write (another member owns its partitions now, or a replay
+ * reset them): what this member knows of the positions becomes what the
+ * database holds, and -1 returns with *cls ERROR_CLASS_FENCED, for the
+ * worker to start again there (DESIGN.md: Progress in the database). */
+static int after_fence(store_t *st, batch_t *b, const char *err, error_class_t *cls)
+{
+    char why[1024];
+    error_class_t read_cls;
+    batch_range_t *pos = malloc((b->count ? b->count : 1) * sizeof *pos);
+    if (!pos) abort();
+    size_t n = batch_ranges(b, pos);
+    bool ours = true;
+    int64_t deadline = clock_now_ms() + settings_db_attempt_ms(st->settings);
+    for (int t = 0; t < st->epoch_topics; t++) {
+        topic_epochs_t *e = &st->epochs[t];
+        int64_t *next = malloc((size_t)(e->n ? e->n : 1) * sizeof *next);
+        int64_t *epoch = malloc((size_t)(e->n ? e->n : 1) * sizeof *epoch);
+        if (!next || !epoch) abort();
+        if (store_connect(st, why, sizeof why, &read_cls) != 0 ||
+            offsets_read(st->conn, deadline, st->progress_group, e->topic, e->n, next, epoch, why, sizeof why,
+                         &read_cls) != 0) {
+            /* Not known: the worker starts again where the database says,
+             * which reads them again. */
+            ours = false;
+        } else {
+            for (size_t k = 0; k < n; k++)
+                if (strcmp(pos[k].topic, e->topic) == 0 && pos[k].partition < e->n &&
+                    (next[pos[k].partition] != pos[k].last + 1 || epoch[pos[k].partition] != e->epoch[pos[k].partition]))
+                    ours = false;
+            memcpy(e->next, next, (size_t)e->n * sizeof *next);
+            memcpy(e->epoch, epoch, (size_t)e->n * sizeof *epoch);
+        }
+        free(next);
+        free(epoch);
+    }
+    free(pos);
+    if (ours) {
+        LOG_WARN_F(st->def->name, LOG_FIELDS(LF_STR("error", err)),
+                   "the batch's positions are where it would have moved them: an earlier attempt of it committed");
+        memset(&st->done, 0, sizeof st->done);
+        st->done.skipped = b->count - batch_superseded(b);
+        st->in_flight.active = false;
+        return 0;
+    }
+    *cls = ERROR_CLASS_FENCED;
+    return -1;
+}
+
 /* The first attempt, once the probe (if any) answered. */
 static int send_first(store_t *st, batch_t *b, const store_hook_t *hook, char *err, size_t errlen,
                       error_class_t *cls)
@@ -689,6 +746,7 @@ int store_write_start(store_t *st, batch_t *b, const store_hook_t *hook, char *e
     int rc = store_connect(st, err, errlen, cls);
     if (rc == 0 && st->probe_next && !hook->fn) rc = send_probe(st, b, hook, err, errlen, cls);
     if (rc == 0 && !st->in_flight.probing) rc = send_first(st, b, hook, err, errlen, cls);
+    if (rc != 0 && *cls == ERROR_CLASS_FENCED) rc = after_fence(st, b, err, cls);
     if (rc != 0) st->deadline = 0;
     return rc;
 }
@@ -707,6 +765,8 @@ int store_write_finish(store_t *st, batch_t *b, batch_counts_t *counts, char *er
     }
     if (rc == 0 && st->in_flight.active && wait_attempt(st, err, errlen, cls) != 0)
         rc = retry_after(st, b, &hook, err, errlen, cls);
+    if (rc != 0 && *cls == ERROR_CLASS_FENCED) rc = after_fence(st, b, err, cls);
+    if (rc == 0 && hook.commit && st->progress_group) offsets_advanced(b, st->epochs, st->epoch_topics);
     if (rc == 0) {
         st->done.superseded = batch_superseded(b);
         *counts = st->done;

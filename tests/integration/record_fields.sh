@@ -280,6 +280,55 @@ test_tombstones_mark_the_rows_of_their_keys_and_a_newer_value_clears_the_mark() 
         "the table after the replay"
 }
 
+# Fencing (DESIGN.md: Progress in the database). A member killed while its
+# batch [v1(k)] waits on a lock inside PostgreSQL leaves that transaction
+# behind (its whole query, COMMIT included, was sent); the next owner stores
+# v1(k) and k's tombstone; then the orphaned transaction gets its lock. Its
+# positions moved on meanwhile: it must roll back whole, or k is back for
+# good although the topic's last word on it is a delete.
+test_a_killed_members_late_transaction_never_brings_a_deleted_key_back() {
+    begin_test fence
+    register_apps "$APP"
+    local topic
+    latest_table_and_topic
+    # A gate the test closes: a write of `latest` waits on advisory lock
+    # 4242 while it is closed, which a session of the test holds.
+    sql "CREATE TABLE gate (closed BOOLEAN NOT NULL); INSERT INTO gate VALUES (true);
+         CREATE FUNCTION wait_at_gate() RETURNS trigger LANGUAGE plpgsql AS \$\$
+         BEGIN
+             IF (SELECT closed FROM gate) THEN PERFORM pg_advisory_xact_lock_shared(4242); END IF;
+             RETURN NEW;
+         END \$\$;
+         CREATE TRIGGER wait_at_gate BEFORE INSERT OR UPDATE ON latest FOR EACH ROW EXECUTE FUNCTION wait_at_gate()" >/dev/null
+    PGAPPNAME=gatekeeper psql "$DB" -X -q -At -c "SELECT pg_advisory_lock(4242), pg_sleep(3600)" >/dev/null 2>&1 &
+    local GATE_LOCK="l.locktype = 'advisory' AND l.classid = 0 AND l.objid = 4242 AND l.objsubid = 1"
+    wait_for_sql "SELECT count(*) FROM pg_locks l WHERE $GATE_LOCK AND l.granted" 1 "$STALL_S"
+    kv k v1 | produce "$topic" -p 0 -K '|' -Z
+    local def=${KV_DEF/'"on_conflict"'/'"tombstones": "delete", "on_conflict"'}
+    DEF=$def start_pipeline first latest "$topic"
+    # The first member's batch waits at the gate: its session holds no
+    # granted advisory lock and waits for one.
+    wait_for_sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE $GATE_LOCK
+                  AND NOT l.granted AND a.application_name = 'storage-consumer'" 1 "$STALL_S"
+    svc_kill first >/dev/null
+    sql "UPDATE gate SET closed = false" >/dev/null
+    kv k | produce "$topic" -p 0 -K '|' -Z
+    DEF=$def start_pipeline second latest "$topic"
+    # The second member owns the partition once the group has evicted the
+    # first (its session timeout) and stores both records.
+    wait_committed "$(group_of latest)" "$topic" 0 2 60
+    assert_eq "0|2" "$(sql "SELECT (SELECT count(*) FROM latest) || '|' || (SELECT next_offset FROM consumer_offsets
+                             WHERE group_id = '$(group_of latest)')")" "rows and the position after the second member"
+    # The orphaned transaction gets the lock, and ends (and the lock with
+    # it: held or waited for by nobody).
+    sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gatekeeper'" >/dev/null
+    wait_for_sql "SELECT count(*) FROM pg_locks l WHERE $GATE_LOCK" 0 "$STALL_S"
+    stop_clean second
+    assert_eq "0|2" "$(sql "SELECT (SELECT count(*) FROM latest) || '|' || (SELECT next_offset FROM consumer_offsets
+                             WHERE group_id = '$(group_of latest)')")" \
+        "rows and the position once the first member's late transaction ended"
+}
+
 test_a_tombstone_rule_without_a_key_of_the_records_own_is_refused() {
     begin_test tombrefused
     local topic

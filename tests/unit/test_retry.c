@@ -51,6 +51,9 @@ TEST(crash_shutdown_57P02_is_transient, expect_transient("57P02"))
 TEST(cannot_connect_now_57P03_is_transient, expect_transient("57P03"))
 TEST(serialization_failure_40001_is_transient, expect_transient("40001"))
 TEST(deadlock_40P01_is_transient, expect_transient("40P01"))
+/* The position fence's own SQLSTATE (migration 0010): neither retried nor
+ * isolated as data; the worker reads its partitions again. */
+TEST(the_position_fence_SC001_is_fenced, expect_class(RETRY_SQLSTATE_FENCED, false, ERROR_CLASS_FENCED))
 TEST(too_many_connections_53300_is_transient, expect_transient("53300"))
 TEST(disk_full_53100_is_transient, expect_transient("53100"))
 TEST(other_insufficient_resources_of_class_53_are_transient,
@@ -174,6 +177,7 @@ int main(void)
         cmocka_unit_test(cannot_connect_now_57P03_is_transient),
         cmocka_unit_test(serialization_failure_40001_is_transient),
         cmocka_unit_test(deadlock_40P01_is_transient),
+        cmocka_unit_test(the_position_fence_SC001_is_fenced),
         cmocka_unit_test(too_many_connections_53300_is_transient),
         cmocka_unit_test(disk_full_53100_is_transient),
         cmocka_unit_test(other_insufficient_resources_of_class_53_are_transient),

@@ -348,6 +348,42 @@ static void fatal_database_error_commits_nothing_and_fails_the_pipeline(void **s
     assert_non_null(strstr(fx->worker.failure, "injected write failure"));
 }
 
+static int fake_rewind(void *ctx, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    note(ctx, "rewind");
+    return 0;
+}
+
+/* DESIGN.md: Progress in the database, fencing. A batch whose partitions
+ * moved on in the database rolled back: it is neither retried nor
+ * committed to Kafka, and the member reads its partitions again from the
+ * database's positions before it takes another batch. */
+static void a_fenced_batch_is_dropped_and_the_partitions_read_again_from_the_database(void **state)
+{
+    fixture_t *fx = *state;
+    fx->fake.batches = 2;
+    fx->fake.write_fail_times = 1;
+    fx->fake.write_fail_class = ERROR_CLASS_FENCED;
+    fx->worker.consumer.rewind = fake_rewind;
+    assert_int_equal(worker_run(&fx->worker), 0);
+    assert_string_equal(trace(&fx->fake), "poll resolve write rewind poll resolve write commit poll");
+    assert_int_equal(fx->fake.commits, 1);
+    assert_int_equal(fx->fake.unreleased, 0);
+}
+
+/* Without a way to read the partitions again, going on would write the
+ * next batch from a position the database no longer holds. */
+static void a_fenced_batch_fails_a_pipeline_that_cannot_read_its_partitions_again(void **state)
+{
+    fixture_t *fx = *state;
+    fx->fake.write_fail_times = 1;
+    fx->fake.write_fail_class = ERROR_CLASS_FENCED;
+    assert_int_equal(worker_run(&fx->worker), -1);
+    assert_int_equal(fx->fake.commits, 0);
+    assert_non_null(strstr(fx->worker.failure, "fenced"));
+}
+
 static void transient_error_retries_the_same_batch_then_commits(void **state)
 {
     fixture_t *fx = *state;
@@ -949,6 +985,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(offsets_are_committed_only_after_the_database_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(fatal_database_error_commits_nothing_and_fails_the_pipeline, setup, teardown),
         cmocka_unit_test_setup_teardown(transient_error_retries_the_same_batch_then_commits, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_fenced_batch_is_dropped_and_the_partitions_read_again_from_the_database,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_fenced_batch_fails_a_pipeline_that_cannot_read_its_partitions_again, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(exhausted_retries_fail_the_pipeline_without_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(stop_request_interrupts_the_backoff_without_commit, setup, teardown),
         cmocka_unit_test_setup_teardown(stop_request_finishes_and_commits_the_in_flight_batch, setup, teardown),
