@@ -34,7 +34,7 @@ CORE_SRC := src/log.c src/settings.c src/env_file.c src/core/timestamp.c src/cor
             src/core/pipeline.c src/core/pipeline_bind.c src/core/retry.c src/core/batch.c src/core/app_cache.c src/core/utf8.c \
             src/core/clock.c src/worker.c src/metrics.c
 CORE_SRC += src/status_page.c $(BUILD)/pipelines_builtin.c
-APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/catalog.c src/pg/members.c src/pg/store.c src/pg/store_write.c src/pg/copy_text.c src/pg/probe.c src/pg/dead_letters.c src/pg/offsets.c \
+APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/catalog.c src/pg/members.c src/pg/store.c src/pg/store_write.c src/pg/copy_text.c src/pg/probe.c src/pg/tombstones.c src/pg/dead_letters.c src/pg/offsets.c \
             src/kafka/conf.c src/kafka/group.c src/kafka/consumer.c src/kafka/consumer_start.c src/kafka/consumer_fetch.c \
             src/kafka/cluster.c src/kafka/member.c \
             src/supervisor.c src/metrics_http.c src/ops/dead_letters.c src/ops/dead_letters_change.c src/ops/dead_letters_args.c src/ops/redrive.c \

@@ -150,9 +150,10 @@ static int redrive_one(const settings_t *s, db_conn_t *conn, const pipeline_def_
     print_more("still_failing", def->name, lines.failing);
     print_more("not_redrivable", def->name, lines.truncated);
     printf("redrive pipeline=%s examined=%zu stored=%zu still_failing=%zu not_redrivable=%zu "
-           "inserted=%zu updated=%zu skipped=%zu superseded=%zu resolved=%zu reasons_refreshed=%zu dry_run=%s%s\n",
+           "inserted=%zu updated=%zu skipped=%zu superseded=%zu after_tombstone=%zu resolved=%zu reasons_refreshed=%zu "
+           "dry_run=%s%s\n",
            def->name, c.examined, c.stored, c.still_failing, c.not_redrivable, c.inserted, c.updated, c.skipped,
-           c.superseded, c.resolved, c.reasons_refreshed, dry_run ? "yes" : "no",
+           c.superseded, c.after_tombstone, c.resolved, c.reasons_refreshed, dry_run ? "yes" : "no",
            rc ? " (interrupted by an error)" : "");
     if (rc) {
         fflush(stdout);

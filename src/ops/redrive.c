@@ -6,6 +6,7 @@
 #include "pg/catalog.h"
 #include "pg/dead_letters.h"
 #include "pg/store.h"
+#include "pg/tombstones.h"
 
 /* One pipeline's redrive: its store, its batch and the per-batch arrays. */
 typedef struct {
@@ -21,8 +22,44 @@ typedef struct {
     size_t capacity;
 } redrive_t;
 
+/* Of the m records to redrive, those older than a tombstone of their key
+ * applied after them (pg/tombstones.h) are resolved without being stored
+ * (unless a dry run) and left out: a replay of the topic would have
+ * deleted or marked what they stored (DESIGN.md: Resolving dead letters).
+ * Returns how many records are left, in order, or (size_t)-1 with err. */
+static size_t drop_after_tombstones(redrive_t *rd, db_conn_t *conn, size_t m, char *err, size_t errlen)
+{
+    error_class_t cls = ERROR_CLASS_FATAL;
+    bool *after = calloc(m, sizeof *after);
+    int64_t *at = calloc(m, sizeof *at), *buried = calloc(m, sizeof *buried);
+    if (!after || !at || !buried) abort();
+    batch_decode(&rd->batch, rd->records, m);
+    long found = tombstones_after(conn, 0, &rd->batch, after, at, err, errlen, &cls);
+    size_t kept = m, nb = 0;
+    if (found > 0) {
+        kept = 0;
+        for (size_t i = 0; i < m; i++) {
+            if (after[i]) {
+                buried[nb++] = rd->ids[i];
+                continue;
+            }
+            rd->records[kept] = rd->records[i];
+            rd->ids[kept++] = rd->ids[i];
+        }
+        size_t resolved = 0;
+        if (!rd->dry_run && dead_letters_resolve_after_tombstone(conn, buried, nb, rd->by, &resolved, err, errlen))
+            found = -1;
+        rd->counts->after_tombstone += nb;
+        rd->counts->resolved += resolved;
+    }
+    free(after);
+    free(at);
+    free(buried);
+    return found < 0 ? (size_t)-1 : kept;
+}
+
 /* Redrive one fetched batch. Returns 0 or -1 with err. */
-static int redrive_batch(redrive_t *rd, const stored_letters_t *letters, char *err, size_t errlen)
+static int redrive_batch(redrive_t *rd, db_conn_t *conn, const stored_letters_t *letters, char *err, size_t errlen)
 {
     size_t m = 0;
     error_class_t cls = ERROR_CLASS_FATAL;
@@ -46,6 +83,9 @@ static int redrive_batch(redrive_t *rd, const stored_letters_t *letters, char *e
         rd->ids[m] = l->id;
         m++;
     }
+    if (m == 0) return 0;
+    if (rd->def->tombstones != TOMBSTONE_DEAD_LETTER && (m = drop_after_tombstones(rd, conn, m, err, errlen)) == (size_t)-1)
+        return -1;
     if (m == 0) return 0;
 
     /* The pipeline's own path: decode, resolve and bind, de-duplicate, then
@@ -111,7 +151,7 @@ int redrive_pipeline(const settings_t *s, db_conn_t *conn, const pipeline_def_t 
         size_t n = letters.n;
         if (n > 0) after = letters.letters[n - 1].id;
         /* The records borrow the bytes of `letters`: free it only after. */
-        rc = n > 0 ? redrive_batch(&rd, &letters, err, errlen) : 0;
+        rc = n > 0 ? redrive_batch(&rd, conn, &letters, err, errlen) : 0;
         dead_letters_fetch_free(&letters);
         if (rc == 0 && n > 0 && report->progress) report->progress(report->ctx, counts->examined);
         if (rc != 0 || n == 0) break;

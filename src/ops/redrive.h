@@ -35,7 +35,9 @@
 #include "settings.h"
 
 typedef struct {
-    size_t examined, stored, still_failing, not_redrivable, superseded;
+    /* after_tombstone: resolved without storing, older than a tombstone of
+     * their key applied after them. */
+    size_t examined, stored, still_failing, not_redrivable, superseded, after_tombstone;
     size_t inserted, updated, skipped, resolved, reasons_refreshed;
 } redrive_counts_t;
 

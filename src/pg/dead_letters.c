@@ -525,6 +525,16 @@ out:
     return rc;
 }
 
+int dead_letters_resolve_after_tombstone(db_conn_t *conn, const int64_t *ids, size_t n, const char *by,
+                                         size_t *resolved, char *err, size_t errlen)
+{
+    error_class_t cls;
+    return resolve_ids(conn, 0, ids, n, DEAD_LETTER_REDRIVEN, by,
+                       "redriven: not stored: a tombstone of its key at a later offset of its partition was applied "
+                       "after it (a replay of the topic would not store it either)",
+                       resolved, err, errlen, &cls);
+}
+
 int dead_letters_acknowledge_matching(db_conn_t *conn, const char *topic, const char *type, const char *by,
                                       const char *note, size_t *acknowledged, char *err, size_t errlen)
 {

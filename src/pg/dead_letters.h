@@ -43,6 +43,14 @@ int dead_letters_write(db_conn_t *conn, int64_t deadline_ms, batch_t *b, size_t 
 #define DEAD_LETTER_REDRIVEN "redriven"         /* it stored once its cause was fixed */
 #define DEAD_LETTER_ACKNOWLEDGED "acknowledged" /* an operator decided it never will */
 
+/* Resolve the dead letters ids[0..n) as redriven by `by` without storing
+ * them: each record is older than a tombstone of its key applied after it
+ * (pg/tombstones.h), which a replay of the topic would not have stored
+ * over either; the note says so. Adds how many changed to *resolved.
+ * Returns 0, or -1 with `err`. */
+int dead_letters_resolve_after_tombstone(db_conn_t *conn, const int64_t *ids, size_t n, const char *by,
+                                         size_t *resolved, char *err, size_t errlen);
+
 /* Whether the table has every resolution column (migrations 0005 and
  * 0007): 1 yes, 0 no, -1 the catalog could not be read (`err`). */
 int dead_letters_resolvable(db_conn_t *conn, char *err, size_t errlen);

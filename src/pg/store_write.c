@@ -14,6 +14,7 @@
 #include "pg/dead_letters.h"
 #include "pg/offsets.h"
 #include "pg/probe.h"
+#include "pg/tombstones.h"
 #include "pg/store_internal.h"
 
 /* The COPY text of the entries pending[0..n), into st->copy. */
@@ -319,7 +320,9 @@ static int apply_tombstones(store_t *st, const batch_t *b, const size_t *idx, si
     if (!res) return -1;
     *changed += strtoul(PQcmdTuples(res), NULL, 10);
     PQclear(res);
-    return 0;
+    /* Remembered with the rows they changed, for redrive (DESIGN.md:
+     * Resolving dead letters). */
+    return tombstones_remember(st->conn, st->deadline, b, idx, n, err, errlen, cls);
 }
 
 /* Which standing tombstones a statement applies: all (deletes), or the
