@@ -493,7 +493,7 @@ test_no_value_ever_becomes_sql_text() {
     use_shared_run
     service_log_entries >"$WORK/service-log.entries"
     # The log did record the service's statements.
-    grep -q $'^statement\t.*COPY storage_stage' "$WORK/service-log.entries" ||
+    grep -q $'^statement\t.*COPY pg_temp.storage_stage' "$WORK/service-log.entries" ||
         fail "log_statement did not record the service's COPY: $(head -c 600 "$WORK/service-log.entries")"
     grep -q $'^statement\t.*INSERT INTO dead_letter_events' "$WORK/service-log.entries" ||
         fail "log_statement did not record the service's dead letter INSERT"

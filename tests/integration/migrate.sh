@@ -12,7 +12,7 @@ pg_start
 broker_start
 
 # The tables storage-consumer owns (DESIGN.md: Tables and natural keys) and its tracking table (DESIGN.md: Migrations).
-OWN_TABLES="app_stats reviews network_metrics dead_letter_events consumer_offsets storage_consumer_migrations"
+OWN_TABLES="app_stats reviews network_metrics dead_letter_events consumer_offsets applied_tombstones storage_consumer_migrations"
 DATA_TABLES="app_stats reviews network_metrics"
 MIGRATION_NAMES="0001_app_stats.sql
 0002_reviews.sql
@@ -22,7 +22,9 @@ MIGRATION_NAMES="0001_app_stats.sql
 0006_consumer_offsets.sql
 0007_dead_letter_acknowledgement.sql
 0008_reviews_fillfactor.sql
-0009_dead_letter_record_identity.sql"
+0009_dead_letter_record_identity.sql
+0010_position_fence.sql
+0011_applied_tombstones.sql"
 MIGRATION_COUNT=$(wc -l <<<"$MIGRATION_NAMES")
 
 # Run `storage-consumer migrate` against $DB with only the given STORAGE_*

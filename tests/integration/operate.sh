@@ -680,9 +680,13 @@ test_a_replay_is_not_undone_by_a_batch_a_paused_member_commits_late() {
     op replay replay reviews --to earliest
     assert_rc 0 replay
     assert_reviews_at "0 0 0" "0 0 0" "after the replay"
-    # The paused member's transaction goes on: its rows, the raise, COMMIT.
+    # The paused member's transaction goes on: its rows, then its positions,
+    # which the replay moved: fenced, the whole transaction fails (its
+    # session waits, aborted, for the paused member) and its row with it.
     release_lock
-    wait_for_sql "SELECT count(*) FROM reviews WHERE review_id = 'r-0-7'" 1
+    wait_for_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'storage-consumer'
+                  AND state = 'idle in transaction (aborted)'" 1
+    assert_eq 0 "$(sql "SELECT count(*) FROM reviews WHERE review_id = 'r-0-7'")" "rows of the late batch"
     assert_eq "0 0 0" "$(positions_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "positions after the late batch"
     svc_kill zombie >/dev/null
 }
