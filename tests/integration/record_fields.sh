@@ -358,6 +358,50 @@ test_redrive_never_brings_back_a_key_deleted_after_its_dead_letter() {
         "a tombstone of its key at a later offset of its partition was applied after it"
 }
 
+# PostgreSQL checks a table's CHECK constraints before ON CONFLICT finds
+# the stored row, so the upsert refused an older value that breaks one,
+# while the probe (which never sends it) skipped it. Whether a value is
+# judged refused or older must not depend on the probe: an older value
+# the table refuses is skipped, as the guard skips it; a new one is a dead
+# letter.
+test_a_refused_value_older_than_its_stored_row_is_skipped_as_the_probe_skips_it() {
+    begin_test oldbad
+    register_apps "$APP"
+    local topic
+    sql "CREATE TABLE latest (application_id BIGINT NOT NULL, k TEXT NOT NULL UNIQUE,
+                              v TEXT NOT NULL CHECK (v <> 'bad'), seen_ms BIGINT NOT NULL)" >/dev/null
+    topic=latest-$TEST_NAME
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    # k-1 stored far in the future: the record's timestamp is older.
+    sql "INSERT INTO latest VALUES ($(app_id "$APP"), 'k-1', 'kept', 99999999999999)" >/dev/null
+    { kv k-1 bad; kv k-2 bad; } | produce "$topic" -p 0 -K '|' -Z
+    DEF=$KV_DEF start_pipeline svc latest "$topic"
+    wait_committed "$(group_of latest)" "$topic" 0 2
+    stop_clean svc
+    assert_eq "k-1=kept" "$(sql "SELECT string_agg(k || '=' || v, ',' ORDER BY k) FROM latest")" "rows"
+    assert_eq "1 database_rejected" "$(sql "SELECT string_agg(kafka_offset || ' ' || error_type, ',') FROM dead_letter_events")" \
+        "dead letters: the new key's refused value alone"
+    assert_eq 1 "$(batch_sum svc latest skipped)" "records skipped"
+}
+
+# A row the service did not write may hold no version: it is older than
+# any, for the upsert's guard as for the mark's.
+test_a_stored_row_without_a_version_is_older_than_any_value() {
+    begin_test nullver
+    register_apps "$APP"
+    local topic
+    sql "CREATE TABLE latest (application_id BIGINT NOT NULL, k TEXT NOT NULL UNIQUE, v TEXT NOT NULL, seen_ms BIGINT)" >/dev/null
+    topic=latest-$TEST_NAME
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    sql "INSERT INTO latest VALUES ($(app_id "$APP"), 'k-1', 'unversioned', NULL)" >/dev/null
+    kv k-1 observed | produce "$topic" -p 0 -K '|' -Z
+    DEF=$KV_DEF start_pipeline svc latest "$topic"
+    wait_committed "$(group_of latest)" "$topic" 0 1
+    stop_clean svc
+    assert_eq "k-1=observed|t" "$(sql "SELECT k || '=' || v || '|' || CASE WHEN seen_ms IS NOT NULL THEN 't' ELSE 'f' END FROM latest")" "the row"
+    assert_eq 1 "$(batch_sum svc latest updated)" "rows updated"
+}
+
 test_a_tombstone_rule_without_a_key_of_the_records_own_is_refused() {
     begin_test tombrefused
     local topic
