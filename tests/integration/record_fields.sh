@@ -402,6 +402,33 @@ test_a_stored_row_without_a_version_is_older_than_any_value() {
     assert_eq 1 "$(batch_sum svc latest updated)" "rows updated"
 }
 
+# The session's own stage (a temporary table named storage_stage) never
+# shadows a user's table of that name: every statement names the user's
+# table by its schema, and the stage by pg_temp.
+test_a_users_table_named_like_the_stage_is_written_through_every_path() {
+    begin_test stagename
+    register_apps "$APP"
+    local topic=stage-$TEST_NAME i
+    sql "CREATE TABLE storage_stage (application_id BIGINT NOT NULL, k TEXT NOT NULL UNIQUE, v TEXT NOT NULL,
+                                     seen_ms BIGINT NOT NULL)" >/dev/null
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    # New keys (COPY into the table once predicted new), then newer values of
+    # the same keys (the upsert through the stage: a later producer's
+    # records, later timestamps) in batches of 10.
+    for i in $(seq 1 30); do kv "k-$i" one; done | produce "$topic" -p 0 -K '|' -Z
+    local first_done
+    first_done=$(now_ms)
+    until [ "$(now_ms)" -gt "$first_done" ]; do :; done
+    for i in $(seq 1 30); do kv "k-$i" two; done | produce "$topic" -p 0 -K '|' -Z
+    DEF=${KV_DEF/'"table": "latest"'/'"table": "storage_stage"'} start_pipeline svc latest "$topic" \
+        STORAGE_MAX_POLL_RECORDS_LATEST=10
+    wait_committed "$(group_of latest)" "$topic" 0 60
+    stop_clean svc
+    assert_eq "30|30" "$(sql "SELECT count(*) || '|' || count(*) FILTER (WHERE v = 'two') FROM public.storage_stage")" \
+        "rows of the user's table, at their newest value"
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+}
+
 test_a_tombstone_rule_without_a_key_of_the_records_own_is_refused() {
     begin_test tombrefused
     local topic
