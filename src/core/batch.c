@@ -35,6 +35,7 @@ void batch_decode(batch_t *b, record_t *records, size_t count)
     for (size_t i = 0; i < count; i++) {
         entry_t *e = &b->entries[i];
         e->application_id = -1;
+        e->with_tombstone = e->mark_first = false;
         int rc = decode_record_of(b->def, &records[i], &e->event, &e->rejection);
         e->tombstone = rc == DECODE_TOMBSTONE;
         e->state = rc == 0 ? ENTRY_EVENT : e->tombstone ? ENTRY_TOMBSTONE : ENTRY_REJECTED;
@@ -278,7 +279,6 @@ size_t batch_deduplicate(batch_t *b)
         entry_t *e = &b->entries[i];
         next[i] = SIZE_MAX;
         if (e->state != ENTRY_EVENT && e->state != ENTRY_TOMBSTONE) continue;
-        e->mark_first = false;
         uint64_t h = HASH_FNV_OFFSET;
         /* Each column's text and its end (the NUL): ("ab", "c") and ("a",
          * "bc") differ. */
