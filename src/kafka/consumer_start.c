@@ -100,8 +100,17 @@ static void start_topic(consumer_t *c, rd_kafka_t *rk, rd_kafka_topic_partition_
             e->offset = lo;
             continue; /* the ERROR said it all: no comparison with Kafka's copy */
         } else if (at > hi) {
-            LOG_WARN(c->def->name, "%s [%d]: the database's position %lld is beyond the partition's end %lld (was the topic recreated?): STORAGE_AUTO_OFFSET_RESET decides",
-                     e->topic, e->partition, (long long)at, (long long)hi);
+            /* Records the position counts as stored no longer exist: the
+             * topic was recreated (or the database is another cluster's).
+             * Read from where the reset policy says; the first batch moves
+             * the position down to where its records end (fenced:
+             * offsets_advance_sql), so a restart loses nothing. */
+            int64_t from = strcmp(c->settings->auto_offset_reset, "latest") == 0 ? hi : lo;
+            LOG_WARN(c->def->name, "%s [%d]: the database's position %lld is beyond the partition's end %lld (was the topic recreated?): reading from offset %lld (STORAGE_AUTO_OFFSET_RESET=%s); the position follows the records stored",
+                     e->topic, e->partition, (long long)at, (long long)hi, (long long)from,
+                     c->settings->auto_offset_reset);
+            e->offset = from;
+            continue;
         }
         if (kafka >= 0 && at > kafka) {
             LOG_INFO(c->def->name, "%s [%d] starts at offset %lld, the database's position (Kafka's committed offset %lld is behind: %lld stored message(s) not read again; the copy catches up with the next commit)",

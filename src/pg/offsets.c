@@ -58,12 +58,16 @@ char *offsets_advance_sql(db_conn_t *conn, const char *group, const batch_t *b, 
      * from where this member knows it to stand, within its epoch, and a
      * partition without a row gets one only if nobody wrote it meanwhile;
      * any other outcome fails the statement, and the batch's transaction
-     * rolls back whole, rows included. Never backwards besides. */
+     * rolls back whole, rows included. A position moves to where the
+     * batch's records end even when that is below it: fenced, only this
+     * member's reading got there (a topic recreated below the position,
+     * read again from its start), and above them, a restart would skip
+     * records never stored. */
     if (asprintf(&sql,
                  "WITH storage_moved AS (%s%s%s%s%s), storage_created AS (%s%s%s%s) "
                  "SELECT storage_consumer_fence((SELECT count(*) FROM storage_moved) + "
                  "(SELECT count(*) FROM storage_created), %zu) AS " OFFSETS_FENCE_COLUMN,
-                 nmoved ? "UPDATE consumer_offsets AS o SET next_offset = GREATEST(o.next_offset, v.next_offset), "
+                 nmoved ? "UPDATE consumer_offsets AS o SET next_offset = v.next_offset, "
                           "updated_at = now() FROM (VALUES " : "SELECT 1 WHERE false",
                  nmoved ? moved : "",
                  nmoved ? ") AS v(topic, partition, expected, next_offset, epoch) WHERE o.group_id = " : "",

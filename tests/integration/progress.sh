@@ -229,6 +229,37 @@ test_a_position_retention_has_passed_is_reported_as_loss_and_counted() {
 
 # Where an assignment starts cannot be read (here the table is missing, an
 # error no retry fixes): the pipeline fails, storing nothing of it.
+# A topic deleted and created again numbers its records from 0 again, below
+# the database's position. The member reads it from where
+# STORAGE_AUTO_OFFSET_RESET says, and the position follows the records it
+# stored: kept above them, a restart would start past records never stored.
+# (The suite's broker cannot delete a topic; a new broker process has none,
+# so the same topic name there is the topic recreated.)
+test_a_recreated_topic_below_the_position_loses_nothing_across_a_restart() {
+    begin_progress_test recreatedpos
+    start_service old STORAGE_PIPELINES=reviews
+    printf '{"old":%d\n' 0 1 2 3 4 | produce "$TOPIC_REVIEWS" -p 0
+    wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 5 60
+    stop_clean old
+    BOOTSTRAP=$("$BROKER" start "$WORK/kafka-recreatedpos" 1 "$TOPIC_REVIEWS:3")
+    BROKER_DIR=$WORK/kafka-recreatedpos
+    printf '{"new":%d\n' 0 1 | produce "$TOPIC_REVIEWS" -p 0
+    start_service new STORAGE_PIPELINES=reviews
+    wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 2 60
+    stop_clean new
+    assert_contains "$(cat "$(svc_log new)")" "the database's position 5 is beyond the partition's end 2" "the start's warning"
+    assert_eq "0:2" "$(db_positions "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" | cut -d' ' -f1)" "the position after the new topic's records"
+    # More records, a restart: it starts where the records stored end.
+    printf '{"new":%d\n' 2 3 4 | produce "$TOPIC_REVIEWS" -p 0
+    start_service again STORAGE_PIPELINES=reviews
+    wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 5 60
+    stop_clean again
+    assert_eq '0 {"new":0|1 {"new":1|2 {"new":2|3 {"new":3|4 {"new":4' \
+        "$(sql "SELECT string_agg(kafka_offset || ' ' || convert_from(payload, 'UTF8'), '|' ORDER BY kafka_offset)
+                FROM dead_letter_events WHERE convert_from(payload, 'UTF8') LIKE '{\"new\"%'")" \
+        "the new topic's records, each dead-lettered once"
+}
+
 test_an_assignment_whose_positions_cannot_be_read_fails_the_pipeline_and_stores_nothing() {
     begin_progress_test unreadable
     gen_reviews 0 20 | produce "$TOPIC_REVIEWS"
