@@ -513,7 +513,7 @@ test_no_value_ever_becomes_sql_text() {
                   + (SELECT count(*) FROM network_metrics WHERE protocols::text LIKE '%INJ3CT%')")
     [ "$stored" -ge 4 ] || fail "only $stored rows hold the SQL-shaped values"
     assert_eq "7" "$(sql "SELECT count(*) FROM apps_registry_application")" "apps_registry_application rows"
-    assert_eq "app_stats apps_registry_application consumer_offsets dead_letter_events network_metrics reviews storage_consumer_migrations" \
+    assert_eq "app_stats applied_tombstones apps_registry_application consumer_offsets dead_letter_events network_metrics reviews storage_consumer_migrations" \
         "$(sql "SELECT string_agg(tablename, ' ' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'")" "tables"
 }
 
