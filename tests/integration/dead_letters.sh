@@ -517,7 +517,7 @@ test_dead_letters_of_the_same_key_redrive_to_the_newest() {
         "$(review com.example.a r1 2 2026-11-29T10:00:00Z older)")
     local out
     out=$(dl_ok redrive)
-    assert_contains "$out" "redrive pipeline=reviews examined=2 stored=2 still_failing=0 not_redrivable=0 inserted=1 updated=0 skipped=0 superseded=1 resolved=2"
+    assert_contains "$out" "redrive pipeline=reviews examined=2 stored=2 still_failing=0 not_redrivable=0 inserted=1 updated=0 skipped=0 superseded=1 after_tombstone=0 resolved=2"
     assert_eq "9|newest" "$(sql "SELECT thumbs_up_count, content FROM reviews")" "the stored review"
     assert_contains "$(resolved_of "$b")" "t|redriven: another dead letter with the same review_id was upserted into reviews"
     assert_contains "$(resolved_of "$a")" "t|redriven: decoded and upserted into reviews"

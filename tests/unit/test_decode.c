@@ -1924,7 +1924,7 @@ static void every_pipeline_conflicts_on_its_natural_key(void **state)
                         "\"content\" = EXCLUDED.\"content\", \"reply_content\" = EXCLUDED.\"reply_content\", "
                         "\"replied_at\" = EXCLUDED.\"replied_at\", \"app_version\" = EXCLUDED.\"app_version\", "
                         "\"last_synced_at\" = EXCLUDED.\"last_synced_at\" "
-                        "WHERE EXCLUDED.\"last_synced_at\" > t.\"last_synced_at\"");
+                        "WHERE t.\"last_synced_at\" IS NULL OR EXCLUDED.\"last_synced_at\" > t.\"last_synced_at\"");
 }
 
 static void the_list_of_pipeline_names_is_the_table_of_pipelines(void **state)
