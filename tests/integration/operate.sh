@@ -471,15 +471,30 @@ test_stop_replay_start_reads_the_topic_again_from_the_start() {
     assert_eq 0 "$(svc_wait first 30)" "exit status of the stopped service"
     assert_eq "0 0 0" "$(offsets_of "$(group_of reviews)" "$TOPIC_REVIEWS")" "offsets after the replay"
 
-    # Start: everything is read again, and skipped.
+    # The batch in flight and the replay's reset race for partition 0's
+    # position: committed first, the batch moved it to 7 and the replay
+    # reset it from there; second, the batch found it reset and was fenced
+    # (DESIGN.md: Progress in the database), its row not stored.
+    local late_stored
+    if grep -q "$TOPIC_REVIEWS \[0\] database 7," "$WORK/$(svc replay).out"; then
+        late_stored=1
+    else
+        assert_contains "$(out replay)" "$TOPIC_REVIEWS [0] database 6," "the position the replay reset"
+        assert_contains "$(cat "$(svc_log first)")" "batch fenced" "the late batch, fenced"
+        late_stored=0
+    fi
+
+    # Start: everything is read again, and skipped, but the late review
+    # when its batch was fenced.
     start_service again STORAGE_PIPELINES=reviews
     wait_all_committed "$(group_of reviews)" "$TOPIC_REVIEWS" 60
     stop_clean again
-    assert_eq "19 0 0 19" "$(batch_sum again reviews size) $(batch_sum again reviews inserted) $(batch_sum again reviews updated) $(batch_sum again reviews skipped)" \
+    assert_eq "19 $((1 - late_stored)) 0 $((18 + late_stored))" "$(batch_sum again reviews size) $(batch_sum again reviews inserted) $(batch_sum again reviews updated) $(batch_sum again reviews skipped)" \
         "reviews batch lines after the replay: size inserted updated skipped"
     assert_eq 19 "$(sql "SELECT count(*) FROM reviews")" "reviews stored"
-    # Read once before the replay and once after it, each time by one batch.
-    assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" first
+    # Read once before the replay (all but a fenced late batch) and once
+    # after it, each time by one batch.
+    if [ "$late_stored" = 1 ]; then assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" first; fi
     assert_each_offset_stored_once reviews "$TOPIC_REVIEWS" again
 }
 
