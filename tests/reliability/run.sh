@@ -40,7 +40,7 @@ SCENARIOS=(checker_selftest kill9 kill_between_commits pg_restart_fast pg_restar
     pg_terminate_backend pg_max_connections pg_statement_timeout pg_down_past_retries
     pg_restore_backup broker_down_one brokers_all_down leader_changes coordinator_moves
     fetch_errors commit_errors latency_spikes net_postgres net_brokers retention group_churn
-    zombie_member dead_letter_refused graceful_stop sigterm_while_joining production)
+    zombie_member model_churn dead_letter_refused graceful_stop sigterm_while_joining production)
 
 # The scenarios run in these phases, one phase after the other, each
 # RELIABILITY_JOBS at a time with nothing of another phase beside them.
@@ -53,7 +53,7 @@ SCENARIOS=(checker_selftest kill9 kill_between_commits pg_restart_fast pg_restar
 # listed here, then in the table's order), so that the run does not end
 # with a long scenario going on alone.
 PHASES=("production" "net_postgres net_brokers"
-    "group_churn kill9 graceful_stop commit_errors zombie_member pg_restart_immediate *")
+    "group_churn model_churn kill9 graceful_stop commit_errors zombie_member pg_restart_immediate *")
 
 # ---------------------------------------------------------------------------
 # The run: outside any namespace, it makes one for each scenario, runs this
