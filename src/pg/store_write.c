@@ -673,9 +673,10 @@ static int collect_probe(store_t *st, const batch_t *b, char *err, size_t errlen
 /* After an attempt failed because the batch's positions had moved on
  * (fenced: offsets_advance_sql). Where the database now holds exactly the
  * positions this batch would have moved them to, within the epochs this
- * member read, an earlier attempt of it committed and its answer was lost
- * (a connection broken during COMMIT): the batch is stored, its records
- * counted skipped, and 0 returned. Otherwise the batch is not this
+ * member read, its records are stored: an earlier attempt of it committed
+ * and its answer was lost (a connection broken during COMMIT), or another
+ * member's batch of the same records committed first; the batch counts as
+ * stored, its records skipped, and 0 returned. Otherwise the batch is not this
  * member's to write (another member owns its partitions now, or a replay
  * reset them): what this member knows of the positions becomes what the
  * database holds, and -1 returns with *cls ERROR_CLASS_FENCED, for the
@@ -714,7 +715,8 @@ static int after_fence(store_t *st, batch_t *b, const char *err, error_class_t *
     free(pos);
     if (ours) {
         LOG_WARN_F(st->def->name, LOG_FIELDS(LF_STR("error", err)),
-                   "the batch's positions are where it would have moved them: an earlier attempt of it committed");
+                   "the batch's positions are already where it would have moved them: its records were committed "
+                   "by an earlier attempt of it, or by another member's batch of the same records");
         memset(&st->done, 0, sizeof st->done);
         st->done.skipped = b->count - batch_superseded(b);
         st->in_flight.active = false;
