@@ -363,11 +363,15 @@ void metrics_db_state(pipeline_metrics_t *pm, bool ok)
 {
     if (!pm) return;
     int now = ok ? DB_STATE_OK : DB_STATE_FAILING;
+    int64_t at = metrics_now_unix_ms();
     /* Only this pipeline's thread writes: the time of the change is stored
      * before the state that it dates, and the state is published with
-     * release, so a reader that acquires the new state sees its time. */
+     * release, so a reader that acquires the new state sees its time. An
+     * answer is dated before it is published too: a reader that sees OK
+     * never judges a silence by an older answer than the one it made. */
+    if (ok) atomic_store_explicit(&pm->db_heard_unix_ms, at, memory_order_relaxed);
     if (atomic_load_explicit(&pm->db_state, memory_order_relaxed) == now) return;
-    atomic_store_explicit(&pm->db_state_unix_ms, metrics_now_unix_ms(), memory_order_relaxed);
+    atomic_store_explicit(&pm->db_state_unix_ms, at, memory_order_relaxed);
     atomic_store_explicit(&pm->db_state, now, memory_order_release);
 }
 
@@ -414,6 +418,16 @@ bool metrics_probe(metrics_t *m, probe_t probe, int64_t now, char **body)
             int64_t since = atomic_load_explicit(&pm->db_state_unix_ms, memory_order_relaxed);
             snprintf(why, sizeof why, "PostgreSQL unreachable (for %llds)",
                      (long long)(now > since ? (now - since) / 1000 : 0));
+            reason = why;
+        }
+        /* The loop asks PostgreSQL between its other waits (DESIGN.md:
+         * Probes and metrics); a silence past the bound is judged here, so
+         * a loop running late cannot keep the pipeline ready. */
+        int64_t heard = atomic_load_explicit(&pm->db_heard_unix_ms, memory_order_relaxed);
+        long long silence = settings_db_silence_ms(m->settings);
+        if (!reason && db == DB_STATE_OK && heard > 0 && now - heard > silence) {
+            snprintf(why, sizeof why, "PostgreSQL has not answered for %llds (limit %lld ms)",
+                     (long long)((now - heard) / 1000), silence);
             reason = why;
         }
         if (!reason && brokers == 0) reason = "no Kafka broker reachable";

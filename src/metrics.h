@@ -65,6 +65,7 @@ typedef struct {
     atomic_int_fast64_t brokers_up;        /* brokers connected; -1: not known yet */
     atomic_int db_state;                   /* db_state_t */
     atomic_int_fast64_t db_state_unix_ms;  /* when db_state last changed */
+    atomic_int_fast64_t db_heard_unix_ms;  /* when PostgreSQL last answered; 0: never */
     /* The status page's inputs (DESIGN.md: Status page). */
     atomic_bool backing_off;     /* waiting to retry after a transient database error */
     atomic_bool holding_commits; /* offset commits refused while the group rebalances */

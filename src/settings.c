@@ -364,6 +364,12 @@ long long settings_db_attempt_ms(const settings_t *s)
     return (long long)s->db_statement_timeout_ms + SETTINGS_DB_DEADLINE_GRACE_MS;
 }
 
+long long settings_db_silence_ms(const settings_t *s)
+{
+    long long period = s->poll_timeout_ms > SETTINGS_DB_PING_MS ? s->poll_timeout_ms : SETTINGS_DB_PING_MS;
+    return period + settings_db_attempt_ms(s);
+}
+
 long long settings_worst_case_batch_ms(const settings_t *s)
 {
     /* Every attempt may run to its deadline, and between attempts the

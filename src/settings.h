@@ -108,6 +108,14 @@ void settings_group_id(const settings_t *s, pipeline_id_t id, char *buf, size_t 
 #define SETTINGS_DB_DEADLINE_GRACE_MS 1000
 long long settings_db_attempt_ms(const settings_t *s);
 
+/* An idle pipeline asks PostgreSQL this often; a busy one learns it from
+ * its batches (DESIGN.md: Probes and metrics). */
+#define SETTINGS_DB_PING_MS 2000
+/* The longest a pipeline goes without PostgreSQL's answer while PostgreSQL
+ * answers: a ping period (or a poll timeout, when longer: the ping is sent
+ * at a turn of the loop) and one attempt. Past it, /readyz says not ready. */
+long long settings_db_silence_ms(const settings_t *s);
+
 /* Worst-case time of one batch with every database retry and its offset
  * commits, in ms: what must fit inside the max poll interval. */
 long long settings_worst_case_batch_ms(const settings_t *s);

@@ -391,6 +391,7 @@ static bool refresh_dead_letters(worker_t *w, int64_t *next_refresh)
     *next_refresh = clock_now_ms() + WORKER_DEAD_LETTERS_REFRESH_MS;
     if (rc == 0) {
         metrics_unresolved_dead_letters(w->metrics, counts);
+        note_db_answer(w, 0, NULL);
         return false;
     }
     LOG_DEBUG(w->def->name, "unresolved dead letters not read: %s", err);
@@ -400,11 +401,11 @@ static bool refresh_dead_letters(worker_t *w, int64_t *next_refresh)
 }
 
 /* An idle pipeline's turn: check PostgreSQL so that it is never left
- * unasked for longer than WORKER_DB_PING_MS, and refresh the lag gauges
+ * unasked for longer than SETTINGS_DB_PING_MS, and refresh the lag gauges
  * (DESIGN.md: Probes and metrics). The next turn comes a poll later, so a
- * ping due before then is sent now: waiting for the turn after the due
- * time let /readyz say ready for up to a poll timeout past its bound. A
- * refresh of the dead letters that heard nothing stands for the ping:
+ * ping due before then is sent now: a healthy pipeline then hears from
+ * PostgreSQL at least every ping period, well inside the silence /readyz
+ * allows (settings_db_silence_ms). A refresh of the dead letters that heard nothing stands for the ping:
  * asking again would only wait another attempt. Never fails the pipeline:
  * a batch that meets the outage does that, after its retries. */
 static void idle_checks(worker_t *w, int64_t *next_ping, int64_t *next_refresh)
@@ -412,13 +413,13 @@ static void idle_checks(worker_t *w, int64_t *next_ping, int64_t *next_refresh)
     bool silent = refresh_dead_letters(w, next_refresh);
     if (w->metrics && w->consumer.lag)
         w->consumer.lag(w->consumer.ctx, w->metrics->lag, w->metrics->committed_lag, METRICS_MAX_PARTITIONS);
-    if (silent) *next_ping = clock_now_ms() + WORKER_DB_PING_MS;
+    if (silent) *next_ping = clock_now_ms() + SETTINGS_DB_PING_MS;
     if (silent || !w->store.ping || clock_now_ms() + w->settings->poll_timeout_ms < *next_ping) return;
     char err[1024];
     error_class_t cls = ERROR_CLASS_FATAL;
     int rc = w->store.ping(w->store.ctx, err, sizeof err, &cls);
     note_db_answer(w, rc, err);
-    *next_ping = clock_now_ms() + WORKER_DB_PING_MS;
+    *next_ping = clock_now_ms() + SETTINGS_DB_PING_MS;
 }
 
 /* What the loop knows about its offset commits. */
@@ -516,7 +517,7 @@ int worker_run(worker_t *w)
     slot_t slots[2];
     slot_t *cur = NULL, *next = NULL;
     commit_state_t cs = {0, 0, 0};
-    int64_t next_ping = clock_now_ms() + WORKER_DB_PING_MS;
+    int64_t next_ping = clock_now_ms() + SETTINGS_DB_PING_MS;
     int64_t next_refresh = 0; /* the dead letters are read at the first chance */
     bool committed_at_stop = false;
     int rc = 0;
@@ -580,7 +581,7 @@ int worker_run(worker_t *w)
             if (stored < 0) rc = -1;
             break; /* fatal, or a stop during the back-off */
         }
-        next_ping = clock_now_ms() + WORKER_DB_PING_MS;
+        next_ping = clock_now_ms() + SETTINGS_DB_PING_MS;
         /* The connection is free until the next batch is sent: that is at
          * once, before this one's offsets are committed and it is logged, so
          * PostgreSQL does not wait for those. */

@@ -62,7 +62,7 @@ typedef struct {
     int (*record_starts)(void *ctx, const char *topic, int n, const int64_t *next, char *err, size_t errlen,
                          error_class_t *cls);
     /* Optional: whether PostgreSQL answers (one attempt); an idle pipeline
-     * asks every WORKER_DB_PING_MS so that /readyz sees an outage. */
+     * asks every SETTINGS_DB_PING_MS so that /readyz sees an outage. */
     int (*ping)(void *ctx, char *err, size_t errlen, error_class_t *cls);
     /* Optional: the unresolved dead letters of `topic` by error type into
      * counts[n] (see store_unresolved_dead_letters); one attempt. */
@@ -76,9 +76,6 @@ typedef struct {
     bool (*prepared)(void *ctx, const batch_t *b);
 } worker_store_t;
 
-/* An idle pipeline checks PostgreSQL this often (DESIGN.md: Probes and
- * metrics); a busy one learns it from its batches. */
-#define WORKER_DB_PING_MS 2000
 /* The status page's unresolved dead letters are read again this often, by
  * an idle pipeline and a busy one alike (DESIGN.md: Status page). */
 #define WORKER_DEAD_LETTERS_REFRESH_MS 5000

@@ -367,7 +367,7 @@ static db_conn_t *connect_database(const settings_t *s)
  * before the replay joins the group and takes a partition from it
  * (pg/members.h): a session holding the group's lock whose state changes
  * within the time an idle member takes to ping PostgreSQL (every
- * WORKER_DB_PING_MS between polls), or a session that appears meanwhile.
+ * SETTINGS_DB_PING_MS between polls), or a session that appears meanwhile.
  * Returns 1 when refused, -1 on an error (both said), 0 to go on to the
  * group: no holder; holders that did nothing meanwhile (a paused or stuck
  * process, which the group evicts); or a role that cannot see their
@@ -378,7 +378,7 @@ static int refuse_running_member(const settings_t *s, db_conn_t *conn, const rep
     member_session_t before[MAX_SESSIONS], now[MAX_SESSIONS];
     char err[1024];
     int n = members_sessions(conn, group, before, MAX_SESSIONS, err, sizeof err), m = 0;
-    const int window_ms = 2 * WORKER_DB_PING_MS + s->poll_timeout_ms + 1000;
+    const int window_ms = 2 * SETTINGS_DB_PING_MS + s->poll_timeout_ms + 1000;
     const member_session_t *working = NULL;
 
     if (n <= 0) goto judged;

@@ -89,7 +89,7 @@ test_readyz_is_503_while_postgresql_is_down() {
     ready_service pgdown pg_ctl_ start
     local port=$PORT resp
     pg_ctl_ stop -m fast >/dev/null
-    # An idle pipeline asks PostgreSQL every 2 s (WORKER_DB_PING_MS).
+    # An idle pipeline asks PostgreSQL every 2 s (SETTINGS_DB_PING_MS).
     resp=$(wait_status "$port" /readyz 503 10)
     assert_contains "$resp" "reviews: not ready: PostgreSQL unreachable"
     # Alive all the same: the loop turns, nothing failed.

@@ -187,6 +187,31 @@ static void readyz_needs_partitions_postgresql_and_a_broker(void **state)
     assert_false(probe(f, PROBE_READINESS, now, "reviews: not ready: the pipeline failed\n"));
 }
 
+/* A pipeline whose loop is busy elsewhere (a slow offset commit, a turn
+ * run late) cannot ask PostgreSQL when its ping is due: /readyz judges the
+ * silence itself, so it says not ready once PostgreSQL has not answered
+ * for the ping period and one attempt, however late the loop is. */
+static void readyz_is_not_ready_once_postgresql_has_been_silent_past_its_bound(void **state)
+{
+    fixture_t *f = *state;
+    running(f->reviews, metrics_now_unix_ms());
+    running(f->stats, metrics_now_unix_ms());
+    /* Both answered by now, so no later than `heard`. */
+    int64_t heard = metrics_now_unix_ms();
+    long long bound = settings_db_silence_ms(&f->s);
+    assert_int_equal(bound, SETTINGS_DB_PING_MS + settings_db_attempt_ms(&f->s));
+    assert_true(probe(f, PROBE_READINESS, heard, "reviews: ready"));
+    assert_false(probe(f, PROBE_READINESS, heard + bound + 1000,
+                       "reviews: not ready: PostgreSQL has not answered for 19s (limit 18000 ms)\n"));
+    /* Each pipeline's silence is its own: reviews last heard 1 s before
+     * app-stats did. */
+    atomic_store(&f->reviews->db_heard_unix_ms, heard - 1000);
+    metrics_db_state(f->stats, true);
+    int64_t later = heard + bound;
+    assert_false(probe(f, PROBE_READINESS, later, "app-stats: ready"));
+    assert_false(probe(f, PROBE_READINESS, later, "reviews: not ready: PostgreSQL has not answered for 19s"));
+}
+
 static void build_info_names_the_versions_and_committed_lag_is_its_own_gauge(void **state)
 {
     fixture_t *f = *state;
@@ -258,6 +283,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_replayed_dead_letter_already_stored_is_not_counted, two_pipelines,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(healthz_passes_while_every_loop_turns_and_fails_for_a_failed_or_stopped_pipeline,
+                                        two_pipelines, fixture_teardown),
+        cmocka_unit_test_setup_teardown(readyz_is_not_ready_once_postgresql_has_been_silent_past_its_bound,
                                         two_pipelines, fixture_teardown),
         cmocka_unit_test_setup_teardown(readyz_needs_partitions_postgresql_and_a_broker, two_pipelines,
                                         fixture_teardown),

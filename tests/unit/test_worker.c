@@ -550,7 +550,7 @@ static void idle_polls_of(fixture_t *fx, const char *poll_ms)
     fx->fake.idle_polls_wait = true;
 }
 
-/* /readyz may say ready for at most WORKER_DB_PING_MS and one attempt after
+/* /readyz may say ready for at most SETTINGS_DB_PING_MS and one attempt after
  * PostgreSQL last answered (DESIGN.md: Probes and metrics): an idle
  * pipeline asks at the last turn of its loop before the ping period ends,
  * not at the first one after it, a poll timeout later. */
@@ -562,9 +562,9 @@ static void an_idle_pipeline_asks_postgresql_before_a_poll_could_outlast_the_pin
     assert_int_equal(worker_run(&fx->worker), 0);
     if (fx->fake.pings == 0)
         fail_msg("PostgreSQL was not asked at the turn 1.2 s after it answered: the next turn is 2.4 s after, past "
-                 "WORKER_DB_PING_MS=%d", WORKER_DB_PING_MS);
+                 "SETTINGS_DB_PING_MS=%d", SETTINGS_DB_PING_MS);
     assert_string_equal(trace(&fx->fake), "poll resolve write commit poll ping poll");
-    assert_in_range(fx->fake.ping_gap_ms[0], 0, WORKER_DB_PING_MS);
+    assert_in_range(fx->fake.ping_gap_ms[0], 0, SETTINGS_DB_PING_MS);
 }
 
 /* Asking early by up to a poll is all: short polls do not each ping. */

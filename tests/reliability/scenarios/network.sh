@@ -16,15 +16,14 @@ NET_TABLE=reliability
 NET_DB_HOST=db.reliability.test
 NET_KAFKA_HOST=kafka.reliability.test
 
-# How long the service may take to notice that PostgreSQL stopped
-# answering (DESIGN.md: Probes and metrics): an idle pipeline asks within
-# 2 s of its last answer (WORKER_DB_PING_MS, at the last turn of its loop
-# before then), and its question, the ping or the status page's refresh of
-# the dead letters, whichever comes first, gives up after an attempt (the
-# statement timeout plus 1 s, DESIGN.md: Errors); a poll (200 ms) allows
-# for the loop's turn running late by its own work (its commits go to
-# healthy brokers here). Counted from when the fault is in place, once nft
-# has returned: PostgreSQL is reachable until then.
+# How long /readyz may say ready after PostgreSQL stopped answering
+# (DESIGN.md: Probes and metrics): the silence it allows, whatever the loop
+# is busy with (settings_db_silence_ms: the ping period, 2 s, longer than
+# the suite's poll, plus one attempt, the statement timeout plus 1 s),
+# counted from PostgreSQL's last answer, which came before the fault was
+# in place (once nft has returned); 200 ms for the pipeline's thread, which
+# dates an answer when it reads it, reading the last one late on a busy
+# machine.
 NET_PING_MS=2000
 net_attempt_ms() { echo $((2500 + 1000)); } # svc_env's STORAGE_DB_STATEMENT_TIMEOUT_MS
 net_notice_ms() { echo $((NET_PING_MS + $(net_attempt_ms) + 200)); }
@@ -92,20 +91,22 @@ readyz() { # port
 }
 
 # From FROM_MS (epoch ms) until UNTIL_MS, /readyz on PORT must say every
-# pipeline is not ready: PostgreSQL cannot be reached.
-expect_unready() { # port from_ms until_ms what
-    local r n=0
-    while [ "$(now_ms)" -lt "$2" ]; do sleep 0.1; done
-    while [ "$(now_ms)" -lt "$3" ]; do
+# pipeline is not ready: PostgreSQL cannot be reached since ON_MS.
+expect_unready() { # port on_ms from_ms until_ms what
+    local r n=0 at
+    trace "$5: in place at $(date -u -d "@$(($2 / 1000))" +%T).$(printf %03d $(($2 % 1000)))"
+    while [ "$(now_ms)" -lt "$3" ]; do sleep 0.1; done
+    while [ "$(now_ms)" -lt "$4" ]; do
+        at=$(now_ms)
         r=$(readyz "$1")
         n=$((n + 1))
         if [ "${r%%;*}" != 503 ] || [[ $r =~ \;\ [a-z-]+:\ ready ]]; then
-            fail_check "$4: /readyz said ready while PostgreSQL could not be reached: $r"
+            fail_check "$5: /readyz said ready $((at - $2)) ms after PostgreSQL could no longer be reached: $r"
             return
         fi
         sleep 0.2
     done
-    trace "ok: $4: /readyz not ready in all $n samples: $r"
+    trace "ok: $5: /readyz not ready in all $n samples: $r"
 }
 
 # After a heal at HEAL_MS: NAME logs a batch again and /readyz on PORT says
@@ -187,7 +188,7 @@ scenario_net_postgres() {
     t0=$(now_ms)
     net_blackhole "$R"
     t_on=$(now_ms)
-    expect_unready "$METRICS_PORT" $((t_on + notice)) $((t_on + notice + 1500)) "blackholed"
+    expect_unready "$METRICS_PORT" "$t_on" $((t_on + notice)) $((t_on + notice + 1500)) "blackholed"
     net_heal
     t_heal=$(now_ms)
     p_black=$(expect_progress s1 "$METRICS_PORT" "$t_heal" "$heal" "blackholed $((t_heal - t0)) ms" | tail -n 1)
@@ -201,7 +202,7 @@ scenario_net_postgres() {
     net_rule tcp sport "$R" drop
     t_on=$(now_ms)
     release_lock
-    expect_unready "$METRICS_PORT" $((t_on + notice)) $((t_on + notice + 1000)) "answers dropped"
+    expect_unready "$METRICS_PORT" "$t_on" $((t_on + notice)) $((t_on + notice + 1000)) "answers dropped"
     net_heal
     t_heal=$(now_ms)
     p_answers=$(expect_progress s1 "$METRICS_PORT" "$t_heal" "$heal" "answers dropped $((t_heal - t0)) ms" | tail -n 1)
@@ -222,7 +223,7 @@ scenario_net_postgres() {
     t0=$(now_ms)
     net_rule tcp dport "$R" reject with tcp reset
     t_on=$(now_ms)
-    expect_unready "$METRICS_PORT" $((t_on + NET_NOTICE_REFUSED_MS)) $((t_on + 2 * NET_PING_MS)) "connections reset"
+    expect_unready "$METRICS_PORT" "$t_on" $((t_on + NET_NOTICE_REFUSED_MS)) $((t_on + 2 * NET_PING_MS)) "connections reset"
     net_heal
     t_heal=$(now_ms)
     p_reset=$(expect_progress s1 "$METRICS_PORT" "$t_heal" "$heal" "connections reset $((t_heal - t0)) ms" | tail -n 1)
