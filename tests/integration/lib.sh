@@ -173,7 +173,10 @@ begin_test() { # name
 # svc_start, with end_test as the exit trap of a test that has none yet.
 start_service() { # name [VAR=value...]
     svc_start "$@"
-    trap end_test EXIT
+    case "$(trap -p EXIT)" in
+    *end_test*) ;; # kept: it may undo a fault too
+    *) trap end_test EXIT ;;
+    esac
 }
 
 # SIGTERM NAME and require a clean stop (exit 0, logged).

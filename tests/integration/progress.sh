@@ -241,6 +241,8 @@ test_a_recreated_topic_below_the_position_loses_nothing_across_a_restart() {
     printf '{"old":%d\n' 0 1 2 3 4 | produce "$TOPIC_REVIEWS" -p 0
     wait_committed "$GROUP_PREFIX.reviews" "$TOPIC_REVIEWS" 0 5 60
     stop_clean old
+    # The second cluster goes with the test, whatever its outcome.
+    trap 'end_test "$BROKER" stop "$WORK/kafka-recreatedpos"' EXIT
     BOOTSTRAP=$("$BROKER" start "$WORK/kafka-recreatedpos" 1 "$TOPIC_REVIEWS:3")
     BROKER_DIR=$WORK/kafka-recreatedpos
     printf '{"new":%d\n' 0 1 | produce "$TOPIC_REVIEWS" -p 0
