@@ -91,6 +91,7 @@ size_t batch_package_names(const batch_t *b, const char **names, uint32_t *name_
 {
     key_index_t seen;
     size_t n = 0;
+    if (!b->def->app_member) return 0; /* nothing to resolve */
     index_init(&seen, b->count);
     for (size_t i = 0; i < b->count; i++) {
         if (b->entries[i].state != ENTRY_EVENT) continue;
@@ -119,7 +120,7 @@ void batch_reject(batch_t *b, size_t i, const char *error_type, const char *deta
 
 void batch_bind(batch_t *b, const uint32_t *name_of, const int64_t *ids)
 {
-    for (size_t i = 0; i < b->count; i++) {
+    for (size_t i = 0; b->def->app_member && i < b->count; i++) {
         entry_t *e = &b->entries[i];
         if (e->state != ENTRY_EVENT) continue;
         e->application_id = ids[name_of[i]];

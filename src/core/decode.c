@@ -1064,11 +1064,15 @@ static int decode_fields(const pipeline_def_t *def, const jv_t *vals, const char
     record_text_t doc = {text, text_len, false, 0, 0};
     ev->len = 0;
     ev->version = 0;
-    if (vals[0].type == JV_ABSENT || vals[0].type == JV_NULL)
-        return reject(rej, ERROR_MISSING_FIELD, "%s: required field is missing", def->app_member);
-    size_t kept;
-    if (check_string(def->app_member, &vals[0], 1, 255, false, &kept, rej)) return -1;
-    ev->package_name = event_append(ev, vals[0].str, vals[0].len);
+    if (!def->app_member) {
+        ev->package_name = event_append(ev, "", 0);
+    } else {
+        if (vals[0].type == JV_ABSENT || vals[0].type == JV_NULL)
+            return reject(rej, ERROR_MISSING_FIELD, "%s: required field is missing", def->app_member);
+        size_t kept;
+        if (check_string(def->app_member, &vals[0], 1, 255, false, &kept, rej)) return -1;
+        ev->package_name = event_append(ev, vals[0].str, vals[0].len);
+    }
 
     for (size_t i = 0; i < def->field_count; i++) {
         const field_spec_t *f = &def->fields[i];
@@ -1105,8 +1109,10 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char
 /* The reference reader: jansson, for every document the fast reader
  * declines (DESIGN.md: Two parsers, one outcome). */
 static int decode_reference(const pipeline_def_t *def, const void *value, size_t len, const record_t *rec,
-                            const jv_key_t *names, size_t n, event_t *ev, rejection_t *rej)
+                            size_t skip, event_t *ev, rejection_t *rej)
 {
+    const jv_key_t *names = def->members;
+    size_t n = def->field_count + 1;
     json_error_t jerr;
     bool markers = false;
     json_t *root = load_json(value, len, &jerr, &markers);
@@ -1133,7 +1139,7 @@ static int decode_reference(const pipeline_def_t *def, const void *value, size_t
     json_t *member;
     json_object_keylen_foreach(root, key, key_len, member)
     {
-        size_t k = 0;
+        size_t k = skip;
         while (k < n && !(names[k].len == key_len && memcmp(names[k].str, key, key_len) == 0)) k++;
         if (k < n) {
             vals[k] = ref_member(member, markers, &children[k], &keys[k]);
@@ -1180,10 +1186,11 @@ static int decode_with(const pipeline_def_t *def, const void *value, size_t len,
     if (value == NULL && rec && def->tombstones != TOMBSTONE_DEAD_LETTER) return decode_tombstone(def, rec, ev, rej);
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
-    size_t n = def->field_count + 1;
-    if (fast && json_fast_read(value, len, def->members, n, vals))
+    /* Without an application, members[0] is not read at all. */
+    size_t skip = def->app_member ? 0 : 1, n = def->field_count + 1 - skip;
+    if (fast && json_fast_read(value, len, def->members + skip, n, vals + skip))
         return decode_values(def, vals, value, len, rec, ev, rej);
-    return decode_reference(def, value, len, rec, def->members, n, ev, rej);
+    return decode_reference(def, value, len, rec, skip, ev, rej);
 }
 
 bool event_equal(const pipeline_def_t *def, const event_t *a, const event_t *b)

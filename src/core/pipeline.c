@@ -373,8 +373,10 @@ static int read_field(reader_t *r, json_t *f, size_t i, pipeline_def_t *d)
         if (strcmp(d->fields[j].column, fs->column) == 0)
             return fail(r, "column", "%s is filled by two fields", fs->column);
     }
-    if (strcmp(fs->name, d->app_member) == 0) return fail(r, "member", "\"%s\" is the application's member", fs->name);
-    if (strcmp(fs->column, d->app_column) == 0) return fail(r, "column", "%s is the application's column", fs->column);
+    if (d->app_member && strcmp(fs->name, d->app_member) == 0)
+        return fail(r, "member", "\"%s\" is the application's member", fs->name);
+    if (d->app_column && strcmp(fs->column, d->app_column) == 0)
+        return fail(r, "column", "%s is the application's column", fs->column);
     r->where[at] = '\0';
     return 0;
 }
@@ -387,10 +389,11 @@ static int read_key(reader_t *r, json_t *p, pipeline_def_t *d)
     if (rc == 0 && n == 0) rc = fail(r, "key", "required: the natural key's columns");
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const field_spec_t *f = pipeline_field_by_column(d, key[i]);
-        if (strcmp(key[i], d->app_column) == 0)
+        if (d->app_column && strcmp(key[i], d->app_column) == 0)
             d->key_includes_app = true;
         else if (!f)
-            rc = fail(r, "key", "%s is neither the application's column nor a field's", key[i]);
+            rc = fail(r, "key", d->app_column ? "%s is neither the application's column nor a field's"
+                                              : "%s is not a field's column", key[i]);
         else if (d->key_count == PIPELINE_MAX_KEY)
             rc = fail(r, "key", "at most %d fields' columns", PIPELINE_MAX_KEY);
         else
@@ -457,7 +460,7 @@ static int read_tombstones(reader_t *r, json_t *p, pipeline_def_t *d)
         if (only_members(r, v, known) || get_column(r, v, "mark", true, &d->mark_column)) return -1;
         r->where[at] = '\0';
         d->tombstones = TOMBSTONE_MARK;
-        if (pipeline_field_by_column(d, d->mark_column) || strcmp(d->mark_column, d->app_column) == 0)
+        if (pipeline_field_by_column(d, d->mark_column) || (d->app_column && strcmp(d->mark_column, d->app_column) == 0))
             return fail(r, "tombstones", "the mark column %s is written by a field", d->mark_column);
         if (!d->update_count)
             return fail(r, "tombstones", "a marked row comes back with a newer value, which sets the mark to NULL: "
@@ -539,14 +542,17 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
             return fail(r, "batch_size", "expected an integer of 1..100000");
         d->default_batch_size = (int)json_integer_value(v);
     }
+    /* Optional: a pipeline of any topic stores its fields alone. */
     json_t *app = json_object_get(p, "application");
-    if (!json_is_object(app))
-        return fail(r, "application", "required: {\"member\": \"package_name\", \"column\": \"application_id\"}");
-    snprintf(r->where + strlen(r->where), sizeof r->where - strlen(r->where), ".application");
-    if (only_members(r, app, app_known) || get_str(r, app, "member", true, &d->app_member) ||
-        get_column(r, app, "column", true, &d->app_column))
-        return -1;
-    snprintf(r->where + at, sizeof r->where - at, " (%s)", d->name);
+    if (app && !json_is_object(app))
+        return fail(r, "application", "expected {\"member\": \"package_name\", \"column\": \"application_id\"}");
+    if (app) {
+        snprintf(r->where + strlen(r->where), sizeof r->where - strlen(r->where), ".application");
+        if (only_members(r, app, app_known) || get_str(r, app, "member", true, &d->app_member) ||
+            get_column(r, app, "column", true, &d->app_column))
+            return -1;
+        snprintf(r->where + at, sizeof r->where - at, " (%s)", d->name);
+    }
     json_t *fields = json_object_get(p, "fields");
     if (!json_is_array(fields) || json_array_size(fields) == 0 || json_array_size(fields) > PIPELINE_MAX_FIELDS)
         return fail(r, "fields", "expected an array of 1..%d fields", PIPELINE_MAX_FIELDS);
@@ -560,11 +566,13 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
         get_columns(r, p, "never_writes", true, &d->never_writes, &d->never_count))
         return -1;
     for (size_t i = 0; i < d->never_count; i++)
-        if (pipeline_field_by_column(d, d->never_writes[i]) || strcmp(d->never_writes[i], d->app_column) == 0 ||
+        if (pipeline_field_by_column(d, d->never_writes[i]) ||
+            (d->app_column && strcmp(d->never_writes[i], d->app_column) == 0) ||
             (d->mark_column && strcmp(d->never_writes[i], d->mark_column) == 0))
             return fail(r, "never_writes", "%s is written by this pipeline", d->never_writes[i]);
     d->version_index = pipeline_field_index(d, d->version_field);
-    d->members[0] = (jv_key_t){d->app_member, strlen(d->app_member)};
+    /* Without an application, members[0] is never read (decode_with). */
+    d->members[0] = d->app_member ? (jv_key_t){d->app_member, strlen(d->app_member)} : (jv_key_t){"", 0};
     for (size_t i = 0; i < d->field_count; i++) d->members[i + 1] = (jv_key_t){d->fields[i].name, strlen(d->fields[i].name)};
     return 0;
 }

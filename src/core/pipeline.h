@@ -210,7 +210,10 @@ typedef struct {
     char *table_sql;
     field_spec_t *fields;      /* in the file's order; application column excluded */
     size_t field_count;
-    char *app_member;          /* "package_name": resolved to an application id */
+    /* "package_name": resolved to an application id; NULL for a pipeline
+     * without an application (then app_column is NULL too, and no column
+     * but the fields' is written). */
+    char *app_member;
     /* The members a record is read for, set at load: members[0] is
      * app_member, members[i + 1] field i's name (field_count + 1 of them;
      * a field of another source is read from the record, not the value:

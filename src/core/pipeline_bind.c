@@ -234,7 +234,7 @@ static void bind_table_rules(pipeline_def_t *d, const table_facts_t *t)
     d->app_foreign_keys = calloc(t->foreign_count + 1, sizeof *d->app_foreign_keys);
     if (!d->app_foreign_keys) abort();
     d->app_foreign_count = 0;
-    for (size_t i = 0; i < t->foreign_count; i++) {
+    for (size_t i = 0; d->app_column && i < t->foreign_count; i++) {
         if (strcmp(t->foreign_keys[i].columns, d->app_column) != 0) continue;
         d->app_foreign_keys[d->app_foreign_count] = strdup(t->foreign_keys[i].name);
         if (!d->app_foreign_keys[d->app_foreign_count++]) abort();
@@ -286,13 +286,13 @@ static char *sql_text(void (*write)(FILE *, const pipeline_def_t *, const table_
 
 static void quote(FILE *f, const char *name) { pipeline_quote_name(f, name, strlen(name)); }
 
-/* The written columns: the application's, then each field's. */
+/* The written columns: the application's (if any), then each field's. */
 static void write_columns(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
 {
     (void)t;
-    quote(f, d->app_column);
+    if (d->app_column) quote(f, d->app_column);
     for (size_t i = 0; i < d->field_count; i++) {
-        fputs(", ", f);
+        if (i || d->app_column) fputs(", ", f);
         quote(f, d->fields[i].column);
     }
 }
@@ -383,10 +383,11 @@ static void write_probe(FILE *f, const pipeline_def_t *d, const table_facts_t *t
 static void write_select(FILE *f, const pipeline_def_t *d, const table_facts_t *t)
 {
     (void)t;
-    quote(f, d->app_column);
+    if (d->app_column) quote(f, d->app_column);
     for (size_t i = 0; i < d->field_count; i++) {
         const field_spec_t *fs = &d->fields[i];
-        fputs(fs->default_sql ? ", COALESCE(" : ", ", f);
+        if (i || d->app_column) fputs(", ", f);
+        if (fs->default_sql) fputs("COALESCE(", f);
         quote(f, fs->column);
         if (fs->default_sql) fprintf(f, ", %s)", fs->default_sql);
     }
@@ -521,12 +522,13 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
                         "create this one with a migration of your own)",
                         d->name, d->table),
                -1;
-    const column_fact_t *app = column_of(t, d->app_column);
-    if (!app) return mismatch(err, errlen, d, NULL, d->app_column, "no such column for the application's id");
-    if (!is_int(app->kind))
+    const column_fact_t *app = d->app_column ? column_of(t, d->app_column) : NULL;
+    if (d->app_column && !app)
+        return mismatch(err, errlen, d, NULL, d->app_column, "no such column for the application's id");
+    if (app && !is_int(app->kind))
         return mismatch(err, errlen, d, NULL, d->app_column, "the application's id needs an integer column, not %s",
                         app->type);
-    if (app->insert_denied)
+    if (app && app->insert_denied)
         return mismatch(err, errlen, d, NULL, app->name, "the role %s may not INSERT this column", t->role);
     for (size_t i = 0; i < d->field_count; i++) {
         field_spec_t *f = &d->fields[i];
@@ -563,7 +565,8 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
     }
     for (size_t i = 0; i < t->column_count; i++) {
         const column_fact_t *c = &t->columns[i];
-        if (c->not_null && !c->has_default && strcmp(c->name, d->app_column) != 0 && !pipeline_field_by_column(d, c->name))
+        if (c->not_null && !c->has_default && !(d->app_column && strcmp(c->name, d->app_column) == 0) &&
+            !pipeline_field_by_column(d, c->name))
             return mismatch(err, errlen, d, NULL, c->name, "NOT NULL without a default, and no field fills it");
     }
     bool unique = false;

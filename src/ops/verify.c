@@ -103,10 +103,15 @@ static void check_schema(verify_t *v)
         goto out;
     }
     int rc = migrate_status(v->conn, &schema, err, sizeof err);
-    /* The catalog was read unless it was the read that failed. */
-    if ((rc == 0 || schema.tracked) && !schema.apps_table) {
+    /* The catalog was read unless it was the read that failed; the
+     * registry is needed by the enabled pipelines with an application. */
+    const char *resolver = NULL;
+    for (int i = 0; i < pipeline_count() && !resolver; i++)
+        if (v->s->pipeline_enabled[i] && pipeline_get(i)->app_member) resolver = pipeline_get(i)->name;
+    if ((rc == 0 || schema.tracked) && !schema.apps_table && resolver) {
         stage_raise(&st, STAGE_BROKEN);
-        stage_add(&st, "table apps_registry_application does not exist: apply the App API migrations first");
+        stage_add(&st, "table apps_registry_application does not exist: apply the App API migrations first "
+                       "(pipeline %s resolves applications through it)", resolver);
     }
     if (rc != 0) {
         stage_raise(&st, STAGE_BROKEN);
@@ -115,10 +120,12 @@ static void check_schema(verify_t *v)
         stage_raise(&st, STAGE_BROKEN);
         stage_add(&st, "no migration applied (no table storage_consumer_migrations): run storage-consumer migrate");
     } else {
-        unsigned applied = 0;
+        unsigned applied = 0, waiting = 0;
         for (unsigned i = 0; i < migration_count; i++) {
             const migration_status_t *m = &schema.migrations[i];
-            if (m->state == MIGRATION_PENDING) {
+            if (m->state == MIGRATION_WAITING) {
+                waiting++;
+            } else if (m->state == MIGRATION_PENDING) {
                 stage_raise(&st, STAGE_BROKEN);
                 stage_add(&st, "migration %s is not applied: run storage-consumer migrate", migrations[i].name);
             } else if (m->state == MIGRATION_EDITED) {
@@ -136,10 +143,13 @@ static void check_schema(verify_t *v)
             stage_add(&st, "migration %s is applied but unknown to this binary (a newer version migrated this database)",
                       schema.unknown[i]);
         }
-        if (applied == migration_count)
+        if (applied + waiting == migration_count)
             stage_add(&st, "applied=%u/%u checksums match", applied, migration_count);
         else
             stage_add(&st, "applied=%u/%u", applied, migration_count);
+        if (waiting)
+            stage_add(&st, "%u migration(s) of the built-in pipelines' tables wait for table "
+                           "apps_registry_application (not needed by pipelines of your own)", waiting);
         /* The enabled pipelines' definitions against their tables, as run
          * binds them at start (DESIGN.md: Pipelines are declared). */
         int bound = catalog_bind_pipelines(v->conn, v->s->pipeline_enabled, err, sizeof err);

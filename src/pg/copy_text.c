@@ -46,11 +46,13 @@ static void copy_escape(copy_buf_t *b, const char *s)
 void copy_row_text(copy_buf_t *out, const batch_t *b, const entry_t *e)
 {
     char num[24];
-    snprintf(num, sizeof num, "%lld", (long long)e->application_id);
-    copy_buf_str(out, num);
+    if (b->def->app_column) {
+        snprintf(num, sizeof num, "%lld", (long long)e->application_id);
+        copy_buf_str(out, num);
+    }
     for (size_t c = 0; c < b->def->field_count; c++) {
         const char *v = event_column(&e->event, c);
-        copy_buf_add(out, "\t", 1);
+        if (c || b->def->app_column) copy_buf_add(out, "\t", 1);
         if (v) copy_escape(out, v);
         else copy_buf_add(out, "\\N", 2);
     }

@@ -41,24 +41,27 @@ static int refuse_edited(const migration_t *m, const migration_status_t *ms, cha
     return -1;
 }
 
+bool migration_needs_registry(const migration_t *m)
+{
+    static const char *const builtin[] = {"0001_app_stats.sql", "0002_reviews.sql", "0003_network_metrics.sql",
+                                          "0008_reviews_fillfactor.sql", NULL};
+    for (int i = 0; builtin[i]; i++)
+        if (strcmp(m->name, builtin[i]) == 0) return true;
+    return false;
+}
+
 /* Runs inside the caller's transaction, under the advisory lock. */
 static int apply_all(PGconn *conn, char *err, size_t errlen)
 {
     PGresult *res = NULL;
     char why[1024];
-    int applied = 0;
+    int applied = 0, waiting = 0;
 
     if (!(res = db_query(conn, "SELECT to_regclass('apps_registry_application') IS NULL", 0, NULL, NULL, NULL, 0,
                          err, errlen, NULL)))
         return -1;
-    int missing = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+    bool no_registry = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
     PQclear(res);
-    if (missing) {
-        snprintf(err, errlen,
-                 "table apps_registry_application does not exist: apply the App API migrations first "
-                 "(storage-consumer's tables reference it)");
-        return -1;
-    }
 
     if (db_command(conn,
                    "CREATE TABLE IF NOT EXISTS storage_consumer_migrations ("
@@ -77,6 +80,10 @@ static int apply_all(PGconn *conn, char *err, size_t errlen)
         const char *checksum = ms.checksum;
         if (ms.state == MIGRATION_EDITED) return refuse_edited(m, &ms, err, errlen);
         if (ms.state == MIGRATION_APPLIED) continue;
+        if (no_registry && migration_needs_registry(m)) {
+            waiting++;
+            continue;
+        }
 
         if (db_command(conn, m->sql, 0, why, sizeof why, NULL)) {
             snprintf(err, errlen, "migration %s failed: %s", m->name, why);
@@ -90,6 +97,11 @@ static int apply_all(PGconn *conn, char *err, size_t errlen)
         LOG_INFO_F("migrate", LOG_FIELDS(LF_STR("migration", m->name), LF_STR("checksum", checksum)), "applied");
         applied++;
     }
+    if (waiting)
+        LOG_INFO_F("migrate", LOG_FIELDS(LF_INT("waiting", waiting)),
+                   "the built-in pipelines' tables are not created: they reference table "
+                   "apps_registry_application, which does not exist (the App API's registry); the first migrate "
+                   "after it exists creates them");
     return applied;
 }
 
@@ -130,11 +142,15 @@ int migrate_status(db_conn_t *conn, schema_status_t *status, char *err, size_t e
 
     status->migrations = calloc(migration_count ? migration_count : 1, sizeof *status->migrations);
     if (!status->migrations) abort();
-    for (unsigned i = 0; i < migration_count; i++)
+    for (unsigned i = 0; i < migration_count; i++) {
         if (check_migration(conn, &migrations[i], &status->migrations[i], why, sizeof why)) {
             snprintf(err, errlen, "cannot read storage_consumer_migrations: %s", why);
             return -1;
         }
+        if (status->migrations[i].state == MIGRATION_PENDING && !status->apps_table &&
+            migration_needs_registry(&migrations[i]))
+            status->migrations[i].state = MIGRATION_WAITING;
+    }
     res = db_select(conn, "SELECT name FROM storage_consumer_migrations ORDER BY name", 0, NULL, 0, why,
                     sizeof why);
     if (!res) {
@@ -179,6 +195,9 @@ int migrate_pending(db_conn_t *conn, char *pending, size_t plen, char *err, size
             return -1;
         }
         if (st.tracked && st.migrations[i].state == MIGRATION_APPLIED) continue;
+        if (st.tracked ? st.migrations[i].state == MIGRATION_WAITING
+                       : !st.apps_table && migration_needs_registry(&migrations[i]))
+            continue;
         count++;
         if (used < plen)
             used += (size_t)snprintf(pending + used, plen - used, "%s%s", used ? ", " : "", migrations[i].name);

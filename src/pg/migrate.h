@@ -21,14 +21,23 @@ typedef struct {
 extern const migration_t migrations[];
 extern const unsigned migration_count;
 
-/* Apply every pending migration. Returns the number applied (0 when the
- * schema is current), or -1 with the reason in `err`: the applications table
- * is missing, an applied file was edited, or a statement failed (then
- * nothing of this run is kept). */
+/* Whether `m` creates or changes a built-in pipeline's table (app_stats,
+ * reviews, network_metrics), whose application_id references the App
+ * API's registry (apps_registry_application): such a migration waits
+ * until the registry exists, and a database without it, whose pipelines
+ * are the user's own, never needs it (DESIGN.md: Migrations). */
+bool migration_needs_registry(const migration_t *m);
+
+/* Apply every pending migration (those needing the registry only where it
+ * exists). Returns the number applied (0 when the schema is current), or
+ * -1 with the reason in `err`: an applied file was edited, or a statement
+ * failed (then nothing of this run is kept). */
 int migrate_apply(db_conn_t *conn, char *err, size_t errlen);
 
-/* Where a migration of this binary stands in a database. */
-typedef enum { MIGRATION_APPLIED, MIGRATION_PENDING, MIGRATION_EDITED } migration_state_t;
+/* Where a migration of this binary stands in a database. WAITING: not
+ * applied, and not needed yet: it needs the registry, which the database
+ * lacks. */
+typedef enum { MIGRATION_APPLIED, MIGRATION_PENDING, MIGRATION_EDITED, MIGRATION_WAITING } migration_state_t;
 
 typedef struct {
     migration_state_t state;
@@ -51,7 +60,8 @@ int migrate_status(db_conn_t *conn, schema_status_t *status, char *err, size_t e
 void migrate_status_free(schema_status_t *status);
 
 /* Read-only, no lock taken, nothing created (DESIGN.md: Least privilege):
- * the number of this binary's migrations the database lacks, their names
+ * the number of this binary's migrations the database lacks (a waiting
+ * one is not lacking), their names
  * comma-separated in `pending`; or -1 with the reason in `err` (the catalog
  * cannot be read, an applied migration was edited). Needs only SELECT on
  * storage_consumer_migrations. */

@@ -113,9 +113,10 @@ static int policy_refused(store_t *st, char *err, size_t errlen, error_class_t *
 {
     const char **cols = calloc(st->def->field_count + 1, sizeof *cols);
     if (!cols) abort();
-    cols[0] = st->def->app_column;
-    for (size_t i = 0; i < st->def->field_count; i++) cols[i + 1] = st->def->fields[i].column;
-    char *names = db_array_literal(cols, NULL, st->def->field_count + 1);
+    size_t n = 0;
+    if (st->def->app_column) cols[n++] = st->def->app_column;
+    for (size_t i = 0; i < st->def->field_count; i++) cols[n++] = st->def->fields[i].column;
+    char *names = db_array_literal(cols, NULL, n);
     const char *params[] = {st->def->table_sql, names};
     PGresult *res = db_query(st->conn,
                              "SELECT bool_and(has_column_privilege(a.attrelid, a.attnum, 'INSERT')) "

@@ -312,4 +312,50 @@ test_a_definition_that_disagrees_with_the_database_stops_start_up() {
     assert_contains "$(err broken)" "invalid setting: STORAGE_PIPELINES_FILE=$WORK/broken.json: $WORK/broken.json:3:"
 }
 
+# A topic that has nothing to do with the App API: a database without its
+# registry, a definitions file of the user's own with no "application".
+# `migrate` creates the service's own tables and leaves the built-in
+# pipelines' tables, which reference the registry, waiting for it.
+test_a_pipeline_without_an_application_stores_a_topic_of_any_kind_in_a_database_without_the_registry() {
+    begin_test anytopic
+    fresh_db test_anytopic_plain
+    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS # names the user's file does not know
+    local topic=orders-anytopic
+    broker_ctl topic-create "$topic" 3 >/dev/null
+    cat >"$WORK/orders.json" <<JSON
+{"pipelines": [{"name": "orders", "topic": "$topic", "table": "orders",
+  "fields": [{"member": "order_id", "required": true}, {"member": "total"},
+             {"member": "email", "column": "customer_email"},
+             {"member": "updated_at", "required": true}],
+  "key": ["order_id"],
+  "on_conflict": {"update": ["total", "customer_email", "updated_at"], "when_newer": "updated_at"}}]}
+JSON
+    OP_ENV=("STORAGE_PIPELINES_FILE=$WORK/orders.json")
+    op migrate migrate
+    assert_eq 0 "$OP_RC" "migrate without the registry: $(err migrate)"
+    assert_contains "$(err migrate)" "the built-in pipelines' tables are not created"
+    assert_eq "t|t|t" "$(sql "SELECT to_regclass('reviews') IS NULL, to_regclass('dead_letter_events') IS NOT NULL,
+                                     to_regclass('consumer_offsets') IS NOT NULL")" "tables after migrate"
+    sql "CREATE TABLE orders (order_id BIGINT PRIMARY KEY, total NUMERIC(10, 2), customer_email TEXT,
+                              updated_at TIMESTAMPTZ NOT NULL)" >/dev/null
+    {
+        echo '{"order_id": 7, "total": 12.50, "email": "a@b.example", "updated_at": "2026-12-01T10:00:00Z"}'
+        echo '{"order_id": 8, "total": 3, "updated_at": "2026-12-01T10:00:00Z"}'
+        echo '{"order_id": 7, "total": 14.00, "email": "a@b.example", "updated_at": "2026-12-01T11:00:00Z"}'
+        echo '{"total": 1, "updated_at": "2026-12-01T10:00:00Z"}'
+    } | produce "$topic" -p 0
+    start_service svc STORAGE_PIPELINES=orders "STORAGE_PIPELINES_FILE=$WORK/orders.json" "STORAGE_TOPIC_ORDERS=$topic"
+    wait_committed "$GROUP_PREFIX.orders" "$topic" 0 4
+    assert_eq "7|14.00|a@b.example
+8|3.00|" "$(sql "SELECT order_id, total, customer_email FROM orders ORDER BY order_id")" "the orders stored"
+    assert_eq "missing_field|order_id: required field is missing" \
+        "$(sql "SELECT error_type || '|' || error_detail FROM dead_letter_events")" "the order without its id"
+    stop_clean svc
+    # The built-in pipelines need the registry, and say so.
+    OP_ENV=()
+    svc_start builtin STORAGE_PIPELINES=reviews
+    assert_eq 1 "$(svc_wait builtin 60)" "the built-in reviews pipeline without the registry"
+    assert_contains "$(cat "$(svc_log builtin)")" "table apps_registry_application does not exist: apply the App API migrations first"
+}
+
 run_tests

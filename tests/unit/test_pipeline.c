@@ -386,6 +386,53 @@ static void a_declared_pipeline_builds_its_conflict_rule_and_key_probe(void **st
     event_free(&ev);
 }
 
+/* A topic that has nothing to do with applications: no "application", so
+ * no column but the fields' is written, no member but theirs is read
+ * (not even one named "", which a document may hold), and a record without
+ * a package name is no dead letter. */
+static void a_pipeline_without_an_application_writes_its_fields_alone(void **state)
+{
+    (void)state;
+    char err[1024];
+    char *path = write_file("{\"pipelines\": [{\"name\": \"orders\", \"table\": \"orders\",\n"
+                            " \"fields\": [{\"member\": \"order_id\", \"required\": true}, {\"member\": \"total\"}],\n"
+                            " \"key\": [\"order_id\"], \"on_conflict\": \"nothing\"}]}");
+    int rc = pipelines_load(path, err, sizeof err);
+    unlink(path);
+    free(path);
+    if (rc) fail_msg("%s", err);
+    const pipeline_def_t *def = pipeline_get(0);
+    assert_null(def->app_member);
+    assert_null(def->app_column);
+    column_fact_t cols[] = {typed("order_id", COLUMN_INT8, "bigint", true), typed("total", COLUMN_INT4, "integer", false)};
+    char *keys[] = {"order_id"};
+    table_facts_t t = {true, cols, 2, keys, 1};
+    assert_int_equal(0, pipeline_bind(0, &t, err, sizeof err));
+    assert_string_equal(def->columns_sql, "\"order_id\", \"total\"");
+    assert_string_equal(def->select_sql, "\"order_id\", \"total\"");
+    assert_string_equal(def->key_sql, "\"order_id\"");
+    const char *docs[] = {"{\"order_id\": 7, \"total\": 3}", "{\"\": \"x\", \"order_id\": 7, \"total\": 3}",
+                          "{\"order_id\": 7, \"\": null, \"total\": 3, \"pad\": \"\\u0000\"}"};
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+        event_t ev = {0};
+        rejection_t rej;
+        if (decode_record(def, docs[i], strlen(docs[i]), &ev, &rej)) fail_msg("%s: %s", docs[i], rej.detail);
+        assert_string_equal(event_column(&ev, 0), "7");
+        assert_string_equal(event_column(&ev, 1), "3");
+        assert_string_equal(event_package_name(&ev), "");
+        event_free(&ev);
+        if (decode_record_reference(def, docs[i], strlen(docs[i]), &ev, &rej)) fail_msg("%s: %s", docs[i], rej.detail);
+        assert_string_equal(event_column(&ev, 0), "7");
+        event_free(&ev);
+    }
+    expect_load_error("{\"pipelines\": [{\"name\": \"orders\", \"table\": \"orders\", " FIELDS
+                      ", \"key\": [\"nope\"], \"on_conflict\": \"nothing\"}]}",
+                      "key: nope is not a field's column");
+    expect_load_error("{\"pipelines\": [{\"name\": \"orders\", \"table\": \"orders\", \"application\": \"x\", " FIELDS
+                      ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\"}]}",
+                      "application: expected {\"member\": \"package_name\", \"column\": \"application_id\"}");
+}
+
 /* DESIGN.md: Pipelines are declared (names): every name is taken literally,
  * case, keywords, quotes and all, and quoted in every statement; a table
  * is split at its first dot into schema and name; a name PostgreSQL would
@@ -710,6 +757,7 @@ int main(void)
         cmocka_unit_test_setup(a_malformed_file_is_refused_with_its_line_or_member, rebind),
         cmocka_unit_test_setup(a_definition_reads_a_list_of_topics, rebind),
         cmocka_unit_test_setup(a_declared_pipeline_builds_its_conflict_rule_and_key_probe, rebind),
+        cmocka_unit_test_setup(a_pipeline_without_an_application_writes_its_fields_alone, rebind),
         cmocka_unit_test_setup(an_empty_never_writes_says_none, rebind),
         cmocka_unit_test_setup(a_bound_beyond_the_column_types_range_is_refused, rebind),
         cmocka_unit_test_setup(names_are_taken_literally_and_quoted_in_every_statement, rebind),
