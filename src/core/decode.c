@@ -392,12 +392,21 @@ typedef struct {
     size_t len;
     bool started;
     size_t member, pos; /* the member whose key starts at s[pos] */
+    /* A value below the top level (a member path's): its text is
+     * s[wstart, wend), whatever member is asked for. */
+    bool whole;
+    size_t wstart, wend;
 } record_text_t;
 
 static bool member_text(record_text_t *d, size_t member, size_t *start, size_t *end)
 {
     const char *doc = d->s;
     size_t len = d->len, i;
+    if (d->whole) {
+        *start = d->wstart;
+        *end = d->wend;
+        return d->wend > d->wstart;
+    }
     if (!d->started || member < d->member) {
         i = skip_space(doc, len, 0);
         if (i >= len || doc[i] != '{') return false;
@@ -422,6 +431,26 @@ static bool member_text(record_text_t *d, size_t member, size_t *start, size_t *
         i = skip_space(doc, len, value_end);
         if (i >= len || doc[i] != ',') return false;
         i = skip_space(doc, len, i + 1);
+    }
+    return false;
+}
+
+/* The text of element `index` of the array whose text is s[0, len). */
+static bool element_text(const char *s, size_t len, size_t index, size_t *start, size_t *end)
+{
+    size_t i = skip_space(s, len, 0);
+    if (i >= len || s[i] != '[') return false;
+    i = skip_space(s, len, i + 1);
+    for (size_t at = 0; i < len && s[i] != ']'; at++) {
+        size_t e = skip_value(s, len, i);
+        if (at == index) {
+            *start = i;
+            *end = e;
+            return e > i;
+        }
+        i = skip_space(s, len, e);
+        if (i >= len || s[i] != ',') return false;
+        i = skip_space(s, len, i + 1);
     }
     return false;
 }
@@ -1055,6 +1084,92 @@ static int decode_own(const pipeline_def_t *def, size_t i, const record_t *rec, 
     return rc;
 }
 
+/* What a member path's value is read into, freed once it is decoded. */
+typedef struct {
+    json_t *root;
+    jv_t *children;
+    jv_key_t *keys;
+} path_value_t;
+
+static void path_value_free(path_value_t *pv)
+{
+    json_decref(pv->root);
+    free(pv->children);
+    free(pv->keys);
+}
+
+/* Whether `seg` is an array index as a JSON Pointer writes one: "0", or
+ * digits without a leading zero; into *index. */
+static bool pointer_index(const char *seg, size_t *index)
+{
+    size_t n = strlen(seg);
+    if (n == 0 || n > 9 || (n > 1 && seg[0] == '0') || strspn(seg, "0123456789") != n) return false;
+    *index = (size_t)strtoul(seg, NULL, 10);
+    return true;
+}
+
+/* Field f's value at its JSON Pointer below the top-level member `top`
+ * (DESIGN.md: Member paths), into *v, and its text as sent into *sub.
+ * Whichever reader read the record, the member's text is read again by the
+ * reference reader and walked segment by segment, each step's text found
+ * in its container's, so both give one outcome. A step into an absent or
+ * null parent, or to a key or index the parent lacks, is absent; one into
+ * a string, number or boolean is the record's error. */
+static int path_value(const field_spec_t *f, const jv_t *top, record_text_t *doc, path_value_t *pv, jv_t *v,
+                      record_text_t *sub, rejection_t *rej)
+{
+    *v = (jv_t){.type = JV_ABSENT};
+    if (top->type == JV_ABSENT || top->type == JV_NULL) return 0;
+    size_t start, end;
+    if (!member_text(doc, top->member, &start, &end))
+        return reject(rej, ERROR_INVALID_FIELD, "%s: the value's text cannot be found", f->name);
+    json_error_t jerr;
+    bool markers = false;
+    const json_t *cur = pv->root = load_json(doc->s + start, end - start, &jerr, &markers);
+    if (!cur) return reject(rej, ERROR_INVALID_FIELD, "%s: the value cannot be read: %s", f->name, jerr.text);
+    for (size_t k = 1; k < f->path_count; k++) {
+        const char *seg = f->path[k];
+        const json_t *child = NULL;
+        size_t cs = 0, ce = 0, index;
+        bool found;
+        if (json_is_object(cur)) {
+            const char *key;
+            size_t key_len, position = 0;
+            json_t *member;
+            json_object_keylen_foreach((json_t *)cur, key, key_len, member)
+            {
+                if (key_len == strlen(seg) && memcmp(key, seg, key_len) == 0) {
+                    child = member;
+                    break;
+                }
+                position++;
+            }
+            record_text_t in = {doc->s + start, end - start, false, 0, 0};
+            found = !child || member_text(&in, position, &cs, &ce);
+        } else if (json_is_array(cur)) {
+            if (!pointer_index(seg, &index))
+                return reject(rej, ERROR_INVALID_FIELD, "%s: \"%s\" is not an index of the array on the way",
+                              f->name, seg);
+            child = json_array_get(cur, index);
+            found = !child || element_text(doc->s + start, end - start, index, &cs, &ce);
+        } else if (json_is_null(cur)) {
+            return 0;
+        } else {
+            jv_t parent = ref_scalar(cur, markers);
+            return reject(rej, ERROR_INVALID_FIELD, "%s: expected an object or an array on the way, got %s", f->name,
+                          jv_type_name(&parent));
+        }
+        if (!found) return reject(rej, ERROR_INVALID_FIELD, "%s: the value's text cannot be found", f->name);
+        if (!child) return 0;
+        cur = child;
+        end = start + ce;
+        start += cs;
+    }
+    *v = ref_member(cur, markers, &pv->children, &pv->keys);
+    *sub = (record_text_t){doc->s, doc->len, false, 0, 0, true, start, end};
+    return 0;
+}
+
 /* The record's values, whichever parser read them: package_name is vals[0],
  * field i is vals[i + 1]; doc is the record as sent; rec the record, for
  * the fields of its own (NULL: none). */
@@ -1076,21 +1191,42 @@ static int decode_fields(const pipeline_def_t *def, const jv_t *vals, const char
 
     for (size_t i = 0; i < def->field_count; i++) {
         const field_spec_t *f = &def->fields[i];
-        const jv_t *v = &vals[i + 1];
+        const jv_t *v = f->slot >= 0 ? &vals[f->slot] : NULL;
         int64_t micros = 0;
         if (f->source != SOURCE_VALUE) {
             if (decode_own(def, i, rec, kd, ev, &micros, rej)) return -1;
             if ((int)i == def->version_index) ev->version = micros;
             continue;
         }
+        record_text_t *at = &doc, below;
+        jv_t nested, whole = {.type = JV_OBJECT};
+        path_value_t pv = {NULL, NULL, NULL};
+        if (f->whole) { /* the record's value, a JSON object, as sent */
+            size_t s = skip_space(text, text_len, 0), e = text_len;
+            while (e > s && strchr(" \t\n\r", text[e - 1])) e--;
+            below = (record_text_t){text, text_len, false, 0, 0, true, s, e};
+            v = &whole;
+            at = &below;
+        } else if (f->path_count > 1) {
+            int rc = path_value(f, v, &doc, &pv, &nested, &below, rej);
+            v = &nested;
+            at = &below;
+            if (rc) {
+                path_value_free(&pv);
+                return -1;
+            }
+        }
         /* null and an absent optional field mean the same. */
         if (v->type == JV_ABSENT || v->type == JV_NULL) {
+            path_value_free(&pv);
             if (f->required)
                 return reject(rej, ERROR_MISSING_FIELD, "%s: required field is missing", f->name);
             ev->col[i] = EVENT_NULL;
             continue;
         }
-        if (decode_field(f, v, &doc, ev, &ev->col[i], &micros, rej)) return -1;
+        int rc = decode_field(f, v, at, ev, &ev->col[i], &micros, rej);
+        path_value_free(&pv);
+        if (rc) return -1;
         /* A version is a timestamp or an integer (pipeline_bind holds it to that). */
         if ((int)i == def->version_index) ev->version = micros;
     }
@@ -1112,7 +1248,7 @@ static int decode_reference(const pipeline_def_t *def, const void *value, size_t
                             size_t skip, event_t *ev, rejection_t *rej)
 {
     const jv_key_t *names = def->members;
-    size_t n = def->field_count + 1;
+    size_t n = def->member_count;
     json_error_t jerr;
     bool markers = false;
     json_t *root = load_json(value, len, &jerr, &markers);
@@ -1187,7 +1323,7 @@ static int decode_with(const pipeline_def_t *def, const void *value, size_t len,
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
     /* Without an application, members[0] is not read at all. */
-    size_t skip = def->app_member ? 0 : 1, n = def->field_count + 1 - skip;
+    size_t skip = def->app_member ? 0 : 1, n = def->member_count - skip;
     if (fast && json_fast_read(value, len, def->members + skip, n, vals + skip))
         return decode_values(def, vals, value, len, rec, ev, rej);
     return decode_reference(def, value, len, rec, skip, ev, rej);

@@ -50,6 +50,7 @@ static void def_free(pipeline_def_t *d)
         free(d->fields[i].column);
         free(d->fields[i].default_sql);
         free(d->fields[i].header);
+        free_list(d->fields[i].path, d->fields[i].path_count);
     }
     free(d->fields);
     free(d->app_member);
@@ -274,6 +275,45 @@ static const char *const source_names[] = {
     [SOURCE_HEADER] = "header",
 };
 
+/* A field's JSON Pointer (RFC 6901, DESIGN.md: Member paths), fs->name,
+ * into its segments: "" is the whole value; otherwise "/" and each
+ * segment after it, "~1" standing for "/" and "~0" for "~". */
+static int read_path(reader_t *r, field_spec_t *fs)
+{
+    const char *p = fs->name;
+    if (!*p) {
+        fs->whole = true;
+        return 0;
+    }
+    if (*p != '/')
+        return fail(r, "path", "\"%s\" is not a JSON Pointer: it starts with \"/\" (\"/customer/email\", "
+                               "\"/lines/0/sku\"), or is \"\" for the whole value", p);
+    size_t n = 0;
+    for (const char *c = p; *c; c++) n += *c == '/';
+    fs->path = calloc(n, sizeof *fs->path);
+    if (!fs->path) abort();
+    for (const char *c = p + 1;; c++) {
+        size_t len = strcspn(c, "/");
+        char *seg = malloc(len + 1), *o = seg;
+        if (!seg) abort();
+        fs->path[fs->path_count++] = seg;
+        for (size_t i = 0; i < len; i++) {
+            if (c[i] != '~') {
+                *o++ = c[i];
+            } else if (i + 1 < len && (c[i + 1] == '0' || c[i + 1] == '1')) {
+                *o++ = c[++i] == '0' ? '~' : '/';
+            } else {
+                *o = '\0';
+                return fail(r, "path", "\"%s\": \"~\" stands for itself as \"~0\" and for \"/\" as \"~1\"", p);
+            }
+        }
+        *o = '\0';
+        c += len;
+        if (!*c) break;
+    }
+    return 0;
+}
+
 /* A field's source: "record" absent or "value" is a member of the value;
  * anything else is one of the record's own fields, which has no member and
  * needs a "column" ("header" also the header's "header" name). Its name in
@@ -290,8 +330,16 @@ static int read_source(reader_t *r, json_t *f, field_spec_t *fs)
                                  "timestamp_type, headers, header", s);
     if (fs->source == SOURCE_VALUE) {
         if (json_object_get(f, "header")) return fail(r, "header", "only a field of \"record\": \"header\" names one");
+        if (json_object_get(f, "path")) {
+            if (json_object_get(f, "member")) return fail(r, "path", "a field has a \"member\" or a \"path\", not both");
+            json_t *path = json_object_get(f, "path");
+            if (!json_is_string(path)) return fail(r, "path", "expected a JSON Pointer (a string)");
+            fs->name = dup(json_string_value(path));
+            return read_path(r, fs);
+        }
         return get_str(r, f, "member", true, &fs->name);
     }
+    if (json_object_get(f, "path")) return fail(r, "path", "only a member of the value has a path");
     if (fs->source == SOURCE_KEY && json_object_get(f, "member")) {
         /* A member of the key, a JSON object: named "record key.MEMBER". */
         fs->source = SOURCE_KEY_MEMBER;
@@ -315,14 +363,15 @@ static int read_source(reader_t *r, json_t *f, field_spec_t *fs)
 
 static int read_field(reader_t *r, json_t *f, size_t i, pipeline_def_t *d)
 {
-    static const char *const known[] = {"member", "record", "header", "column", "required", "kind",
-                                        "min",    "max",    "min_length", NULL};
+    static const char *const known[] = {"member", "path", "record", "header", "column", "required", "kind",
+                                        "min",    "max",  "min_length", NULL};
     field_spec_t *fs = &d->fields[i];
     size_t at = strlen(r->where);
     char member[32];
     snprintf(member, sizeof member, "fields[%zu]", i);
     if (!json_is_object(f)) return fail(r, member, "expected an object");
     json_t *name = json_object_get(f, "member"), *record = json_object_get(f, "record");
+    if (!name) name = json_object_get(f, "path");
     snprintf(r->where + at, sizeof r->where - at, ".%s (%s)", member,
              json_is_string(name)     ? json_string_value(name)
              : json_is_string(record) ? json_string_value(record)
@@ -330,8 +379,12 @@ static int read_field(reader_t *r, json_t *f, size_t i, pipeline_def_t *d)
     if (only_members(r, f, known) || read_source(r, f, fs) || get_column(r, f, "column", false, &fs->column))
         return -1;
     if (!fs->column) {
-        /* The member's name (of the value, or of the key). */
-        const char *of = fs->source == SOURCE_KEY_MEMBER ? fs->header : fs->name;
+        /* The member's name (of the value, or of the key); a path's last
+         * segment. */
+        if (fs->whole) return fail(r, "column", "required for the whole value (\"path\": \"\")");
+        const char *of = fs->source == SOURCE_KEY_MEMBER ? fs->header
+                         : fs->path_count        ? fs->path[fs->path_count - 1]
+                                                 : fs->name;
         if (!identifier(of))
             return fail(r, "member", "\"%s\" is not a column name (" NAME_RULE "): give the field a \"column\"", of);
         fs->column = dup(of);
@@ -573,7 +626,19 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
     d->version_index = pipeline_field_index(d, d->version_field);
     /* Without an application, members[0] is never read (decode_with). */
     d->members[0] = d->app_member ? (jv_key_t){d->app_member, strlen(d->app_member)} : (jv_key_t){"", 0};
-    for (size_t i = 0; i < d->field_count; i++) d->members[i + 1] = (jv_key_t){d->fields[i].name, strlen(d->fields[i].name)};
+    d->member_count = 1;
+    for (size_t i = 0; i < d->field_count; i++) {
+        field_spec_t *fs = &d->fields[i];
+        fs->slot = -1;
+        if (fs->source != SOURCE_VALUE || fs->whole) continue;
+        const char *top = fs->path_count ? fs->path[0] : fs->name;
+        for (size_t m = 1; m < d->member_count && fs->slot < 0; m++)
+            if (d->members[m].len == strlen(top) && memcmp(d->members[m].str, top, strlen(top)) == 0) fs->slot = (int)m;
+        if (fs->slot < 0) {
+            fs->slot = (int)d->member_count;
+            d->members[d->member_count++] = (jv_key_t){top, strlen(top)};
+        }
+    }
     return 0;
 }
 

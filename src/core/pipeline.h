@@ -172,6 +172,18 @@ typedef struct {
     bool required;
     field_source_t source;
     char *header; /* SOURCE_HEADER: the header's name; SOURCE_KEY_MEMBER: the key's member */
+    /* A member of the value named by a JSON Pointer ("path": "/customer/email",
+     * DESIGN.md: Member paths): its segments, unescaped (path[0] the
+     * top-level member the readers find), and `name` the pointer as
+     * written; path_count 0 with `whole`: the value itself ("path": ""). A
+     * field named by "member" has path_count 0 and reads member `name`. */
+    char **path;
+    size_t path_count;
+    bool whole;
+    /* Set at load: the index in the pipeline's members[] of the top-level
+     * member this field reads (fields of one member share it), -1 for none
+     * (the record's own fields, the whole value). */
+    int slot;
     /* Declared in the file: what the column type cannot say. */
     struct {
         bool kind_set, min_set, max_set;
@@ -214,11 +226,12 @@ typedef struct {
      * without an application (then app_column is NULL too, and no column
      * but the fields' is written). */
     char *app_member;
-    /* The members a record is read for, set at load: members[0] is
-     * app_member, members[i + 1] field i's name (field_count + 1 of them;
-     * a field of another source is read from the record, not the value:
-     * its member is never looked at). */
+    /* The top-level members a record is read for, set at load, each once:
+     * members[0] is app_member ("" without one: never read), then each
+     * field's member (a path's first segment) in the fields' order;
+     * member_count of them. A field finds its value at its `slot`. */
     jv_key_t members[PIPELINE_MAX_FIELDS + 1];
+    size_t member_count;
     char *app_column;          /* "application_id": the column that id fills */
     /* Natural key: app_column (when key_includes_app) plus these fields'
      * columns (indices in fields, in the key's declared order). */

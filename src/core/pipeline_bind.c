@@ -543,6 +543,9 @@ int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t er
                             "it \"required\": true, or give the column a DEFAULT");
         if (c->not_null && !f->required && !(f->default_sql = strdup(c->default_sql))) abort();
         if (bind_source(d, f, c, err, errlen) || bind_field(d, f, c, err, errlen)) return -1;
+        if (f->whole && f->kind != FIELD_JSON)
+            return mismatch(err, errlen, d, f, c->name, "the whole value (\"path\": \"\") goes into a json or jsonb "
+                                                        "column, not %s", c->type);
         if (pipeline_is_key_field(d, (int)i) && !written_in_one_form(f->kind))
             return mismatch(err, errlen, d, f, c->name,
                             "a natural key needs a column the decoder writes in one form (text, varchar, char, an "

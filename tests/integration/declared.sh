@@ -312,11 +312,13 @@ test_a_definition_that_disagrees_with_the_database_stops_start_up() {
     assert_contains "$(err broken)" "invalid setting: STORAGE_PIPELINES_FILE=$WORK/broken.json: $WORK/broken.json:3:"
 }
 
-# A topic that has nothing to do with the App API: a database without its
-# registry, a definitions file of the user's own with no "application".
-# `migrate` creates the service's own tables and leaves the built-in
-# pipelines' tables, which reference the registry, waiting for it.
-test_a_pipeline_without_an_application_stores_a_topic_of_any_kind_in_a_database_without_the_registry() {
+# A topic that has nothing to do with the App API, as a new user writes it
+# from OPERATIONS.md: a database without its registry, a definitions file of
+# their own with no "application", nested members reached by paths, an
+# array into jsonb, the whole value into jsonb. `migrate` creates the
+# service's own tables and leaves the built-in pipelines' tables, which
+# reference the registry, waiting for it.
+test_an_orders_topic_with_nested_members_stores_without_an_application_or_its_registry() {
     begin_test anytopic
     fresh_db test_anytopic_plain
     unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS # names the user's file does not know
@@ -324,11 +326,17 @@ test_a_pipeline_without_an_application_stores_a_topic_of_any_kind_in_a_database_
     broker_ctl topic-create "$topic" 3 >/dev/null
     cat >"$WORK/orders.json" <<JSON
 {"pipelines": [{"name": "orders", "topic": "$topic", "table": "orders",
-  "fields": [{"member": "order_id", "required": true}, {"member": "total"},
-             {"member": "email", "column": "customer_email"},
+  "fields": [{"member": "order_id", "required": true},
+             {"path": "/customer/id", "column": "customer_id", "required": true},
+             {"path": "/customer/email", "column": "customer_email"},
+             {"member": "total"},
+             {"path": "/lines"},
+             {"path": "/lines/0/sku", "column": "first_sku"},
+             {"path": "", "column": "record"},
              {"member": "updated_at", "required": true}],
   "key": ["order_id"],
-  "on_conflict": {"update": ["total", "customer_email", "updated_at"], "when_newer": "updated_at"}}]}
+  "on_conflict": {"update": ["customer_email", "total", "lines", "first_sku", "record", "updated_at"],
+                  "when_newer": "updated_at"}}]}
 JSON
     OP_ENV=("STORAGE_PIPELINES_FILE=$WORK/orders.json")
     op migrate migrate
@@ -336,20 +344,26 @@ JSON
     assert_contains "$(err migrate)" "the built-in pipelines' tables are not created"
     assert_eq "t|t|t" "$(sql "SELECT to_regclass('reviews') IS NULL, to_regclass('dead_letter_events') IS NOT NULL,
                                      to_regclass('consumer_offsets') IS NOT NULL")" "tables after migrate"
-    sql "CREATE TABLE orders (order_id BIGINT PRIMARY KEY, total NUMERIC(10, 2), customer_email TEXT,
+    sql "CREATE TABLE orders (order_id BIGINT PRIMARY KEY, customer_id BIGINT NOT NULL, customer_email TEXT,
+                              total NUMERIC(10, 2), lines JSONB, first_sku TEXT, record JSONB,
                               updated_at TIMESTAMPTZ NOT NULL)" >/dev/null
     {
-        echo '{"order_id": 7, "total": 12.50, "email": "a@b.example", "updated_at": "2026-12-01T10:00:00Z"}'
-        echo '{"order_id": 8, "total": 3, "updated_at": "2026-12-01T10:00:00Z"}'
-        echo '{"order_id": 7, "total": 14.00, "email": "a@b.example", "updated_at": "2026-12-01T11:00:00Z"}'
-        echo '{"total": 1, "updated_at": "2026-12-01T10:00:00Z"}'
+        echo '{"order_id": 7, "customer": {"id": 5, "email": "a@b.example"}, "total": 12.50, "lines": [{"sku": "X1", "qty": 2}], "updated_at": "2026-12-01T10:00:00Z"}'
+        echo '{"order_id": 8, "customer": {"id": 6, "email": null}, "total": 3, "updated_at": "2026-12-01T10:00:00Z"}'
+        echo '{"order_id": 7, "customer": {"id": 5, "email": "c@d.example"}, "total": 14.00, "lines": [{"sku": "Z9", "qty": 1}, {"sku": "X1", "qty": 2}], "updated_at": "2026-12-01T11:00:00Z"}'
+        echo '{"order_id": 9, "customer": {"email": "e@f.example"}, "updated_at": "2026-12-01T10:00:00Z"}'
+        echo '{"order_id": 10, "customer": "e@f.example", "updated_at": "2026-12-01T10:00:00Z"}'
     } | produce "$topic" -p 0
     start_service svc STORAGE_PIPELINES=orders "STORAGE_PIPELINES_FILE=$WORK/orders.json" "STORAGE_TOPIC_ORDERS=$topic"
-    wait_committed "$GROUP_PREFIX.orders" "$topic" 0 4
-    assert_eq "7|14.00|a@b.example
-8|3.00|" "$(sql "SELECT order_id, total, customer_email FROM orders ORDER BY order_id")" "the orders stored"
-    assert_eq "missing_field|order_id: required field is missing" \
-        "$(sql "SELECT error_type || '|' || error_detail FROM dead_letter_events")" "the order without its id"
+    wait_committed "$GROUP_PREFIX.orders" "$topic" 0 5
+    assert_eq '7|5|c@d.example|14.00|[{"qty": 1, "sku": "Z9"}, {"qty": 2, "sku": "X1"}]|Z9|5
+8|6||3.00|||6' "$(sql "SELECT order_id, customer_id, customer_email, total, lines, first_sku, record->'customer'->'id'
+                         FROM orders ORDER BY order_id")" "the orders stored, the newer of 7"
+    assert_eq '14.00' "$(sql "SELECT record->>'total' FROM orders WHERE order_id = 7")" "the whole value, as sent"
+    assert_eq "missing_field|/customer/id: required field is missing
+invalid_field|/customer/id: expected an object or an array on the way, got a string" \
+        "$(sql "SELECT error_type || '|' || error_detail FROM dead_letter_events ORDER BY kafka_offset")" \
+        "the orders without a customer id"
     stop_clean svc
     # The built-in pipelines need the registry, and say so.
     OP_ENV=()

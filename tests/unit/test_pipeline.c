@@ -237,6 +237,16 @@ static void expect_load_error(const char *text, const char *expected)
     if (!strstr(err, expected)) fail_msg("\"%s\" does not say \"%s\"", err, expected);
 }
 
+/* Load the definitions `text`, which must load. */
+static void load_definitions(const char *text)
+{
+    char err[1024], *path = write_file(text);
+    int rc = pipelines_load(path, err, sizeof err);
+    unlink(path);
+    free(path);
+    if (rc) fail_msg("%s", err);
+}
+
 #define ONE(body)                                                                                  \
     "{\"pipelines\": [{\"name\": \"app-permissions\", \"table\": \"app_permissions\",\n"            \
     " \"application\": {\"member\": \"package_name\", \"column\": \"application_id\"},\n" body "}]}"
@@ -394,13 +404,9 @@ static void a_pipeline_without_an_application_writes_its_fields_alone(void **sta
 {
     (void)state;
     char err[1024];
-    char *path = write_file("{\"pipelines\": [{\"name\": \"orders\", \"table\": \"orders\",\n"
-                            " \"fields\": [{\"member\": \"order_id\", \"required\": true}, {\"member\": \"total\"}],\n"
-                            " \"key\": [\"order_id\"], \"on_conflict\": \"nothing\"}]}");
-    int rc = pipelines_load(path, err, sizeof err);
-    unlink(path);
-    free(path);
-    if (rc) fail_msg("%s", err);
+    load_definitions("{\"pipelines\": [{\"name\": \"orders\", \"table\": \"orders\",\n"
+                     " \"fields\": [{\"member\": \"order_id\", \"required\": true}, {\"member\": \"total\"}],\n"
+                     " \"key\": [\"order_id\"], \"on_conflict\": \"nothing\"}]}");
     const pipeline_def_t *def = pipeline_get(0);
     assert_null(def->app_member);
     assert_null(def->app_column);
@@ -431,6 +437,107 @@ static void a_pipeline_without_an_application_writes_its_fields_alone(void **sta
     expect_load_error("{\"pipelines\": [{\"name\": \"orders\", \"table\": \"orders\", \"application\": \"x\", " FIELDS
                       ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\"}]}",
                       "application: expected {\"member\": \"package_name\", \"column\": \"application_id\"}");
+}
+
+/* Decode `json` with both readers into one outcome: 0 and the event in
+ * *ev (the caller frees it), or -1 and the rejection's "type|detail" in
+ * why[len]. */
+static int decode_both(const pipeline_def_t *def, const char *json, event_t *ev, char *why, size_t len)
+{
+    event_t ref = {0};
+    rejection_t rej, rej_ref;
+    int rc = decode_record(def, json, strlen(json), ev, &rej);
+    int rc_ref = decode_record_reference(def, json, strlen(json), &ref, &rej_ref);
+    if (rc != rc_ref) fail_msg("%s: the readers disagree (%d, %d)", json, rc, rc_ref);
+    if (rc == 0 && !event_equal(def, ev, &ref)) fail_msg("%s: the readers' events differ", json);
+    if (rc != 0 && strcmp(rej.detail, rej_ref.detail) != 0)
+        fail_msg("%s: the readers' details differ: [%s] [%s]", json, rej.detail, rej_ref.detail);
+    if (rc != 0) snprintf(why, len, "%s|%s", rej.error_type, rej.detail);
+    event_free(&ref);
+    return rc;
+}
+
+/* DESIGN.md: Member paths. A JSON Pointer reaches nested objects and array
+ * elements; an object or array goes into jsonb as sent, "" is the whole
+ * value; a path through an absent or null parent is absent, through a
+ * scalar the record's error; "~1" is a "/" in a key. */
+static void a_member_path_reaches_nested_members_and_the_whole_value(void **state)
+{
+    (void)state;
+    char err[1024], why[600];
+    load_definitions(
+        "{\"pipelines\": [{\"name\": \"orders\", \"table\": \"orders\",\n"
+        " \"fields\": [{\"member\": \"order_id\", \"required\": true},\n"
+        "  {\"path\": \"/customer/email\", \"column\": \"customer_email\"},\n"
+        "  {\"path\": \"/customer/id\", \"column\": \"customer_id\", \"required\": true},\n"
+        "  {\"path\": \"/customer/score\"},\n"
+        "  {\"path\": \"/lines\"},\n"
+        "  {\"path\": \"/lines/0/sku\", \"column\": \"first_sku\"},\n"
+        "  {\"path\": \"/a~1b\", \"column\": \"slash\"},\n"
+        "  {\"path\": \"\", \"column\": \"doc\"}],\n"
+        " \"key\": [\"order_id\"], \"on_conflict\": \"nothing\"}]}");
+    const pipeline_def_t *def = pipeline_get(0);
+    /* customer is read once for the three fields below it. */
+    assert_int_equal(def->member_count, 5);
+    column_fact_t cols[] = {typed("order_id", COLUMN_INT8, "bigint", true),
+                            typed("customer_email", COLUMN_TEXT, "text", false),
+                            typed("customer_id", COLUMN_INT8, "bigint", false),
+                            typed("score", COLUMN_NUMERIC, "numeric", false),
+                            typed("lines", COLUMN_JSONB, "jsonb", false),
+                            typed("first_sku", COLUMN_TEXT, "text", false),
+                            typed("slash", COLUMN_TEXT, "text", false),
+                            typed("doc", COLUMN_JSONB, "jsonb", false)};
+    char *keys[] = {"order_id"};
+    table_facts_t t = {true, cols, 8, keys, 1};
+    assert_int_equal(0, pipeline_bind(0, &t, err, sizeof err));
+
+    const char *full = " {\"order_id\": 7, \"customer\": {\"id\": 5, \"email\": \"a@b.example\", \"score\": 12.50},"
+                       " \"lines\": [{\"sku\": \"X1\", \"qty\": 2}, {\"sku\": \"Y\"}], \"a/b\": \"slash\"}\n";
+    event_t ev = {0};
+    if (decode_both(def, full, &ev, why, sizeof why)) fail_msg("%s", why);
+    assert_string_equal(event_column(&ev, 1), "a@b.example");
+    assert_string_equal(event_column(&ev, 2), "5");
+    assert_string_equal(event_column(&ev, 3), "12.50"); /* every digit as sent */
+    assert_string_equal(event_column(&ev, 4), "[{\"sku\": \"X1\", \"qty\": 2}, {\"sku\": \"Y\"}]");
+    assert_string_equal(event_column(&ev, 5), "X1");
+    assert_string_equal(event_column(&ev, 6), "slash");
+    assert_string_equal(event_column(&ev, 7), "{\"order_id\": 7, \"customer\": {\"id\": 5, \"email\": \"a@b.example\", "
+                                              "\"score\": 12.50}, \"lines\": [{\"sku\": \"X1\", \"qty\": 2}, "
+                                              "{\"sku\": \"Y\"}], \"a/b\": \"slash\"}");
+    event_free(&ev);
+
+    /* Absent and null parents: the optional fields are NULL. */
+    const char *thin = "{\"order_id\": 8, \"customer\": {\"id\": 6, \"email\": null}, \"lines\": []}";
+    if (decode_both(def, thin, &ev, why, sizeof why)) fail_msg("%s", why);
+    assert_null(event_column(&ev, 1));
+    assert_null(event_column(&ev, 3));
+    assert_string_equal(event_column(&ev, 4), "[]");
+    assert_null(event_column(&ev, 5));
+    event_free(&ev);
+
+    assert_int_equal(-1, decode_both(def, "{\"order_id\": 9, \"customer\": null}", &ev, why, sizeof why));
+    assert_string_equal(why, "missing_field|/customer/id: required field is missing");
+    assert_int_equal(-1, decode_both(def, "{\"order_id\": 9, \"customer\": 5}", &ev, why, sizeof why));
+    assert_string_equal(why, "invalid_field|/customer/email: expected an object or an array on the way, got an integer");
+    assert_int_equal(-1, decode_both(def, "{\"order_id\": 9, \"customer\": {\"id\": \"x\"}}", &ev, why, sizeof why));
+    assert_string_equal(why, "invalid_field|/customer/id: expected an integer, got a string");
+    assert_int_equal(-1, decode_both(def, "{\"order_id\": 9, \"customer\": {\"id\": 1}, \"lines\": {\"0\": {\"sku\": 1}}}",
+                                     &ev, why, sizeof why));
+    assert_string_equal(why, "invalid_field|/lines/0/sku: expected a string, got an integer");
+    event_free(&ev);
+
+    expect_load_error("{\"pipelines\": [{\"name\": \"o\", \"table\": \"o\", \"fields\": [{\"path\": \"a/b\"}],"
+                      " \"key\": [\"b\"], \"on_conflict\": \"nothing\"}]}",
+                      "path: \"a/b\" is not a JSON Pointer");
+    expect_load_error("{\"pipelines\": [{\"name\": \"o\", \"table\": \"o\", \"fields\": [{\"path\": \"/a~2\"}],"
+                      " \"key\": [\"a\"], \"on_conflict\": \"nothing\"}]}",
+                      "\"~\" stands for itself as \"~0\"");
+    expect_load_error("{\"pipelines\": [{\"name\": \"o\", \"table\": \"o\", \"fields\": [{\"path\": \"\"}],"
+                      " \"key\": [\"a\"], \"on_conflict\": \"nothing\"}]}",
+                      "column: required for the whole value");
+    expect_load_error("{\"pipelines\": [{\"name\": \"o\", \"table\": \"o\", \"fields\": [{\"path\": \"/a\", \"member\": \"a\"}],"
+                      " \"key\": [\"a\"], \"on_conflict\": \"nothing\"}]}",
+                      "a field has a \"member\" or a \"path\", not both");
 }
 
 /* DESIGN.md: Pipelines are declared (names): every name is taken literally,
@@ -758,6 +865,7 @@ int main(void)
         cmocka_unit_test_setup(a_definition_reads_a_list_of_topics, rebind),
         cmocka_unit_test_setup(a_declared_pipeline_builds_its_conflict_rule_and_key_probe, rebind),
         cmocka_unit_test_setup(a_pipeline_without_an_application_writes_its_fields_alone, rebind),
+        cmocka_unit_test_setup(a_member_path_reaches_nested_members_and_the_whole_value, rebind),
         cmocka_unit_test_setup(an_empty_never_writes_says_none, rebind),
         cmocka_unit_test_setup(a_bound_beyond_the_column_types_range_is_refused, rebind),
         cmocka_unit_test_setup(names_are_taken_literally_and_quoted_in_every_statement, rebind),
