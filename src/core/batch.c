@@ -128,8 +128,8 @@ void batch_bind(batch_t *b, const uint32_t *name_of, const int64_t *ids)
             char detail[320];
             /* A dead letter, not an error: locking the partition until
              * someone registers the app would stop every other app. */
-            snprintf(detail, sizeof detail,
-                     "package_name: %s is not registered in apps_registry_application", event_package_name(&e->event));
+            snprintf(detail, sizeof detail, "%s: %s is not registered in %s", b->def->app_member,
+                     event_package_name(&e->event), b->def->lookup_table);
             batch_reject(b, i, ERROR_UNREGISTERED_APP, detail);
         }
     }

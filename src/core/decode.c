@@ -1185,7 +1185,9 @@ static int decode_fields(const pipeline_def_t *def, const jv_t *vals, const char
         if (vals[0].type == JV_ABSENT || vals[0].type == JV_NULL)
             return reject(rej, ERROR_MISSING_FIELD, "%s: required field is missing", def->app_member);
         size_t kept;
-        if (check_string(def->app_member, &vals[0], 1, 255, false, &kept, rej)) return -1;
+        if (check_string(def->app_member, &vals[0], 1, def->lookup_max_length < 0 ? INT64_MAX : def->lookup_max_length,
+                         false, &kept, rej))
+            return -1;
         ev->package_name = event_append(ev, vals[0].str, vals[0].len);
     }
 

@@ -55,6 +55,11 @@ static void def_free(pipeline_def_t *d)
     free(d->fields);
     free(d->app_member);
     free(d->app_column);
+    free(d->lookup_table);
+    free(d->lookup_table_sql);
+    free(d->lookup_match);
+    free(d->lookup_take);
+    free(d->lookup_sql);
     free(d->version_field);
     free_list(d->update_columns, d->update_count);
     free_list(d->never_writes, d->never_count);
@@ -568,12 +573,31 @@ static int get_topics(reader_t *r, json_t *p, pipeline_def_t *d)
     return 0;
 }
 
+/* The lookup's query: the values found, as text, and their ids. A text
+ * array compares with a text column's own operator, so its UNIQUE index
+ * serves the lookup. */
+static void lookup_query(pipeline_def_t *d)
+{
+    size_t len = 0;
+    FILE *f = open_memstream(&d->lookup_sql, &len);
+    if (!f) abort();
+    fputs("SELECT ", f);
+    pipeline_quote_name(f, d->lookup_match, strlen(d->lookup_match));
+    fputs("::text, ", f);
+    pipeline_quote_name(f, d->lookup_take, strlen(d->lookup_take));
+    fprintf(f, " FROM %s WHERE ", d->lookup_table_sql);
+    pipeline_quote_name(f, d->lookup_match, strlen(d->lookup_match));
+    fputs(" = ANY($1::text[])", f);
+    if (fclose(f) != 0 || !d->lookup_sql) abort();
+}
+
 static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
 {
     static const char *const known[] = {"name",        "topic",        "group",      "batch_size",
-                                        "table",       "application",  "fields",     "key",
+                                        "table",       "application",  "lookup",     "fields",     "key",
                                         "on_conflict", "never_writes", "tombstones", NULL};
     static const char *const app_known[] = {"member", "column", NULL};
+    static const char *const lookup_known[] = {"member", "table", "match", "take", "column", NULL};
     if (!json_is_object(p)) return fail(r, NULL, "expected an object");
     if (get_str(r, p, "name", true, &d->name)) return -1;
     size_t at = strlen(r->where);
@@ -595,15 +619,36 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
             return fail(r, "batch_size", "expected an integer of 1..100000");
         d->default_batch_size = (int)json_integer_value(v);
     }
-    /* Optional: a pipeline of any topic stores its fields alone. */
-    json_t *app = json_object_get(p, "application");
+    /* Optional: a pipeline of any topic stores its fields alone. An
+     * application is the lookup through the App API's registry. */
+    json_t *app = json_object_get(p, "application"), *lookup = json_object_get(p, "lookup");
+    if (app && lookup) return fail(r, "lookup", "a pipeline has an \"application\" or a \"lookup\", not both");
     if (app && !json_is_object(app))
         return fail(r, "application", "expected {\"member\": \"package_name\", \"column\": \"application_id\"}");
-    if (app) {
-        snprintf(r->where + strlen(r->where), sizeof r->where - strlen(r->where), ".application");
-        if (only_members(r, app, app_known) || get_str(r, app, "member", true, &d->app_member) ||
-            get_column(r, app, "column", true, &d->app_column))
+    if (lookup && !json_is_object(lookup))
+        return fail(r, "lookup", "expected {\"member\": ..., \"table\": ..., \"match\": ..., \"take\": ..., "
+                                 "\"column\": ...}");
+    if (app || lookup) {
+        snprintf(r->where + strlen(r->where), sizeof r->where - strlen(r->where), app ? ".application" : ".lookup");
+        if (only_members(r, app ? app : lookup, app ? app_known : lookup_known) ||
+            get_str(r, app ? app : lookup, "member", true, &d->app_member) ||
+            get_column(r, app ? app : lookup, "column", true, &d->app_column))
             return -1;
+        if (app) {
+            d->lookup_table = dup("apps_registry_application");
+            d->lookup_match = dup("package_name");
+            d->lookup_take = dup("id");
+            d->lookup_max_length = 255; /* its VARCHAR(255), until the catalog says */
+        } else if (get_str(r, lookup, "table", true, &d->lookup_table) ||
+                   get_column(r, lookup, "match", true, &d->lookup_match) ||
+                   get_column(r, lookup, "take", true, &d->lookup_take)) {
+            return -1;
+        } else if (!table_name(d->lookup_table)) {
+            return fail(r, "table", "\"%s\" is not a table name ([schema.]table, each " NAME_RULE ")", d->lookup_table);
+        }
+        if (lookup) d->lookup_max_length = -1; /* until the catalog says */
+        d->lookup_table_sql = table_sql(d->lookup_table);
+        lookup_query(d);
         snprintf(r->where + at, sizeof r->where - at, " (%s)", d->name);
     }
     json_t *fields = json_object_get(p, "fields");

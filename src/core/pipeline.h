@@ -222,10 +222,25 @@ typedef struct {
     char *table_sql;
     field_spec_t *fields;      /* in the file's order; application column excluded */
     size_t field_count;
-    /* "package_name": resolved to an application id; NULL for a pipeline
-     * without an application (then app_column is NULL too, and no column
-     * but the fields' is written). */
+    /* The lookup (DESIGN.md: Lookups): member app_member's value (a string)
+     * is resolved through the UNIQUE text column lookup_match of table
+     * lookup_table into its integer column lookup_take, which fills
+     * app_column. "application" is the lookup of "package_name" through
+     * the App API's registry (apps_registry_application.package_name into
+     * its id). NULL for a pipeline without one (then app_column and the
+     * lookup's names are NULL too, and no column but the fields' is
+     * written). */
     char *app_member;
+    char *lookup_table;     /* as written: "apps_registry_application", "crm.customers" */
+    char *lookup_table_sql; /* quoted, as table_sql */
+    char *lookup_match, *lookup_take;
+    /* Built at load: the lookup's query, $1 a text array of values; returns
+     * (value, id) for those the table holds. */
+    char *lookup_sql;
+    /* Bound from the lookup table: the longest value its match column
+     * holds, in characters (-1: no limit); a longer value cannot be found
+     * and is the record's invalid_field. */
+    int lookup_max_length;
     /* The top-level members a record is read for, set at load, each once:
      * members[0] is app_member ("" without one: never read), then each
      * field's member (a path's first segment) in the fields' order;
@@ -366,6 +381,12 @@ char *pipeline_key_columns(const pipeline_def_t *def, const char *sep);
  * with a message naming the pipeline, the field and the column where the
  * definition and the table disagree. Binding again replaces the checks. */
 int pipeline_bind(pipeline_id_t id, const table_facts_t *table, char *err, size_t errlen);
+
+/* Bind pipeline `id`'s lookup (if any) to its table's facts, before
+ * pipeline_bind: the match column a text column with a UNIQUE constraint of
+ * its own, the take column an integer. Returns 0, or -1 with a message
+ * naming the pipeline, the table and the column. */
+int pipeline_bind_lookup(pipeline_id_t id, const table_facts_t *lookup, char *err, size_t errlen);
 
 /* The readable name of a column type ("character varying(255)"). */
 const char *pipeline_kind_name(field_kind_t kind);

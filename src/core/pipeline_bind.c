@@ -512,6 +512,38 @@ static void build_sql(pipeline_def_t *d, const table_facts_t *t)
     if (d->tombstones != TOMBSTONE_DEAD_LETTER) d->tombstone_sql = sql_text(write_tombstone, d, t);
 }
 
+int pipeline_bind_lookup(pipeline_id_t id, const table_facts_t *t, char *err, size_t errlen)
+{
+    pipeline_def_t *d = pipeline_entry(id);
+    d->bound = false;
+    if (!d->app_member) return 0;
+    bool registry = strcmp(d->lookup_table, "apps_registry_application") == 0;
+    if (!t->exists)
+        return snprintf(err, errlen,
+                        registry ? "pipeline %s: table %s does not exist: apply the App API migrations first (the "
+                                   "pipeline resolves its \"application\" through it), then storage-consumer migrate"
+                                 : "pipeline %s: the lookup's table %s does not exist",
+                        d->name, d->lookup_table),
+               -1;
+    const column_fact_t *m = column_of(t, d->lookup_match), *k = column_of(t, d->lookup_take);
+    if (!m || (m->kind != COLUMN_VARCHAR && m->kind != COLUMN_TEXT && m->kind != COLUMN_CHAR))
+        return snprintf(err, errlen, "pipeline %s: the lookup's match column %s.%s: %s", d->name, d->lookup_table,
+                        d->lookup_match, m ? "needs a text column (text, varchar, char)" : "no such column"),
+               -1;
+    bool unique = false;
+    for (size_t i = 0; i < t->unique_count && !unique; i++) unique = strcmp(t->unique_keys[i], d->lookup_match) == 0;
+    if (!unique)
+        return snprintf(err, errlen, "pipeline %s: the lookup's match column %s.%s has no UNIQUE constraint of its own "
+                                     "(a value must name one row)", d->name, d->lookup_table, d->lookup_match),
+               -1;
+    if (!k || !is_int(k->kind))
+        return snprintf(err, errlen, "pipeline %s: the lookup's take column %s.%s: %s", d->name, d->lookup_table,
+                        d->lookup_take, k ? "needs an integer column" : "no such column"),
+               -1;
+    d->lookup_max_length = m->kind == COLUMN_TEXT ? -1 : m->length;
+    return 0;
+}
+
 int pipeline_bind(pipeline_id_t id, const table_facts_t *t, char *err, size_t errlen)
 {
     pipeline_def_t *d = pipeline_entry(id);

@@ -107,7 +107,9 @@ static void check_schema(verify_t *v)
      * registry is needed by the enabled pipelines with an application. */
     const char *resolver = NULL;
     for (int i = 0; i < pipeline_count() && !resolver; i++)
-        if (v->s->pipeline_enabled[i] && pipeline_get(i)->app_member) resolver = pipeline_get(i)->name;
+        if (v->s->pipeline_enabled[i] && pipeline_get(i)->app_member &&
+            strcmp(pipeline_get(i)->lookup_table, "apps_registry_application") == 0)
+            resolver = pipeline_get(i)->name;
     if ((rc == 0 || schema.tracked) && !schema.apps_table && resolver) {
         stage_raise(&st, STAGE_BROKEN);
         stage_add(&st, "table apps_registry_application does not exist: apply the App API migrations first "

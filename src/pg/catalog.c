@@ -196,20 +196,10 @@ int catalog_bind_pipeline(db_conn_t *conn, pipeline_id_t id, char *err, size_t e
     table_facts_t t;
     const pipeline_def_t *def = pipeline_get(id);
     if (def->app_member) {
-        /* Its applications are resolved through the App API's registry. */
-        char why[512];
-        PGresult *res = db_select(conn, "SELECT to_regclass('apps_registry_application') IS NOT NULL", 0, NULL, 0,
-                                  why, sizeof why);
-        if (!res) return snprintf(err, errlen, "%s", why), -1;
-        bool found = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-        PQclear(res);
-        if (!found)
-            return snprintf(err, errlen,
-                            "pipeline %s: table apps_registry_application does not exist: apply the App API "
-                            "migrations first (the pipeline resolves its \"application\" through it), then "
-                            "storage-consumer migrate",
-                            def->name),
-                   1;
+        if (catalog_read_table(conn, def->lookup_table_sql, &t, err, errlen)) return -1;
+        int rc = pipeline_bind_lookup(id, &t, err, errlen);
+        catalog_table_free(&t);
+        if (rc) return 1;
     }
     if (catalog_read_table(conn, pipeline_get(id)->table_sql, &t, err, errlen)) return -1;
     int rc = pipeline_bind(id, &t, err, errlen);

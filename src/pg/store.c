@@ -236,9 +236,7 @@ int store_resolve(store_t *st, batch_t *b, char *err, size_t errlen, error_class
         const char *params[1] = {literal};
         /* No is_active filter: a soft-deleted app still gets its
          * already-produced data stored. */
-        PGresult *res = db_query(st->conn,
-                                 "SELECT package_name, id FROM apps_registry_application "
-                                 "WHERE package_name = ANY($1::text[])",
+        PGresult *res = db_query(st->conn, st->def->lookup_sql,
                                  1, params, NULL, NULL, st->deadline, err, errlen, cls);
         if (!res) goto out;
         /* Stamped with the time of the answer: the TTL counts from when the

@@ -372,4 +372,46 @@ invalid_field|/customer/id: expected an object or an array on the way, got a str
     assert_contains "$(cat "$(svc_log builtin)")" "table apps_registry_application does not exist: apply the App API migrations first"
 }
 
+# A lookup is an application of any table: a member's value resolved
+# through a UNIQUE text column into an integer one, with the application's
+# cache, and a value the table lacks dead-lettered as one.
+test_a_lookup_resolves_a_member_through_a_unique_column_of_any_table() {
+    begin_test lookup
+    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
+    local topic=payments-lookup
+    broker_ctl topic-create "$topic" 3 >/dev/null
+    sql "CREATE SCHEMA crm;
+         CREATE TABLE crm.customers (id BIGSERIAL PRIMARY KEY, email VARCHAR(64) NOT NULL UNIQUE);
+         INSERT INTO crm.customers (email) VALUES ('a@b.example'), ('c@d.example');
+         CREATE TABLE payments (payment_id TEXT PRIMARY KEY, customer_id BIGINT NOT NULL REFERENCES crm.customers (id),
+                                amount BIGINT NOT NULL)" >/dev/null
+    cat >"$WORK/payments.json" <<JSON
+{"pipelines": [{"name": "payments", "topic": "$topic", "table": "payments",
+  "lookup": {"member": "email", "table": "crm.customers", "match": "email", "take": "id", "column": "customer_id"},
+  "fields": [{"member": "payment_id", "required": true}, {"member": "amount", "required": true}],
+  "key": ["payment_id"], "on_conflict": "nothing"}]}
+JSON
+    {
+        echo '{"payment_id": "p1", "email": "c@d.example", "amount": 10}'
+        echo '{"payment_id": "p2", "email": "nobody@example", "amount": 20}'
+        echo '{"payment_id": "p3", "email": "a@b.example", "amount": 30}'
+        printf '{"payment_id": "p4", "email": "%s", "amount": 40}\n' "$(printf 'x%.0s' $(seq 1 70))"
+    } | produce "$topic" -p 0
+    start_service svc STORAGE_PIPELINES=payments "STORAGE_PIPELINES_FILE=$WORK/payments.json" "STORAGE_TOPIC_PAYMENTS=$topic"
+    wait_committed "$GROUP_PREFIX.payments" "$topic" 0 4
+    assert_eq "p1 c@d.example 10
+p3 a@b.example 30" "$(sql "SELECT p.payment_id || ' ' || c.email || ' ' || p.amount FROM payments p
+                             JOIN crm.customers c ON c.id = p.customer_id ORDER BY 1")" "payments with their customers' ids"
+    assert_eq "unregistered_app|email: nobody@example is not registered in crm.customers
+invalid_field|email: 70 characters, longer than the column's 64" \
+        "$(sql "SELECT error_type || '|' || error_detail FROM dead_letter_events ORDER BY kafka_offset")" \
+        "a value the table lacks, and one it could not hold"
+    stop_clean svc
+    # A match column that is not UNIQUE cannot name one row.
+    sql "ALTER TABLE crm.customers DROP CONSTRAINT customers_email_key" >/dev/null
+    svc_start nounique STORAGE_PIPELINES=payments "STORAGE_PIPELINES_FILE=$WORK/payments.json" "STORAGE_TOPIC_PAYMENTS=$topic"
+    assert_eq 1 "$(svc_wait nounique 60)" "a lookup without a unique match column"
+    assert_contains "$(cat "$(svc_log nounique)")" "the lookup's match column crm.customers.email has no UNIQUE constraint of its own"
+}
+
 run_tests

@@ -439,6 +439,48 @@ static void a_pipeline_without_an_application_writes_its_fields_alone(void **sta
                       "application: expected {\"member\": \"package_name\", \"column\": \"application_id\"}");
 }
 
+/* DESIGN.md: Lookups. "application" is the lookup through the App API's
+ * registry; "lookup" names any table's UNIQUE text column and integer one. */
+static void a_lookup_names_any_tables_unique_column_and_application_is_one(void **state)
+{
+    (void)state;
+    char err[1024];
+    load_definitions("{\"pipelines\": [{\"name\": \"payments\", \"table\": \"payments\",\n"
+                     " \"lookup\": {\"member\": \"email\", \"table\": \"crm.Customers\", \"match\": \"email\","
+                     " \"take\": \"id\", \"column\": \"customer_id\"},\n"
+                     " \"fields\": [{\"member\": \"payment_id\", \"required\": true}],\n"
+                     " \"key\": [\"payment_id\"], \"on_conflict\": \"nothing\"}]}");
+    const pipeline_def_t *def = pipeline_get(0);
+    assert_string_equal(def->lookup_sql, "SELECT \"email\"::text, \"id\" FROM \"crm\".\"Customers\" WHERE \"email\" = "
+                                         "ANY($1::text[])");
+    column_fact_t cols[] = {varchar("email", 64, true), typed("id", COLUMN_INT8, "bigint", true)};
+    char *unique[] = {"email"};
+    table_facts_t t = {true, cols, 2, unique, 1};
+    assert_int_equal(0, pipeline_bind_lookup(0, &t, err, sizeof err));
+    assert_int_equal(def->lookup_max_length, 64);
+    t.unique_count = 0;
+    assert_int_equal(-1, pipeline_bind_lookup(0, &t, err, sizeof err));
+    assert_string_equal(err, "pipeline payments: the lookup's match column crm.Customers.email has no UNIQUE constraint "
+                             "of its own (a value must name one row)");
+    t.unique_count = 1;
+    cols[1] = typed("id", COLUMN_TEXT, "text", true);
+    assert_int_equal(-1, pipeline_bind_lookup(0, &t, err, sizeof err));
+    assert_string_equal(err, "pipeline payments: the lookup's take column crm.Customers.id: needs an integer column");
+    t.exists = false;
+    assert_int_equal(-1, pipeline_bind_lookup(0, &t, err, sizeof err));
+    assert_string_equal(err, "pipeline payments: the lookup's table crm.Customers does not exist");
+
+    load_definitions(ONE(FIELDS ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\""));
+    assert_string_equal(pipeline_get(0)->lookup_sql,
+                        "SELECT \"package_name\"::text, \"id\" FROM \"apps_registry_application\" WHERE "
+                        "\"package_name\" = ANY($1::text[])");
+    expect_load_error("{\"pipelines\": [{\"name\": \"o\", \"table\": \"o\", "
+                      "\"application\": {\"member\": \"package_name\", \"column\": \"application_id\"}, "
+                      "\"lookup\": {\"member\": \"e\", \"table\": \"c\", \"match\": \"e\", \"take\": \"id\", \"column\": \"c_id\"}, "
+                      FIELDS ", \"key\": [\"permission\"], \"on_conflict\": \"nothing\"}]}",
+                      "a pipeline has an \"application\" or a \"lookup\", not both");
+}
+
 /* Decode `json` with both readers into one outcome: 0 and the event in
  * *ev (the caller frees it), or -1 and the rejection's "type|detail" in
  * why[len]. */
@@ -866,6 +908,7 @@ int main(void)
         cmocka_unit_test_setup(a_declared_pipeline_builds_its_conflict_rule_and_key_probe, rebind),
         cmocka_unit_test_setup(a_pipeline_without_an_application_writes_its_fields_alone, rebind),
         cmocka_unit_test_setup(a_member_path_reaches_nested_members_and_the_whole_value, rebind),
+        cmocka_unit_test_setup(a_lookup_names_any_tables_unique_column_and_application_is_one, rebind),
         cmocka_unit_test_setup(an_empty_never_writes_says_none, rebind),
         cmocka_unit_test_setup(a_bound_beyond_the_column_types_range_is_refused, rebind),
         cmocka_unit_test_setup(names_are_taken_literally_and_quoted_in_every_statement, rebind),
