@@ -13,6 +13,7 @@
 #include "core/number_text.h"
 #include "core/timestamp.h"
 #include "core/utf8.h"
+#include "formats/connect_json.h"
 
 /* Largest magnitude at which every integer is exactly a double. */
 #define EXACT_DOUBLE_INT 9007199254740992.0
@@ -1174,7 +1175,8 @@ static int path_value(const field_spec_t *f, const jv_t *top, record_text_t *doc
  * field i is vals[i + 1]; doc is the record as sent; rec the record, for
  * the fields of its own (NULL: none). */
 static int decode_fields(const pipeline_def_t *def, const jv_t *vals, const char *text, size_t text_len,
-                         const record_t *rec, key_doc_t *kd, event_t *ev, rejection_t *rej)
+                         const record_t *rec, key_doc_t *kd, const connect_type_t *logical, event_t *ev,
+                         rejection_t *rej)
 {
     record_text_t doc = {text, text_len, false, 0, 0};
     ev->len = 0;
@@ -1226,7 +1228,31 @@ static int decode_fields(const pipeline_def_t *def, const jv_t *vals, const char
             ev->col[i] = EVENT_NULL;
             continue;
         }
+        /* A logical type of a Connect envelope's schema: its text as
+         * PostgreSQL reads it stands in for the value. */
+        char *converted = NULL;
+        jv_t lv;
+        record_text_t ltext;
+        if (logical && logical[i].type != CONNECT_PLAIN) {
+            char why[200];
+            int c = connect_text(logical[i], v, &converted, why, sizeof why);
+            if (c < 0) {
+                path_value_free(&pv);
+                return reject(rej, ERROR_INVALID_FIELD, "%s: %s", f->name, why);
+            }
+            if (c == 0) {
+                size_t n = strlen(converted);
+                double real = logical[i].type == CONNECT_DECIMAL ? strtod(converted, NULL) : 0;
+                lv = logical[i].type == CONNECT_DECIMAL
+                         ? (jv_t){.type = isfinite(real) ? JV_REAL : JV_OVERFLOW, .real = real}
+                         : (jv_t){.type = JV_STRING, .str = converted, .len = n};
+                ltext = (record_text_t){converted, n, false, 0, 0, true, 0, n};
+                v = &lv;
+                at = &ltext;
+            }
+        }
         int rc = decode_field(f, v, at, ev, &ev->col[i], &micros, rej);
+        free(converted);
         path_value_free(&pv);
         if (rc) return -1;
         /* A version is a timestamp or an integer (pipeline_bind holds it to that). */
@@ -1236,10 +1262,10 @@ static int decode_fields(const pipeline_def_t *def, const jv_t *vals, const char
 }
 
 static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char *text, size_t text_len,
-                         const record_t *rec, event_t *ev, rejection_t *rej)
+                         const record_t *rec, const connect_type_t *logical, event_t *ev, rejection_t *rej)
 {
     key_doc_t kd = {.read = false};
-    int rc = decode_fields(def, vals, text, text_len, rec, &kd, ev, rej);
+    int rc = decode_fields(def, vals, text, text_len, rec, &kd, logical, ev, rej);
     json_decref(kd.root);
     return rc;
 }
@@ -1247,7 +1273,7 @@ static int decode_values(const pipeline_def_t *def, const jv_t *vals, const char
 /* The reference reader: jansson, for every document the fast reader
  * declines (DESIGN.md: Two parsers, one outcome). */
 static int decode_reference(const pipeline_def_t *def, const void *value, size_t len, const record_t *rec,
-                            size_t skip, event_t *ev, rejection_t *rej)
+                            size_t skip, const connect_type_t *logical, event_t *ev, rejection_t *rej)
 {
     const jv_key_t *names = def->members;
     size_t n = def->member_count;
@@ -1285,7 +1311,7 @@ static int decode_reference(const pipeline_def_t *def, const void *value, size_t
         }
         position++;
     }
-    rc = decode_values(def, vals, value, len, rec, ev, rej);
+    rc = decode_values(def, vals, value, len, rec, logical, ev, rej);
 out:
     for (size_t k = 0; k < n; k++) {
         free(children[k]);
@@ -1315,20 +1341,88 @@ static int decode_tombstone(const pipeline_def_t *def, const record_t *rec, even
     return rc;
 }
 
+/* A JSON object's members as the pipeline reads them; `logical`: the
+ * logical types of a Connect envelope's schema, per field (NULL: none). */
+static int decode_json_object(const pipeline_def_t *def, const char *value, size_t len, const record_t *rec,
+                              const connect_type_t *logical, event_t *ev, rejection_t *rej, bool fast)
+{
+    jv_t vals[PIPELINE_MAX_FIELDS + 1];
+    /* Without an application, members[0] is not read at all. */
+    size_t skip = def->app_member ? 0 : 1, n = def->member_count - skip;
+    if (fast && json_fast_read(value, len, def->members + skip, n, vals + skip))
+        return decode_values(def, vals, value, len, rec, logical, ev, rej);
+    return decode_reference(def, value, len, rec, skip, logical, ev, rej);
+}
+
+/* Kafka Connect's JSON envelope (DESIGN.md: Formats): its payload read as
+ * the record's value is, with the logical types its schema declares. */
+static int decode_connect(const pipeline_def_t *def, const char *value, size_t len, const record_t *rec, event_t *ev,
+                          rejection_t *rej, bool fast)
+{
+    static const jv_key_t envelope[2] = {{"schema", 6}, {"payload", 7}};
+    jv_t env[2] = {{.type = JV_ABSENT}, {.type = JV_ABSENT}};
+    if (!(fast && json_fast_read(value, len, envelope, 2, env))) {
+        json_error_t jerr;
+        bool markers = false;
+        json_t *root = load_json(value, len, &jerr, &markers);
+        if (!root) return reject_parse_error(&jerr, rej);
+        jv_t r = ref_scalar(root, markers);
+        if (!json_is_object(root)) {
+            json_decref(root);
+            return reject(rej, ERROR_INVALID_JSON, "expected a JSON object, got %s", jv_type_name(&r));
+        }
+        const char *key;
+        size_t key_len, position = 0;
+        json_t *member;
+        json_object_keylen_foreach(root, key, key_len, member)
+        {
+            for (int k = 0; k < 2; k++)
+                if (key_len == envelope[k].len && memcmp(key, envelope[k].str, key_len) == 0) {
+                    env[k] = ref_scalar(member, markers);
+                    env[k].member = position;
+                }
+            position++;
+        }
+        json_decref(root);
+    }
+    for (int k = 0; k < 2; k++)
+        if (env[k].type == JV_ABSENT)
+            return reject(rej, ERROR_INVALID_JSON,
+                          "expected Kafka Connect's JSON envelope {\"schema\": ..., \"payload\": ...}: the record has no "
+                          "\"%s\" (a converter with schemas off writes the payload alone: read it with \"format\": "
+                          "\"json\")", envelope[k].str);
+    if (env[1].type == JV_NULL) return reject(rej, ERROR_EMPTY_PAYLOAD, "the envelope's payload is null");
+    if (env[1].type != JV_OBJECT)
+        return reject(rej, ERROR_INVALID_JSON, "the envelope's payload is %s, not an object", jv_type_name(&env[1]));
+    size_t ps, pe, ss, se;
+    if (!json_member_text(value, len, env[1].member, &ps, &pe) || !json_member_text(value, len, env[0].member, &ss, &se))
+        return reject(rej, ERROR_INVALID_JSON, "the envelope's members cannot be found");
+    connect_type_t logical[PIPELINE_MAX_FIELDS];
+    memset(logical, 0, sizeof logical);
+    if (env[0].type == JV_OBJECT) {
+        json_error_t jerr;
+        bool markers = false;
+        json_t *schema = load_json(value + ss, se - ss, &jerr, &markers);
+        for (size_t i = 0; schema && i < def->field_count; i++) {
+            const field_spec_t *f = &def->fields[i];
+            if (f->source != SOURCE_VALUE || f->whole) continue;
+            char *const one[1] = {f->name};
+            logical[i] = connect_type_at(schema, f->path_count ? f->path : one, f->path_count ? f->path_count : 1);
+        }
+        json_decref(schema);
+    }
+    return decode_json_object(def, value + ps, pe - ps, rec, logical, ev, rej, fast);
+}
+
 static int decode_with(const pipeline_def_t *def, const void *value, size_t len, const record_t *rec, event_t *ev,
                        rejection_t *rej, bool fast)
 {
-    jv_t vals[PIPELINE_MAX_FIELDS + 1];
-
     if (!def->bound) abort(); /* a caller bug: the checks come from the table (pipeline_bind) */
     if (value == NULL && rec && def->tombstones != TOMBSTONE_DEAD_LETTER) return decode_tombstone(def, rec, ev, rej);
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
-    /* Without an application, members[0] is not read at all. */
-    size_t skip = def->app_member ? 0 : 1, n = def->member_count - skip;
-    if (fast && json_fast_read(value, len, def->members + skip, n, vals + skip))
-        return decode_values(def, vals, value, len, rec, ev, rej);
-    return decode_reference(def, value, len, rec, skip, ev, rej);
+    if (def->format == FORMAT_CONNECT_JSON) return decode_connect(def, value, len, rec, ev, rej, fast);
+    return decode_json_object(def, value, len, rec, NULL, ev, rej, fast);
 }
 
 bool event_equal(const pipeline_def_t *def, const event_t *a, const event_t *b)

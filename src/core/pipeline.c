@@ -595,6 +595,7 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
 {
     static const char *const known[] = {"name",        "topic",        "group",      "batch_size",
                                         "table",       "application",  "lookup",     "fields",     "key",
+                                        "format",
                                         "on_conflict", "never_writes", "tombstones", NULL};
     static const char *const app_known[] = {"member", "column", NULL};
     static const char *const lookup_known[] = {"member", "table", "match", "take", "column", NULL};
@@ -612,7 +613,15 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
     if (!table_name(d->table))
         return fail(r, "table", "\"%s\" is not a table name ([schema.]table, each " NAME_RULE ")", d->table);
     d->table_sql = table_sql(d->table);
-    json_t *v = json_object_get(p, "batch_size");
+    json_t *v = json_object_get(p, "format");
+    if (v) {
+        const char *fmt = json_is_string(v) ? json_string_value(v) : "";
+        if (strcmp(fmt, "connect_json") == 0) d->format = FORMAT_CONNECT_JSON;
+        else if (strcmp(fmt, "json") != 0)
+            return fail(r, "format", "expected \"json\" (the default) or \"connect_json\" (Kafka Connect's "
+                                     "JsonConverter with schemas on)");
+    }
+    v = json_object_get(p, "batch_size");
     d->default_batch_size = 500;
     if (v) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 100000)

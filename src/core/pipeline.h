@@ -72,6 +72,12 @@ typedef enum {
     SOURCE_KEY_MEMBER      /* a member of the record's key (a JSON object), checked as a value's member */
 } field_source_t;
 
+/* How a record's value is written (DESIGN.md: Formats). */
+typedef enum {
+    FORMAT_JSON = 0,     /* a JSON object */
+    FORMAT_CONNECT_JSON  /* Kafka Connect's JSON envelope: {"schema": ..., "payload": {...}} */
+} value_format_t;
+
 /* What a tombstone (a record with a key and no value) does (DESIGN.md:
  * Pipelines are declared). */
 typedef enum {
@@ -268,6 +274,7 @@ typedef struct {
      * than the dead letter needs a key of the record's own fields alone:
      * a tombstone has no value to read a member from. */
     tombstone_rule_t tombstones;
+    value_format_t format; /* "format": how the value is written */
     char *mark_column;
     /* Built by pipeline_bind, every name quoted (DESIGN.md: Pipelines are
      * declared): the written columns, the application's first, then each

@@ -414,4 +414,73 @@ invalid_field|email: 70 characters, longer than the column's 64" \
     assert_contains "$(cat "$(svc_log nounique)")" "the lookup's match column crm.customers.email has no UNIQUE constraint of its own"
 }
 
+# The same orders written two ways, as a JSON object and in Kafka Connect's
+# JSON envelope (JsonConverter with schemas on: the Decimal as base64
+# two's-complement bytes with its scale, the Date as days, the Timestamp
+# as milliseconds), store two tables equal row for row.
+test_the_same_orders_as_json_and_as_connect_json_store_equal_tables() {
+    begin_test formats
+    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
+    local t
+    for t in json connect; do
+        broker_ctl topic-create "orders-$t-formats" 3 >/dev/null
+        sql "CREATE TABLE orders_$t (order_id BIGINT PRIMARY KEY, amount NUMERIC(38, 9), day DATE,
+                                     placed_at TIMESTAMPTZ, customer_email TEXT)" >/dev/null
+    done
+    cat >"$WORK/formats.json" <<JSON
+{"pipelines": [
+ {"name": "orders-json", "topic": "orders-json-formats", "table": "orders_json",
+  "fields": [{"member": "order_id", "required": true}, {"member": "amount"}, {"member": "day"},
+             {"member": "placed_at"}, {"path": "/customer/email", "column": "customer_email"}],
+  "key": ["order_id"], "on_conflict": "nothing"},
+ {"name": "orders-connect", "topic": "orders-connect-formats", "table": "orders_connect", "format": "connect_json",
+  "fields": [{"member": "order_id", "required": true}, {"member": "amount"}, {"member": "day"},
+             {"member": "placed_at"}, {"path": "/customer/email", "column": "customer_email"}],
+  "key": ["order_id"], "on_conflict": "nothing"}]}
+JSON
+    /usr/bin/python3 - "$WORK" <<'PY'
+import base64, datetime, json, random, sys
+from decimal import Context, Decimal
+work = sys.argv[1]
+rng = random.Random(43)
+schema = {"type": "struct", "optional": False, "name": "orders", "fields": [
+    {"type": "int64", "optional": False, "field": "order_id"},
+    {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
+     "parameters": {"scale": "9", "connect.decimal.precision": "38"}, "field": "amount"},
+    {"type": "int32", "optional": True, "name": "org.apache.kafka.connect.data.Date", "version": 1, "field": "day"},
+    {"type": "int64", "optional": True, "name": "org.apache.kafka.connect.data.Timestamp", "version": 1, "field": "placed_at"},
+    {"type": "struct", "optional": True, "field": "customer", "fields": [
+        {"type": "string", "optional": True, "field": "email"}]}]}
+def decimal_bytes(unscaled):  # what BigInteger.toByteArray gives, base64 as JsonConverter writes it
+    return base64.b64encode(unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True)).decode()
+with open(work + "/orders.json.txt", "w") as plain, open(work + "/orders.connect.txt", "w") as connect:
+    for i in range(200):
+        unscaled = rng.choice([0, 5, -5, 10**37 + rng.randrange(10**37), -rng.randrange(10**38)])
+        days = rng.randrange(-719162, 2932896)  # the years 1 to 9999 Python's dates hold
+        ms = rng.randrange(-62135596800000, 253402300799999)
+        email = rng.choice([None, "a@b.example", "c+%d@d.example" % i])
+        amount = Decimal(unscaled).scaleb(-9, Context(prec=50))  # every digit (the default keeps 28)
+        day = datetime.date(1970, 1, 1) + datetime.timedelta(days=days)
+        at = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(milliseconds=ms)
+        customer = {"email": email} if email or rng.random() < 0.5 else None
+        plain.write(json.dumps({"order_id": i, "amount": "AMOUNT", "day": day.isoformat(),
+                                "placed_at": "%04d-%s" % (at.year, at.strftime("%m-%dT%H:%M:%S.%f")[:-3] + "Z"), "customer": customer})
+                    .replace('"AMOUNT"', format(amount, "f")) + "\n")
+        connect.write(json.dumps({"schema": schema, "payload": {"order_id": i, "amount": decimal_bytes(unscaled),
+                                  "day": days, "placed_at": ms, "customer": customer}}) + "\n")
+PY
+    produce orders-json-formats -p 0 <"$WORK/orders.json.txt"
+    produce orders-connect-formats -p 1 <"$WORK/orders.connect.txt"
+    start_service svc STORAGE_PIPELINES=orders-json,orders-connect "STORAGE_PIPELINES_FILE=$WORK/formats.json"
+    wait_committed "$GROUP_PREFIX.orders-json" orders-json-formats 0 200
+    wait_committed "$GROUP_PREFIX.orders-connect" orders-connect-formats 1 200
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+    assert_eq 200 "$(sql "SELECT count(*) FROM orders_connect")" "rows from the envelope"
+    assert_eq "" "$(sql "(SELECT 'json', * FROM orders_json EXCEPT SELECT 'json', * FROM orders_connect)
+                          UNION ALL (SELECT 'connect', * FROM orders_connect EXCEPT SELECT 'connect', * FROM orders_json)
+                          ORDER BY 2, 1 LIMIT 6")" "rows that differ between the two formats"
+    assert_eq "$(sql "SELECT count(*) FROM orders_json WHERE amount::text ~ '^-?[0-9]{29}\.[0-9]{9}$'")" \
+        "$(sql "SELECT count(*) FROM orders_connect WHERE amount::text ~ '^-?[0-9]{29}\.[0-9]{9}$'")" "38-digit amounts"
+}
+
 run_tests

@@ -582,6 +582,88 @@ static void a_member_path_reaches_nested_members_and_the_whole_value(void **stat
                       "a field has a \"member\" or a \"path\", not both");
 }
 
+/* One Connect envelope of `payload` under a schema of the fields below
+ * (as JsonConverter writes it with schemas on), into buf[len]. */
+static const char *connect_record(char *buf, size_t len, const char *payload)
+{
+    snprintf(buf, len,
+             "{\"schema\": {\"type\": \"struct\", \"optional\": false, \"name\": \"orders\", \"fields\": ["
+             "{\"type\": \"int64\", \"optional\": false, \"field\": \"id\"},"
+             "{\"type\": \"bytes\", \"optional\": true, \"name\": \"org.apache.kafka.connect.data.Decimal\","
+             " \"version\": 1, \"parameters\": {\"scale\": \"9\", \"connect.decimal.precision\": \"38\"}, \"field\": \"amount\"},"
+             "{\"type\": \"int32\", \"optional\": true, \"name\": \"org.apache.kafka.connect.data.Date\", \"version\": 1, \"field\": \"day\"},"
+             "{\"type\": \"int32\", \"optional\": true, \"name\": \"org.apache.kafka.connect.data.Time\", \"version\": 1, \"field\": \"at\"},"
+             "{\"type\": \"int64\", \"optional\": true, \"name\": \"org.apache.kafka.connect.data.Timestamp\", \"version\": 1, \"field\": \"ts\"},"
+             "{\"type\": \"struct\", \"optional\": true, \"field\": \"customer\", \"fields\": ["
+             "{\"type\": \"bytes\", \"optional\": true, \"name\": \"org.apache.kafka.connect.data.Decimal\","
+             " \"parameters\": {\"scale\": \"2\"}, \"field\": \"credit\"}]}]},"
+             " \"payload\": %s}", payload);
+    return buf;
+}
+
+/* DESIGN.md: Formats. Kafka Connect's JSON envelope: the payload's members
+ * stored, each logical type of the schema decoded exactly (a Decimal's
+ * base64 two's-complement bytes with its scale, every digit; a Date's days;
+ * a Time's and a Timestamp's milliseconds), at any depth; a record without
+ * the envelope is refused, saying how to read it. The fixtures' Decimal
+ * bytes are what JsonConverter writes (BigInteger.toByteArray, base64). */
+static void a_connect_envelope_stores_its_payload_with_its_logical_types_exact(void **state)
+{
+    (void)state;
+    char err[1024], why[600], rec[2048];
+    load_definitions("{\"pipelines\": [{\"name\": \"orders\", \"table\": \"orders\", \"format\": \"connect_json\",\n"
+                     " \"fields\": [{\"member\": \"id\", \"required\": true}, {\"member\": \"amount\"},"
+                     " {\"member\": \"day\"}, {\"member\": \"at\"}, {\"member\": \"ts\"},"
+                     " {\"path\": \"/customer/credit\", \"column\": \"credit\"}, {\"path\": \"\", \"column\": \"doc\"}],\n"
+                     " \"key\": [\"id\"], \"on_conflict\": \"nothing\"}]}");
+    const pipeline_def_t *def = pipeline_get(0);
+    column_fact_t cols[] = {typed("id", COLUMN_INT8, "bigint", true), typed("amount", COLUMN_NUMERIC, "numeric(38,9)", false),
+                            typed("day", COLUMN_TEXT_INPUT, "date", false), typed("at", COLUMN_TEXT_INPUT, "time without time zone", false),
+                            typed("ts", COLUMN_TIMESTAMPTZ, "timestamp with time zone", false),
+                            typed("credit", COLUMN_NUMERIC, "numeric", false), typed("doc", COLUMN_JSONB, "jsonb", false)};
+    cols[1].precision = 38;
+    cols[1].scale = 9;
+    char *keys[] = {"id"};
+    table_facts_t t = {true, cols, 7, keys, 1};
+    if (pipeline_bind(0, &t, err, sizeof err)) fail_msg("%s", err);
+
+    event_t ev = {0};
+    const char *r = connect_record(rec, sizeof rec,
+                                   "{\"id\": 7, \"amount\": \"CUmw9vACMxPESZBQ3jjzTg==\", \"day\": 20788, \"at\": 36000123,"
+                                   " \"ts\": 1796119200123, \"customer\": {\"credit\": \"+x4=\"}}");
+    if (decode_both(def, r, &ev, why, sizeof why)) fail_msg("%s", why);
+    assert_string_equal(event_column(&ev, 0), "7");
+    assert_string_equal(event_column(&ev, 1), "12345678901234567890123456789.012345678");
+    assert_string_equal(event_column(&ev, 2), "2026-12-01");
+    assert_string_equal(event_column(&ev, 3), "10:00:00.123");
+    assert_string_equal(event_column(&ev, 4), "2026-12-01 10:00:00.123000+00");
+    assert_string_equal(event_column(&ev, 5), "-12.50");
+    assert_non_null(strstr(event_column(&ev, 6), "\"amount\": \"CUmw9vACMxPESZBQ3jjzTg==\""));
+    event_free(&ev);
+
+    /* Before the epoch, small and negative decimals, and a Decimal sent as a number. */
+    r = connect_record(rec, sizeof rec, "{\"id\": 8, \"amount\": 0.5, \"day\": -1, \"ts\": -1, \"customer\": {\"credit\": \"+w==\"}}");
+    if (decode_both(def, r, &ev, why, sizeof why)) fail_msg("%s", why);
+    assert_string_equal(event_column(&ev, 1), "0.5");
+    assert_string_equal(event_column(&ev, 2), "1969-12-31");
+    assert_string_equal(event_column(&ev, 4), "1969-12-31 23:59:59.999000+00");
+    assert_string_equal(event_column(&ev, 5), "-0.05");
+    event_free(&ev);
+
+    assert_int_equal(-1, decode_both(def, connect_record(rec, sizeof rec, "{\"id\": 9, \"amount\": \"not base64!\"}"), &ev,
+                                     why, sizeof why));
+    assert_string_equal(why, "invalid_field|amount: a Decimal's bytes are not base64");
+    assert_int_equal(-1, decode_both(def, connect_record(rec, sizeof rec, "{\"id\": 9, \"at\": 86400000}"), &ev, why, sizeof why));
+    assert_string_equal(why, "invalid_field|at: a Time of milliseconds 86400000 is out of range");
+    assert_int_equal(-1, decode_both(def, connect_record(rec, sizeof rec, "null"), &ev, why, sizeof why));
+    assert_string_equal(why, "empty_payload|the envelope's payload is null");
+    assert_int_equal(-1, decode_both(def, "{\"id\": 7, \"amount\": 1}", &ev, why, sizeof why));
+    assert_string_equal(why, "invalid_json|expected Kafka Connect's JSON envelope {\"schema\": ..., \"payload\": ...}: the "
+                             "record has no \"schema\" (a converter with schemas off writes the payload alone: read it "
+                             "with \"format\": \"json\")");
+    event_free(&ev);
+}
+
 /* DESIGN.md: Pipelines are declared (names): every name is taken literally,
  * case, keywords, quotes and all, and quoted in every statement; a table
  * is split at its first dot into schema and name; a name PostgreSQL would
@@ -909,6 +991,7 @@ int main(void)
         cmocka_unit_test_setup(a_pipeline_without_an_application_writes_its_fields_alone, rebind),
         cmocka_unit_test_setup(a_member_path_reaches_nested_members_and_the_whole_value, rebind),
         cmocka_unit_test_setup(a_lookup_names_any_tables_unique_column_and_application_is_one, rebind),
+        cmocka_unit_test_setup(a_connect_envelope_stores_its_payload_with_its_logical_types_exact, rebind),
         cmocka_unit_test_setup(an_empty_never_writes_says_none, rebind),
         cmocka_unit_test_setup(a_bound_beyond_the_column_types_range_is_refused, rebind),
         cmocka_unit_test_setup(names_are_taken_literally_and_quoted_in_every_statement, rebind),
