@@ -31,7 +31,7 @@ BUILD   ?= build
 
 # The core knows neither Kafka nor PostgreSQL: unit tests link only these.
 CORE_SRC := src/log.c src/settings.c src/env_file.c src/core/timestamp.c src/core/decode.c src/core/number_text.c \
-            src/core/pipeline.c src/core/pipeline_bind.c src/core/retry.c src/core/batch.c src/core/app_cache.c src/core/utf8.c \
+            src/core/pipeline.c src/core/pipeline_fields.c src/core/pipeline_bind.c src/core/retry.c src/core/batch.c src/core/app_cache.c src/core/utf8.c \
             src/core/clock.c src/worker.c src/metrics.c src/formats/connect_json.c
 CORE_SRC += src/status_page.c $(BUILD)/pipelines_builtin.c
 APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/catalog.c src/pg/members.c src/pg/store.c src/pg/store_write.c src/pg/copy_text.c src/pg/probe.c src/pg/tombstones.c src/pg/dead_letters.c src/pg/offsets.c \
@@ -118,7 +118,7 @@ $(SAN_BUILD)/tests/decoder_vs_postgres: tests/support/decoder_vs_postgres.c $(CO
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(CORE_SRC) src/pg/db.c src/pg/catalog.c $(SAN_BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
 
 # Coverage-guided fuzzing of the decoders (libFuzzer, clang), under ASan+UBSan.
-FUZZ_SRC := src/core/decode.c src/core/number_text.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_bind.c src/core/utf8.c src/formats/connect_json.c $(BUILD)/pipelines_builtin.c \
+FUZZ_SRC := src/core/decode.c src/core/number_text.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_fields.c src/core/pipeline_bind.c src/core/utf8.c src/formats/connect_json.c $(BUILD)/pipelines_builtin.c \
             tests/support/shipped_schema.c
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 $(BUILD)/fuzz/json_fast.o: $(FAST_JSON) src/core/json_value.h
@@ -178,7 +178,7 @@ demo: deps
 # end, replay, network-metrics latency under load, CPU and memory cost, two
 # members against two connections, and the charts (bench/run.sh,
 # bench/charts.sh). Everything is built with the release flags above.
-BENCH_CORE := src/core/decode.c src/core/number_text.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_bind.c src/core/utf8.c src/formats/connect_json.c $(BUILD)/pipelines_builtin.c \
+BENCH_CORE := src/core/decode.c src/core/number_text.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_fields.c src/core/pipeline_bind.c src/core/utf8.c src/formats/connect_json.c $(BUILD)/pipelines_builtin.c \
               tests/support/shipped_schema.c
 
 $(BUILD)/bench/bare_pg: bench/bare_pg.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h)

@@ -1,5 +1,6 @@
 #include "core/pipeline.h"
 #include "core/pipeline_internal.h"
+#include "core/pipeline_reader.h"
 
 #include <ctype.h>
 #include <float.h>
@@ -14,14 +15,14 @@ static pipeline_def_t registry[PIPELINE_MAX];
 static int registry_count;
 static char *registry_source; /* the path loaded, "" for the built-in file; NULL: none */
 
-static char *dup(const char *s)
+char *def_dup(const char *s)
 {
     char *d = strdup(s);
     if (!d) abort();
     return d;
 }
 
-static void free_list(char **list, size_t n)
+void def_free_list(char **list, size_t n)
 {
     for (size_t i = 0; i < n; i++) free(list[i]);
     free(list);
@@ -50,7 +51,7 @@ static void def_free(pipeline_def_t *d)
         free(d->fields[i].column);
         free(d->fields[i].default_sql);
         free(d->fields[i].header);
-        free_list(d->fields[i].path, d->fields[i].path_count);
+        def_free_list(d->fields[i].path, d->fields[i].path_count);
     }
     free(d->fields);
     free(d->app_member);
@@ -61,11 +62,11 @@ static void def_free(pipeline_def_t *d)
     free(d->lookup_take);
     free(d->lookup_sql);
     free(d->version_field);
-    free_list(d->update_columns, d->update_count);
-    free_list(d->never_writes, d->never_count);
+    def_free_list(d->update_columns, d->update_count);
+    def_free_list(d->never_writes, d->never_count);
     free(d->mark_column);
     pipeline_free_sql(d);
-    free_list(d->app_foreign_keys, d->app_foreign_count);
+    def_free_list(d->app_foreign_keys, d->app_foreign_count);
     memset(d, 0, sizeof *d);
 }
 
@@ -79,13 +80,7 @@ void pipelines_free(void)
 
 /* ---- Reading the file ------------------------------------------------- */
 
-typedef struct {
-    char *err;
-    size_t errlen;
-    char where[160]; /* "pipelines[1] (reviews)" */
-} reader_t;
-
-__attribute__((format(printf, 3, 4))) static int fail(reader_t *r, const char *member, const char *fmt, ...)
+int def_fail(reader_t *r, const char *member, const char *fmt, ...)
 {
     int n = snprintf(r->err, r->errlen, "%s%s%s: ", r->where, *r->where && member ? "." : "", member ? member : "");
     va_list ap;
@@ -101,7 +96,6 @@ __attribute__((format(printf, 3, 4))) static int fail(reader_t *r, const char *m
  * spaces, quotes and any other UTF-8 character are taken literally, since
  * every statement quotes it. The file is UTF-8 and has no NUL (jansson
  * refuses both otherwise). */
-#define NAME_RULE "1 to 63 bytes, no control characters"
 static bool name_ok(const char *s, size_t len)
 {
     if (len == 0 || len > 63) return false;
@@ -110,15 +104,15 @@ static bool name_ok(const char *s, size_t len)
     return true;
 }
 
-static bool identifier(const char *s) { return name_ok(s, strlen(s)); }
+bool def_identifier(const char *s) { return name_ok(s, strlen(s)); }
 
 /* A table, optionally schema-qualified: the name split at its first dot
  * (a table whose own name has a dot is named with its schema). */
 static bool table_name(const char *s)
 {
     const char *dot = strchr(s, '.');
-    if (!dot) return identifier(s);
-    return name_ok(s, (size_t)(dot - s)) && identifier(dot + 1);
+    if (!dot) return def_identifier(s);
+    return name_ok(s, (size_t)(dot - s)) && def_identifier(dot + 1);
 }
 
 void pipeline_quote_name(FILE *f, const char *name, size_t len)
@@ -208,7 +202,7 @@ static bool pipeline_name_ok(const char *s)
 
 /* Every member of `obj` is one of `known` (a typo is an error, never a
  * setting silently not applied). */
-static int only_members(reader_t *r, json_t *obj, const char *const *known)
+int def_only_members(reader_t *r, json_t *obj, const char *const *known)
 {
     const char *key;
     json_t *v;
@@ -220,46 +214,46 @@ static int only_members(reader_t *r, json_t *obj, const char *const *known)
             char list[256] = "";
             for (const char *const *k = known; *k; k++)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k == known ? "" : ", ", *k);
-            return fail(r, key, "unknown member (known: %s)", list);
+            return def_fail(r, key, "unknown member (known: %s)", list);
         }
     }
     return 0;
 }
 
-static int get_str(reader_t *r, json_t *obj, const char *member, bool required, char **out)
+int def_str(reader_t *r, json_t *obj, const char *member, bool required, char **out)
 {
     json_t *v = json_object_get(obj, member);
-    if (!v) return required ? fail(r, member, "required") : 0;
-    if (!json_is_string(v) || json_string_length(v) == 0) return fail(r, member, "expected a non-empty string");
-    *out = dup(json_string_value(v));
+    if (!v) return required ? def_fail(r, member, "required") : 0;
+    if (!json_is_string(v) || json_string_length(v) == 0) return def_fail(r, member, "expected a non-empty string");
+    *out = def_dup(json_string_value(v));
     return 0;
 }
 
-static int get_column(reader_t *r, json_t *obj, const char *member, bool required, char **out)
+int def_column(reader_t *r, json_t *obj, const char *member, bool required, char **out)
 {
-    if (get_str(r, obj, member, required, out)) return -1;
-    if (*out && !identifier(*out))
-        return fail(r, member, "\"%s\" is not a column name (" NAME_RULE ")", *out);
+    if (def_str(r, obj, member, required, out)) return -1;
+    if (*out && !def_identifier(*out))
+        return def_fail(r, member, "\"%s\" is not a column name (" NAME_RULE ")", *out);
     return 0;
 }
 
 /* A list of column names; `may_be_empty`: [] says "none" (never_writes). */
-static int get_columns(reader_t *r, json_t *obj, const char *member, bool may_be_empty, char ***out, size_t *n)
+int def_columns(reader_t *r, json_t *obj, const char *member, bool may_be_empty, char ***out, size_t *n)
 {
     json_t *v = json_object_get(obj, member);
     if (!v) return 0;
     if (!json_is_array(v) || (json_array_size(v) == 0 && !may_be_empty))
-        return fail(r, member, "expected a non-empty array of column names");
+        return def_fail(r, member, "expected a non-empty array of column names");
     *out = calloc(json_array_size(v) + 1, sizeof **out);
     if (!*out) abort();
     for (size_t i = 0; i < json_array_size(v); i++) {
         json_t *c = json_array_get(v, i);
-        if (!json_is_string(c) || !identifier(json_string_value(c)))
-            return fail(r, member, "item %zu is not a column name (" NAME_RULE ")", i);
+        if (!json_is_string(c) || !def_identifier(json_string_value(c)))
+            return def_fail(r, member, "item %zu is not a column name (" NAME_RULE ")", i);
         for (size_t j = 0; j < *n; j++)
             if (strcmp((*out)[j], json_string_value(c)) == 0)
-                return fail(r, member, "column %s is listed twice", json_string_value(c));
-        (*out)[(*n)++] = dup(json_string_value(c));
+                return def_fail(r, member, "column %s is listed twice", json_string_value(c));
+        (*out)[(*n)++] = def_dup(json_string_value(c));
     }
     return 0;
 }
@@ -271,273 +265,6 @@ const field_spec_t *pipeline_field_by_column(const pipeline_def_t *d, const char
     return NULL;
 }
 
-/* The names of the record's own fields ("record": ...), by source. */
-static const char *const source_names[] = {
-    [SOURCE_VALUE] = "value",         [SOURCE_KEY] = "key",
-    [SOURCE_TOPIC] = "topic",         [SOURCE_PARTITION] = "partition",
-    [SOURCE_OFFSET] = "offset",       [SOURCE_TIMESTAMP] = "timestamp",
-    [SOURCE_TIMESTAMP_TYPE] = "timestamp_type", [SOURCE_HEADERS] = "headers",
-    [SOURCE_HEADER] = "header",
-};
-
-/* A field's JSON Pointer (RFC 6901, DESIGN.md: Member paths), fs->name,
- * into its segments: "" is the whole value; otherwise "/" and each
- * segment after it, "~1" standing for "/" and "~0" for "~". */
-static int read_path(reader_t *r, field_spec_t *fs)
-{
-    const char *p = fs->name;
-    if (!*p) {
-        fs->whole = true;
-        return 0;
-    }
-    if (*p != '/')
-        return fail(r, "path", "\"%s\" is not a JSON Pointer: it starts with \"/\" (\"/customer/email\", "
-                               "\"/lines/0/sku\"), or is \"\" for the whole value", p);
-    size_t n = 0;
-    for (const char *c = p; *c; c++) n += *c == '/';
-    fs->path = calloc(n, sizeof *fs->path);
-    if (!fs->path) abort();
-    for (const char *c = p + 1;; c++) {
-        size_t len = strcspn(c, "/");
-        char *seg = malloc(len + 1), *o = seg;
-        if (!seg) abort();
-        fs->path[fs->path_count++] = seg;
-        for (size_t i = 0; i < len; i++) {
-            if (c[i] != '~') {
-                *o++ = c[i];
-            } else if (i + 1 < len && (c[i + 1] == '0' || c[i + 1] == '1')) {
-                *o++ = c[++i] == '0' ? '~' : '/';
-            } else {
-                *o = '\0';
-                return fail(r, "path", "\"%s\": \"~\" stands for itself as \"~0\" and for \"/\" as \"~1\"", p);
-            }
-        }
-        *o = '\0';
-        c += len;
-        if (!*c) break;
-    }
-    return 0;
-}
-
-/* A field's source: "record" absent or "value" is a member of the value;
- * anything else is one of the record's own fields, which has no member and
- * needs a "column" ("header" also the header's "header" name). Its name in
- * messages is "record <source>" ("record header <name>"). */
-static int read_source(reader_t *r, json_t *f, field_spec_t *fs)
-{
-    json_t *v = json_object_get(f, "record");
-    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
-    if (v && !s) return fail(r, "record", "expected a string");
-    for (size_t k = 0; s && k < sizeof source_names / sizeof *source_names; k++)
-        if (source_names[k] && strcmp(s, source_names[k]) == 0) fs->source = (field_source_t)k;
-    if (s && fs->source == SOURCE_VALUE && strcmp(s, "value") != 0)
-        return fail(r, "record", "\"%s\" is none of value, key, topic, partition, offset, timestamp, "
-                                 "timestamp_type, headers, header", s);
-    if (fs->source == SOURCE_VALUE) {
-        if (json_object_get(f, "header")) return fail(r, "header", "only a field of \"record\": \"header\" names one");
-        if (json_object_get(f, "path")) {
-            if (json_object_get(f, "member")) return fail(r, "path", "a field has a \"member\" or a \"path\", not both");
-            json_t *path = json_object_get(f, "path");
-            if (!json_is_string(path)) return fail(r, "path", "expected a JSON Pointer (a string)");
-            fs->name = dup(json_string_value(path));
-            return read_path(r, fs);
-        }
-        return get_str(r, f, "member", true, &fs->name);
-    }
-    if (json_object_get(f, "path")) return fail(r, "path", "only a member of the value has a path");
-    if (fs->source == SOURCE_KEY && json_object_get(f, "member")) {
-        /* A member of the key, a JSON object: named "record key.MEMBER". */
-        fs->source = SOURCE_KEY_MEMBER;
-        if (get_str(r, f, "member", true, &fs->header)) return -1;
-        if (json_object_get(f, "header")) return fail(r, "header", "only a field of \"record\": \"header\" names one");
-        if (asprintf(&fs->name, "record key.%s", fs->header) < 0) abort();
-        return 0;
-    }
-    if (json_object_get(f, "member"))
-        return fail(r, "member", "a field of the record's %s has no member (it is not in the value)", s);
-    if (!json_object_get(f, "column")) return fail(r, "column", "required for a field of the record's %s", s);
-    if (fs->source == SOURCE_HEADER) {
-        if (get_str(r, f, "header", true, &fs->header)) return -1;
-        if (asprintf(&fs->name, "record header %s", fs->header) < 0) abort();
-        return 0;
-    }
-    if (json_object_get(f, "header")) return fail(r, "header", "only a field of \"record\": \"header\" names one");
-    if (asprintf(&fs->name, "record %s", s) < 0) abort();
-    return 0;
-}
-
-static int read_field(reader_t *r, json_t *f, size_t i, pipeline_def_t *d)
-{
-    static const char *const known[] = {"member", "path", "record", "header", "column", "required", "kind",
-                                        "min",    "max",  "min_length", NULL};
-    field_spec_t *fs = &d->fields[i];
-    size_t at = strlen(r->where);
-    char member[32];
-    snprintf(member, sizeof member, "fields[%zu]", i);
-    if (!json_is_object(f)) return fail(r, member, "expected an object");
-    json_t *name = json_object_get(f, "member"), *record = json_object_get(f, "record");
-    if (!name) name = json_object_get(f, "path");
-    snprintf(r->where + at, sizeof r->where - at, ".%s (%s)", member,
-             json_is_string(name)     ? json_string_value(name)
-             : json_is_string(record) ? json_string_value(record)
-                                      : "?");
-    if (only_members(r, f, known) || read_source(r, f, fs) || get_column(r, f, "column", false, &fs->column))
-        return -1;
-    if (!fs->column) {
-        /* The member's name (of the value, or of the key); a path's last
-         * segment. */
-        if (fs->whole) return fail(r, "column", "required for the whole value (\"path\": \"\")");
-        const char *of = fs->source == SOURCE_KEY_MEMBER ? fs->header
-                         : fs->path_count        ? fs->path[fs->path_count - 1]
-                                                 : fs->name;
-        if (!identifier(of))
-            return fail(r, "member", "\"%s\" is not a column name (" NAME_RULE "): give the field a \"column\"", of);
-        fs->column = dup(of);
-    }
-    json_t *v;
-    if ((v = json_object_get(f, "required"))) {
-        if (!json_is_boolean(v)) return fail(r, "required", "expected true or false");
-        fs->required = json_is_true(v);
-    }
-    if ((v = json_object_get(f, "kind"))) {
-        const char *k = json_is_string(v) ? json_string_value(v) : "";
-        fs->declared.kind_set = true;
-        if (strcmp(k, "histogram") == 0)
-            fs->declared.kind = FIELD_HISTOGRAM;
-        else if (strcmp(k, "counts") == 0)
-            fs->declared.kind = FIELD_COUNTS;
-        else
-            return fail(r, "kind", "expected \"histogram\" (an array of 5 integer counts) or \"counts\" "
-                                   "(an object of name -> integer count); any other kind comes from the column's type");
-    }
-    if ((v = json_object_get(f, "min"))) {
-        if (!json_is_number(v)) return fail(r, "min", "expected a number");
-        fs->declared.min_set = true;
-        fs->declared.min = json_number_value(v);
-    }
-    if ((v = json_object_get(f, "max"))) {
-        if (!json_is_number(v)) return fail(r, "max", "expected a number");
-        fs->declared.max_set = true;
-        fs->declared.max = json_number_value(v);
-    }
-    if (fs->declared.min_set && fs->declared.max_set && fs->declared.min > fs->declared.max)
-        return fail(r, "max", "below min");
-    if ((v = json_object_get(f, "min_length"))) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0) return fail(r, "min_length", "expected an integer >= 0");
-        fs->declared.min_length = json_integer_value(v);
-    }
-    for (size_t j = 0; j < i; j++) {
-        if (strcmp(d->fields[j].name, fs->name) == 0) return fail(r, "member", "\"%s\" is declared twice", fs->name);
-        if (strcmp(d->fields[j].column, fs->column) == 0)
-            return fail(r, "column", "%s is filled by two fields", fs->column);
-    }
-    if (d->app_member && strcmp(fs->name, d->app_member) == 0)
-        return fail(r, "member", "\"%s\" is the application's member", fs->name);
-    if (d->app_column && strcmp(fs->column, d->app_column) == 0)
-        return fail(r, "column", "%s is the application's column", fs->column);
-    r->where[at] = '\0';
-    return 0;
-}
-
-static int read_key(reader_t *r, json_t *p, pipeline_def_t *d)
-{
-    char **key = NULL;
-    size_t n = 0;
-    int rc = get_columns(r, p, "key", false, &key, &n);
-    if (rc == 0 && n == 0) rc = fail(r, "key", "required: the natural key's columns");
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        const field_spec_t *f = pipeline_field_by_column(d, key[i]);
-        if (d->app_column && strcmp(key[i], d->app_column) == 0)
-            d->key_includes_app = true;
-        else if (!f)
-            rc = fail(r, "key", d->app_column ? "%s is neither the application's column nor a field's"
-                                              : "%s is not a field's column", key[i]);
-        else if (d->key_count == PIPELINE_MAX_KEY)
-            rc = fail(r, "key", "at most %d fields' columns", PIPELINE_MAX_KEY);
-        else
-            d->key_fields[d->key_count++] = (int)(f - d->fields);
-        if (rc == 0 && f && !f->required) rc = fail(r, "key", "%s is a key column: its field must be required", key[i]);
-    }
-    if (rc == 0 && d->key_count == 0) rc = fail(r, "key", "needs a field's column");
-    free_list(key, n);
-    return rc;
-}
-
-static int read_conflict(reader_t *r, json_t *p, pipeline_def_t *d)
-{
-    json_t *c = json_object_get(p, "on_conflict");
-    if (!c) return fail(r, "on_conflict", "required: \"nothing\" or {\"update\": [...], \"when_newer\": \"column\"}");
-    if (json_is_string(c) && strcmp(json_string_value(c), "nothing") == 0) return 0;
-    static const char *const known[] = {"update", "when_newer", NULL};
-    if (!json_is_object(c))
-        return fail(r, "on_conflict", "expected \"nothing\" or {\"update\": [...], \"when_newer\": \"column\"}");
-    size_t at = strlen(r->where);
-    snprintf(r->where + at, sizeof r->where - at, ".on_conflict");
-    char *version = NULL;
-    if (only_members(r, c, known) || get_columns(r, c, "update", false, &d->update_columns, &d->update_count) ||
-        get_column(r, c, "when_newer", true, &version))
-        return free(version), -1;
-    int rc = 0;
-    const field_spec_t *vf = pipeline_field_by_column(d, version);
-    if (d->update_count == 0)
-        rc = fail(r, "update", "required: the columns a newer observation updates");
-    else if (!vf)
-        rc = fail(r, "when_newer", "%s is not a field's column", version);
-    else if (!vf->required)
-        rc = fail(r, "when_newer", "%s orders observations: its field must be required", version);
-    else
-        d->version_field = dup(vf->name);
-    for (size_t i = 0; rc == 0 && i < d->update_count; i++) {
-        const field_spec_t *f = pipeline_field_by_column(d, d->update_columns[i]);
-        if (!f)
-            rc = fail(r, "update", "%s is not a field's column", d->update_columns[i]);
-        else if (pipeline_is_key_field(d, (int)(f - d->fields))) {
-            char *key = pipeline_key_columns(d, ", ");
-            rc = fail(r, "update", "%s is the natural key (%s)", d->update_columns[i], key);
-            free(key);
-        }
-    }
-    free(version);
-    r->where[at] = '\0';
-    return rc;
-}
-
-/* "tombstones": "dead_letter" (the default), "delete", or {"mark": column}.
- * A rule other than the dead letter needs a key the record alone gives. */
-static int read_tombstones(reader_t *r, json_t *p, pipeline_def_t *d)
-{
-    static const char *const known[] = {"mark", NULL};
-    json_t *v = json_object_get(p, "tombstones");
-    const char *rule = json_is_string(v) ? json_string_value(v) : "";
-    if (!v || strcmp(rule, "dead_letter") == 0) return 0;
-    if (strcmp(rule, "delete") == 0) {
-        d->tombstones = TOMBSTONE_DELETE;
-    } else if (json_is_object(v)) {
-        size_t at = strlen(r->where);
-        snprintf(r->where + at, sizeof r->where - at, ".tombstones");
-        if (only_members(r, v, known) || get_column(r, v, "mark", true, &d->mark_column)) return -1;
-        r->where[at] = '\0';
-        d->tombstones = TOMBSTONE_MARK;
-        if (pipeline_field_by_column(d, d->mark_column) || (d->app_column && strcmp(d->mark_column, d->app_column) == 0))
-            return fail(r, "tombstones", "the mark column %s is written by a field", d->mark_column);
-        if (!d->update_count)
-            return fail(r, "tombstones", "a marked row comes back with a newer value, which sets the mark to NULL: "
-                                         "the mark needs an \"on_conflict\" update rule (or \"tombstones\": "
-                                         "\"delete\")");
-    } else {
-        return fail(r, "tombstones", "expected \"dead_letter\", \"delete\" or {\"mark\": \"column\"}");
-    }
-    if (d->key_includes_app)
-        return fail(r, "tombstones", "a tombstone has no value, so no application: the natural key must not hold "
-                                     "the application's column %s", d->app_column);
-    for (size_t k = 0; k < d->key_count; k++)
-        if (d->fields[d->key_fields[k]].source == SOURCE_VALUE)
-            return fail(r, "tombstones", "a tombstone has no value: the natural key's column %s must come from the "
-                                         "record (\"record\": \"key\", ...), not from the member %s",
-                        d->fields[d->key_fields[k]].column, d->fields[d->key_fields[k]].name);
-    return 0;
-}
-
 /* "topic": a name, or a list of names (many topics into one table), kept
  * as one text joined by commas, as a STORAGE_TOPIC_ variable writes it;
  * absent: the pipeline's name. */
@@ -545,18 +272,18 @@ static int get_topics(reader_t *r, json_t *p, pipeline_def_t *d)
 {
     json_t *v = json_object_get(p, "topic");
     if (!v) {
-        d->default_topic = dup(d->name);
+        d->default_topic = def_dup(d->name);
         return 0;
     }
     size_t n = json_is_array(v) ? json_array_size(v) : 1, len = 0;
     if (!json_is_string(v) && (!json_is_array(v) || n == 0))
-        return fail(r, "topic", "expected a topic name or a non-empty list of topic names");
+        return def_fail(r, "topic", "expected a topic name or a non-empty list of topic names");
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_is_array(v) ? json_array_get(v, i) : v;
-        if (!json_is_string(t)) return fail(r, "topic", "expected a topic name or a non-empty list of topic names");
+        if (!json_is_string(t)) return def_fail(r, "topic", "expected a topic name or a non-empty list of topic names");
         /* Each name alone: "b,c" would otherwise pass as two. */
         if (!pipeline_topic_ok(json_string_value(t)))
-            return fail(r, "topic", "\"%s\" is not a valid Kafka topic name ([a-zA-Z0-9._-], 1..249 characters)",
+            return def_fail(r, "topic", "\"%s\" is not a valid Kafka topic name ([a-zA-Z0-9._-], 1..249 characters)",
                         json_string_value(t));
         len += json_string_length(t) + 1;
     }
@@ -568,7 +295,7 @@ static int get_topics(reader_t *r, json_t *p, pipeline_def_t *d)
     }
     topic_list_t l;
     char why[400];
-    if (topic_list_parse(d->default_topic, &l, why, sizeof why)) return fail(r, "topic", "%s", why);
+    if (topic_list_parse(d->default_topic, &l, why, sizeof why)) return def_fail(r, "topic", "%s", why);
     topic_list_free(&l);
     return 0;
 }
@@ -599,61 +326,61 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
                                         "on_conflict", "never_writes", "tombstones", NULL};
     static const char *const app_known[] = {"member", "column", NULL};
     static const char *const lookup_known[] = {"member", "table", "match", "take", "column", NULL};
-    if (!json_is_object(p)) return fail(r, NULL, "expected an object");
-    if (get_str(r, p, "name", true, &d->name)) return -1;
+    if (!json_is_object(p)) return def_fail(r, NULL, "expected an object");
+    if (def_str(r, p, "name", true, &d->name)) return -1;
     size_t at = strlen(r->where);
     snprintf(r->where + at, sizeof r->where - at, " (%s)", d->name);
-    if (only_members(r, p, known)) return -1;
+    if (def_only_members(r, p, known)) return -1;
     if (!pipeline_name_ok(d->name))
-        return fail(r, "name", "\"%s\" is not a pipeline name ([a-z][a-z0-9-]*, at most 48)", d->name);
-    d->env_suffix = dup(d->name);
+        return def_fail(r, "name", "\"%s\" is not a pipeline name ([a-z][a-z0-9-]*, at most 48)", d->name);
+    d->env_suffix = def_dup(d->name);
     for (char *c = d->env_suffix; *c; c++) *c = *c == '-' ? '_' : (char)toupper((unsigned char)*c);
-    if (get_topics(r, p, d) || get_str(r, p, "group", false, &d->group) || get_str(r, p, "table", true, &d->table))
+    if (get_topics(r, p, d) || def_str(r, p, "group", false, &d->group) || def_str(r, p, "table", true, &d->table))
         return -1;
     if (!table_name(d->table))
-        return fail(r, "table", "\"%s\" is not a table name ([schema.]table, each " NAME_RULE ")", d->table);
+        return def_fail(r, "table", "\"%s\" is not a table name ([schema.]table, each " NAME_RULE ")", d->table);
     d->table_sql = table_sql(d->table);
     json_t *v = json_object_get(p, "format");
     if (v) {
         const char *fmt = json_is_string(v) ? json_string_value(v) : "";
         if (strcmp(fmt, "connect_json") == 0) d->format = FORMAT_CONNECT_JSON;
         else if (strcmp(fmt, "json") != 0)
-            return fail(r, "format", "expected \"json\" (the default) or \"connect_json\" (Kafka Connect's "
+            return def_fail(r, "format", "expected \"json\" (the default) or \"connect_json\" (Kafka Connect's "
                                      "JsonConverter with schemas on)");
     }
     v = json_object_get(p, "batch_size");
     d->default_batch_size = 500;
     if (v) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 100000)
-            return fail(r, "batch_size", "expected an integer of 1..100000");
+            return def_fail(r, "batch_size", "expected an integer of 1..100000");
         d->default_batch_size = (int)json_integer_value(v);
     }
     /* Optional: a pipeline of any topic stores its fields alone. An
      * application is the lookup through the App API's registry. */
     json_t *app = json_object_get(p, "application"), *lookup = json_object_get(p, "lookup");
-    if (app && lookup) return fail(r, "lookup", "a pipeline has an \"application\" or a \"lookup\", not both");
+    if (app && lookup) return def_fail(r, "lookup", "a pipeline has an \"application\" or a \"lookup\", not both");
     if (app && !json_is_object(app))
-        return fail(r, "application", "expected {\"member\": \"package_name\", \"column\": \"application_id\"}");
+        return def_fail(r, "application", "expected {\"member\": \"package_name\", \"column\": \"application_id\"}");
     if (lookup && !json_is_object(lookup))
-        return fail(r, "lookup", "expected {\"member\": ..., \"table\": ..., \"match\": ..., \"take\": ..., "
+        return def_fail(r, "lookup", "expected {\"member\": ..., \"table\": ..., \"match\": ..., \"take\": ..., "
                                  "\"column\": ...}");
     if (app || lookup) {
         snprintf(r->where + strlen(r->where), sizeof r->where - strlen(r->where), app ? ".application" : ".lookup");
-        if (only_members(r, app ? app : lookup, app ? app_known : lookup_known) ||
-            get_str(r, app ? app : lookup, "member", true, &d->app_member) ||
-            get_column(r, app ? app : lookup, "column", true, &d->app_column))
+        if (def_only_members(r, app ? app : lookup, app ? app_known : lookup_known) ||
+            def_str(r, app ? app : lookup, "member", true, &d->app_member) ||
+            def_column(r, app ? app : lookup, "column", true, &d->app_column))
             return -1;
         if (app) {
-            d->lookup_table = dup("apps_registry_application");
-            d->lookup_match = dup("package_name");
-            d->lookup_take = dup("id");
+            d->lookup_table = def_dup("apps_registry_application");
+            d->lookup_match = def_dup("package_name");
+            d->lookup_take = def_dup("id");
             d->lookup_max_length = 255; /* its VARCHAR(255), until the catalog says */
-        } else if (get_str(r, lookup, "table", true, &d->lookup_table) ||
-                   get_column(r, lookup, "match", true, &d->lookup_match) ||
-                   get_column(r, lookup, "take", true, &d->lookup_take)) {
+        } else if (def_str(r, lookup, "table", true, &d->lookup_table) ||
+                   def_column(r, lookup, "match", true, &d->lookup_match) ||
+                   def_column(r, lookup, "take", true, &d->lookup_take)) {
             return -1;
         } else if (!table_name(d->lookup_table)) {
-            return fail(r, "table", "\"%s\" is not a table name ([schema.]table, each " NAME_RULE ")", d->lookup_table);
+            return def_fail(r, "table", "\"%s\" is not a table name ([schema.]table, each " NAME_RULE ")", d->lookup_table);
         }
         if (lookup) d->lookup_max_length = -1; /* until the catalog says */
         d->lookup_table_sql = table_sql(d->lookup_table);
@@ -662,21 +389,21 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
     }
     json_t *fields = json_object_get(p, "fields");
     if (!json_is_array(fields) || json_array_size(fields) == 0 || json_array_size(fields) > PIPELINE_MAX_FIELDS)
-        return fail(r, "fields", "expected an array of 1..%d fields", PIPELINE_MAX_FIELDS);
+        return def_fail(r, "fields", "expected an array of 1..%d fields", PIPELINE_MAX_FIELDS);
     d->fields = calloc(json_array_size(fields), sizeof *d->fields);
     if (!d->fields) abort();
     for (size_t i = 0; i < json_array_size(fields); i++) {
         d->field_count = i + 1;
-        if (read_field(r, json_array_get(fields, i), i, d)) return -1;
+        if (def_read_field(r, json_array_get(fields, i), i, d)) return -1;
     }
-    if (read_key(r, p, d) || read_conflict(r, p, d) || read_tombstones(r, p, d) ||
-        get_columns(r, p, "never_writes", true, &d->never_writes, &d->never_count))
+    if (def_read_key(r, p, d) || def_read_conflict(r, p, d) || def_read_tombstones(r, p, d) ||
+        def_columns(r, p, "never_writes", true, &d->never_writes, &d->never_count))
         return -1;
     for (size_t i = 0; i < d->never_count; i++)
         if (pipeline_field_by_column(d, d->never_writes[i]) ||
             (d->app_column && strcmp(d->never_writes[i], d->app_column) == 0) ||
             (d->mark_column && strcmp(d->never_writes[i], d->mark_column) == 0))
-            return fail(r, "never_writes", "%s is written by this pipeline", d->never_writes[i]);
+            return def_fail(r, "never_writes", "%s is written by this pipeline", d->never_writes[i]);
     d->version_index = pipeline_field_index(d, d->version_field);
     /* Without an application, members[0] is never read (decode_with). */
     d->members[0] = d->app_member ? (jv_key_t){d->app_member, strlen(d->app_member)} : (jv_key_t){"", 0};
@@ -714,11 +441,11 @@ bool topics_shared(const char *a, const char *b, char *name, size_t len)
 static int read_all(reader_t *r, json_t *root)
 {
     static const char *const known[] = {"pipelines", NULL};
-    if (!json_is_object(root)) return fail(r, NULL, "expected an object {\"pipelines\": [...]}");
-    if (only_members(r, root, known)) return -1;
+    if (!json_is_object(root)) return def_fail(r, NULL, "expected an object {\"pipelines\": [...]}");
+    if (def_only_members(r, root, known)) return -1;
     json_t *list = json_object_get(root, "pipelines");
     if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > PIPELINE_MAX)
-        return fail(r, "pipelines", "expected an array of 1..%d pipelines", PIPELINE_MAX);
+        return def_fail(r, "pipelines", "expected an array of 1..%d pipelines", PIPELINE_MAX);
     for (size_t i = 0; i < json_array_size(list); i++) {
         pipeline_def_t *d = &registry[i];
         registry_count = (int)i + 1;
@@ -727,10 +454,10 @@ static int read_all(reader_t *r, json_t *root)
         snprintf(r->where, sizeof r->where, "pipelines[%zu]", i);
         if (read_pipeline(r, json_array_get(list, i), d)) return -1;
         for (size_t j = 0; j < i; j++) {
-            if (strcmp(registry[j].name, d->name) == 0) return fail(r, "name", "a second pipeline called %s", d->name);
+            if (strcmp(registry[j].name, d->name) == 0) return def_fail(r, "name", "a second pipeline called %s", d->name);
             char shared[256];
             if (topics_shared(registry[j].default_topic, d->default_topic, shared, sizeof shared))
-                return fail(r, "topic", "%s is a topic of pipeline %s too", shared, registry[j].name);
+                return def_fail(r, "topic", "%s is a topic of pipeline %s too", shared, registry[j].name);
         }
     }
     return 0;
@@ -762,7 +489,7 @@ int pipelines_load(const char *path, char *err, size_t errlen)
         pipelines_free();
         return -1;
     }
-    registry_source = dup(source);
+    registry_source = def_dup(source);
     return 0;
 }
 
