@@ -263,13 +263,32 @@ test_applying_again_is_a_no_op() {
         "relations after the second run"
 }
 
-test_missing_applications_table_fails_with_a_clear_message_and_creates_nothing() {
+# Without the App API's registry, the service's own tables are created and
+# the built-in pipelines' tables, which reference it, wait for it: a
+# deployment whose pipelines are its own needs no registry. The first
+# migrate after the registry exists creates them.
+test_without_the_registry_the_builtin_pipelines_tables_wait_for_it() {
     fresh_db mig_noapps
     local rc=0
     migrate_to "$WORK/noapps" || rc=$?
-    assert_eq 1 "$rc" "exit status"
-    assert_contains "$(cat "$WORK/noapps.err")" "apply the App API migrations first"
-    assert_eq "" "$(existing_own_tables)" "storage-consumer tables created without apps_registry_application"
+    assert_eq 0 "$rc" "exit status: $(cat "$WORK/noapps.err")"
+    assert_contains "$(cat "$WORK/noapps.err")" "the built-in pipelines' tables are not created"
+    assert_eq "dead_letter_events consumer_offsets applied_tombstones storage_consumer_migrations" \
+        "$(existing_own_tables | xargs)" "tables created without apps_registry_application"
+    assert_eq "" "$(sql "SELECT name FROM storage_consumer_migrations WHERE name IN ('0001_app_stats.sql',
+                          '0002_reviews.sql', '0003_network_metrics.sql', '0008_reviews_fillfactor.sql')")" \
+        "the waiting migrations recorded"
+    # The built-in pipelines say what they need.
+    rc=0
+    env STORAGE_DATABASE_URL="$DB" STORAGE_KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1 timeout 60 "$BIN" run \
+        >"$WORK/noapps-run.out" 2>"$WORK/noapps-run.err" || rc=$?
+    assert_eq 1 "$rc" "run of the built-in pipelines without the registry"
+    assert_contains "$(cat "$WORK/noapps-run.err")" "table apps_registry_application does not exist: apply the App API migrations first"
+    create_applications_table >/dev/null
+    rc=0
+    migrate_to "$WORK/noapps-again" || rc=$?
+    assert_eq 0 "$rc" "exit status once the registry exists"
+    assert_eq "$(echo $OWN_TABLES)" "$(existing_own_tables | xargs)" "tables once the registry exists"
 }
 
 # Both processes are started together and waited for; each must exit 0 and

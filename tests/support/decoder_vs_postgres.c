@@ -67,8 +67,7 @@ static void run(PGconn *pg, const char *sql)
 static int pg_reads(PGconn *pg, int table, const char *expr, const char *text, char **out)
 {
     char sql[300];
-    snprintf(sql, sizeof sql, "INSERT INTO dvp_%d (application_id, k, v) VALUES (0, 1, %s) RETURNING v::text", table,
-             expr);
+    snprintf(sql, sizeof sql, "INSERT INTO dvp_%d (k, v) VALUES (1, %s) RETURNING v::text", table, expr);
     const char *params[] = {text};
     run(pg, "BEGIN");
     PGresult *r = PQexecParams(pg, sql, 1, NULL, params, NULL, NULL, 0);
@@ -149,15 +148,13 @@ int main(int argc, char **argv)
     for (size_t t = 0; t < ntypes; t++) {
         char sql[512];
         snprintf(sql, sizeof sql,
-                 "DROP TABLE IF EXISTS dvp_%zu; CREATE TABLE dvp_%zu (application_id bigint NOT NULL, k int NOT NULL, "
-                 "v %s, UNIQUE (application_id, k))",
+                 "DROP TABLE IF EXISTS dvp_%zu; CREATE TABLE dvp_%zu (k int NOT NULL, v %s, UNIQUE (k))",
                  t, t, types[t]);
         run(pg, sql);
         fprintf(f,
                 "%s{\"name\": \"dvp-%zu\", \"table\": \"dvp_%zu\", \"batch_size\": 10, "
-                "\"application\": {\"member\": \"package_name\", \"column\": \"application_id\"}, "
                 "\"fields\": [{\"member\": \"k\", \"required\": true}, {\"member\": \"v\"}], "
-                "\"key\": [\"application_id\", \"k\"], \"on_conflict\": \"nothing\"}\n",
+                "\"key\": [\"k\"], \"on_conflict\": \"nothing\"}\n",
                 t ? "," : "", t, t);
     }
     fputs("]}\n", f);
