@@ -3,7 +3,7 @@
 
 CC      ?= cc
 CXX     ?= c++
-PKGS    := rdkafka libpq jansson simdjson libmicrohttpd
+PKGS    := rdkafka libpq jansson simdjson libmicrohttpd avro-c libcurl
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wformat=2 -Wvla -Wno-missing-field-initializers
@@ -18,7 +18,7 @@ CFLAGS  += $(CSTD) $(WARN) $(OPT) -Isrc $(PKG_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -lstdc++ -lpthread -lm
 # Unit tests link the core with its JSON libraries only: a core module that
 # reached for librdkafka or libpq would fail to link.
-CORE_LIBS := $(shell pkg-config --libs jansson simdjson 2>/dev/null) -lstdc++ -lm
+CORE_LIBS := $(shell pkg-config --libs jansson simdjson avro-c 2>/dev/null) -lstdc++ -lm
 
 # The one C++ unit: the fast JSON reader over simdjson (src/core/json_fast.cpp;
 # docs/DESIGN.md: Two parsers, one outcome). No exceptions: simdjson reports
@@ -29,10 +29,12 @@ CXXFLAGS   += -std=c++17 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla -fno-ex
 
 BUILD   ?= build
 
+# The record formats (docs/DESIGN.md: Formats): the decoder's, no I/O.
+FORMATS_SRC := src/formats/connect_json.c src/formats/logical.c src/formats/avro.c src/formats/schemas.c
 # The core knows neither Kafka nor PostgreSQL: unit tests link only these.
 CORE_SRC := src/log.c src/settings.c src/env_file.c src/core/timestamp.c src/core/decode.c src/core/number_text.c \
             src/core/pipeline.c src/core/pipeline_fields.c src/core/pipeline_bind.c src/core/retry.c src/core/batch.c src/core/app_cache.c src/core/utf8.c \
-            src/core/clock.c src/worker.c src/metrics.c src/formats/connect_json.c
+            src/core/clock.c src/worker.c src/metrics.c $(FORMATS_SRC)
 CORE_SRC += src/status_page.c $(BUILD)/pipelines_builtin.c
 APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/catalog.c src/pg/members.c src/pg/store.c src/pg/store_write.c src/pg/copy_text.c src/pg/probe.c src/pg/tombstones.c src/pg/dead_letters.c src/pg/offsets.c \
             src/kafka/conf.c src/kafka/group.c src/kafka/consumer.c src/kafka/consumer_start.c src/kafka/consumer_fetch.c \
@@ -40,7 +42,7 @@ APP_SRC  := $(CORE_SRC) src/pg/db.c src/pg/migrate.c src/pg/catalog.c src/pg/mem
             src/supervisor.c src/metrics_http.c src/ops/dead_letters.c src/ops/dead_letters_change.c src/ops/dead_letters_args.c src/ops/redrive.c \
             src/ops/print.c src/ops/args.c src/ops/connect.c \
             src/ops/verify.c src/ops/verify_positions.c src/ops/verify_stage.c src/ops/replay.c $(BUILD)/migrations.c
-APP_SRC  += src/ops/progress.c src/crash.c
+APP_SRC  += src/ops/progress.c src/crash.c src/registry/registry.c
 MIGRATIONS := $(sort $(wildcard migrations/*.sql))
 MAIN_SRC := src/main.c
 
@@ -118,7 +120,7 @@ $(SAN_BUILD)/tests/decoder_vs_postgres: tests/support/decoder_vs_postgres.c $(CO
 	$(CC) $(CFLAGS) $(SAN) -o $@ $< $(CORE_SRC) src/pg/db.c src/pg/catalog.c $(SAN_BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
 
 # Coverage-guided fuzzing of the decoders (libFuzzer, clang), under ASan+UBSan.
-FUZZ_SRC := src/core/decode.c src/core/number_text.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_fields.c src/core/pipeline_bind.c src/core/utf8.c src/formats/connect_json.c $(BUILD)/pipelines_builtin.c \
+FUZZ_SRC := src/core/decode.c src/core/number_text.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_fields.c src/core/pipeline_bind.c src/core/utf8.c $(FORMATS_SRC) $(BUILD)/pipelines_builtin.c \
             tests/support/shipped_schema.c
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 $(BUILD)/fuzz/json_fast.o: $(FAST_JSON) src/core/json_value.h
@@ -178,7 +180,7 @@ demo: deps
 # end, replay, network-metrics latency under load, CPU and memory cost, two
 # members against two connections, and the charts (bench/run.sh,
 # bench/charts.sh). Everything is built with the release flags above.
-BENCH_CORE := src/core/decode.c src/core/number_text.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_fields.c src/core/pipeline_bind.c src/core/utf8.c src/formats/connect_json.c $(BUILD)/pipelines_builtin.c \
+BENCH_CORE := src/core/decode.c src/core/number_text.c src/core/timestamp.c src/core/pipeline.c src/core/pipeline_fields.c src/core/pipeline_bind.c src/core/utf8.c $(FORMATS_SRC) $(BUILD)/pipelines_builtin.c \
               tests/support/shipped_schema.c
 
 $(BUILD)/bench/bare_pg: bench/bare_pg.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h)

@@ -17,7 +17,13 @@
 #
 # python3-confluent-kafka (the Python binding of librdkafka) produces the
 # model suite's streams: records with the keys, partitions and timestamps
-# the model chose, which kcat cannot set per record.
+# the model chose, which kcat cannot set per record. With python3-avro (its
+# legacy Avro serializer's library) and python3-requests and
+# python3-jsonschema (its schema registry client's), it is Confluent's own
+# serializer encoding the formats suite's records.
+#
+# libavro-dev (Apache Avro's C library) decodes Avro records, and
+# libcurl4-openssl-dev asks the schema registry for their schemas.
 #
 # iproute2 (ip netns) and nftables (nft) give each reliability scenario a
 # network namespace of its own, where the network scenarios drop and reset
@@ -38,6 +44,7 @@ set -eu
 # strace (a run against the unit's sandbox). make bench draws its charts with
 # gnuplot (gnuplot-nox: no X11); the bench suite checks them with xmllint.
 PACKAGES="build-essential pkg-config librdkafka-dev libpq-dev libjansson-dev libsimdjson-dev libmicrohttpd-dev libcmocka-dev
+libavro-dev libcurl4-openssl-dev python3-avro python3-requests python3-jsonschema
 postgresql-15 postgresql-client-15 postgresql-15-partman kcat procps clang libclang-rt-14-dev
 systemd prometheus python3-yaml docker-compose groff-base man-db strace jq gnuplot-nox libxml2-utils
 chromium fonts-liberation openssl iproute2 nftables python3-confluent-kafka"

@@ -268,6 +268,13 @@ char *metrics_render(metrics_t *m)
     counter(&o, m, "batches_total", "Batches committed.", offsetof(pipeline_metrics_t, batches));
     counter(&o, m, "db_retries_total", "Batch retries after a transient database error.",
             offsetof(pipeline_metrics_t, db_retries));
+    counter(&o, m, "schema_registry_requests_total",
+            "Requests to the schema registry for writer's schemas (a schema is asked for once, then cached).",
+            offsetof(pipeline_metrics_t, registry_requests));
+    counter(&o, m, "schema_registry_failures_total",
+            "Of those, the ones not answered: unreachable, timed out, or an answer other than 200 or 404 (the "
+            "batch waits and retries).",
+            offsetof(pipeline_metrics_t, registry_failures));
     counter(&o, m, "batches_fenced_total",
             "Batches rolled back because their partitions' positions moved on in the database (another member owns "
             "them, or a replay reset them): read again from the database's positions.",
@@ -375,6 +382,17 @@ void metrics_db_state(pipeline_metrics_t *pm, bool ok)
     atomic_store_explicit(&pm->db_state, now, memory_order_release);
 }
 
+void metrics_registry_request(pipeline_metrics_t *pm, bool ok)
+{
+    if (!pm) return;
+    atomic_fetch_add_explicit(&pm->registry_requests, 1, memory_order_relaxed);
+    if (!ok) atomic_fetch_add_explicit(&pm->registry_failures, 1, memory_order_relaxed);
+    int now = ok ? DB_STATE_OK : DB_STATE_FAILING;
+    if (atomic_load_explicit(&pm->registry_state, memory_order_relaxed) == now) return;
+    atomic_store_explicit(&pm->registry_state_unix_ms, metrics_now_unix_ms(), memory_order_relaxed);
+    atomic_store_explicit(&pm->registry_state, now, memory_order_release);
+}
+
 /* Why pipeline `pm` is not alive at `now` (NULL: it is), into why[len]. */
 static const char *not_alive(const metrics_t *m, const pipeline_metrics_t *pm, int64_t now, char *why, size_t len)
 {
@@ -428,6 +446,12 @@ bool metrics_probe(metrics_t *m, probe_t probe, int64_t now, char **body)
         if (!reason && db == DB_STATE_OK && heard > 0 && now - heard > silence) {
             snprintf(why, sizeof why, "PostgreSQL has not answered for %llds (limit %lld ms)",
                      (long long)((now - heard) / 1000), silence);
+            reason = why;
+        }
+        if (!reason && atomic_load_explicit(&pm->registry_state, memory_order_acquire) == DB_STATE_FAILING) {
+            int64_t since = atomic_load_explicit(&pm->registry_state_unix_ms, memory_order_relaxed);
+            snprintf(why, sizeof why, "the schema registry does not answer (for %llds)",
+                     (long long)(now > since ? (now - since) / 1000 : 0));
             reason = why;
         }
         if (!reason && brokers == 0) reason = "no Kafka broker reachable";

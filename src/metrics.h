@@ -66,6 +66,10 @@ typedef struct {
     atomic_int db_state;                   /* db_state_t */
     atomic_int_fast64_t db_state_unix_ms;  /* when db_state last changed */
     atomic_int_fast64_t db_heard_unix_ms;  /* when PostgreSQL last answered; 0: never */
+    /* The schema registry, for pipelines of its formats (DESIGN.md: Formats). */
+    atomic_uint_fast64_t registry_requests, registry_failures;
+    atomic_int registry_state;                   /* db_state_t, of the registry */
+    atomic_int_fast64_t registry_state_unix_ms;  /* when registry_state last changed */
     /* The status page's inputs (DESIGN.md: Status page). */
     atomic_bool backing_off;     /* waiting to retry after a transient database error */
     atomic_bool holding_commits; /* offset commits refused while the group rebalances */
@@ -129,6 +133,10 @@ bool metrics_probe(metrics_t *m, probe_t probe, int64_t now_unix_ms, char **body
 
 /* A pipeline's contact with PostgreSQL succeeded (ok) or failed. */
 void metrics_db_state(pipeline_metrics_t *pm, bool ok);
+
+/* A pipeline's request to the schema registry was answered (ok: 200 or
+ * 404) or not; counted. */
+void metrics_registry_request(pipeline_metrics_t *pm, bool ok);
 
 int64_t metrics_now_unix_ms(void);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 typedef struct {
     char *const *envp;
@@ -189,6 +190,11 @@ static const settings_doc_t catalog_tail[] = {
     {"STORAGE_LOG_FORMAT", "text", "text or json"},
     {"STORAGE_METRICS_ADDR", "none", "host:port of the Prometheus endpoint"},
     {"STORAGE_MIGRATE", "auto", "run: auto applies pending migrations; off only checks the schema"},
+    {"STORAGE_SCHEMA_REGISTRY_URL", "none", "schema registry for avro and json_schema pipelines: http(s)://host:port[/path]"},
+    {"STORAGE_SCHEMA_REGISTRY_USER_INFO", "none", "user:password for the registry's basic auth (a secret)"},
+    {"STORAGE_SCHEMA_REGISTRY_CA_FILE", "the system's", "CA certificates (PEM) that sign an https registry's"},
+    {"STORAGE_SCHEMA_REGISTRY_TIMEOUT_MS", "10000", "deadline of one registry request, connecting included"},
+    {"STORAGE_SCHEMA_REGISTRY_CACHE_SCHEMAS", "1000", "writer's schemas each pipeline keeps (an id never changes)"},
 };
 
 void settings_print_catalog(FILE *out)
@@ -503,6 +509,25 @@ static int load(loader_t *l, settings_t *s)
     else if (v && strcmp(v, "auto") != 0)
         return fail(l, "STORAGE_MIGRATE=%s: must be auto or off", v);
 
+    get_string(l, "STORAGE_SCHEMA_REGISTRY_URL", "", &s->registry_url);
+    if (*s->registry_url && strncmp(s->registry_url, "http://", 7) != 0 && strncmp(s->registry_url, "https://", 8) != 0)
+        return fail(l, "STORAGE_SCHEMA_REGISTRY_URL=%s: expected http://host:port or https://host:port", s->registry_url);
+    get_string(l, "STORAGE_SCHEMA_REGISTRY_USER_INFO", "", &s->registry_user_info);
+    if (*s->registry_user_info && !strchr(s->registry_user_info, ':'))
+        return fail(l, "STORAGE_SCHEMA_REGISTRY_USER_INFO: expected user:password");
+    get_string(l, "STORAGE_SCHEMA_REGISTRY_CA_FILE", "", &s->registry_ca_file);
+    if (*s->registry_ca_file && access(s->registry_ca_file, R_OK) != 0)
+        return fail(l, "STORAGE_SCHEMA_REGISTRY_CA_FILE=%s: cannot be read: %s", s->registry_ca_file, strerror(errno));
+    if (get_int(l, "STORAGE_SCHEMA_REGISTRY_TIMEOUT_MS", 10000, 100, 600000, &s->registry_timeout_ms) ||
+        get_int(l, "STORAGE_SCHEMA_REGISTRY_CACHE_SCHEMAS", 1000, 1, 1000000, &s->registry_cache_schemas))
+        return -1;
+    for (int i = 0; i < pipeline_count() && !*s->registry_url; i++) {
+        const pipeline_def_t *d = pipeline_get(i);
+        if (s->pipeline_enabled[i] && (FORMAT_NEEDS_REGISTRY(d->format) || FORMAT_NEEDS_REGISTRY(d->key_format)))
+            return fail(l, "STORAGE_SCHEMA_REGISTRY_URL: not set, and pipeline %s reads the schema registry's wire "
+                           "format (%s)", d->name, FORMAT_NEEDS_REGISTRY(d->format) ? "its value" : "its key");
+    }
+
     v = env_get(l, "STORAGE_METRICS_ADDR");
     if (v) {
         if (!valid_listen_addr(v))
@@ -536,6 +561,9 @@ void settings_free(settings_t *s)
     free(s->auto_offset_reset);
     free(s->heartbeat_dir);
     free(s->metrics_addr);
+    free(s->registry_url);
+    free(s->registry_user_info);
+    free(s->registry_ca_file);
     for (size_t i = 0; i < s->kafka_property_count; i++) {
         free(s->kafka_properties[i].name);
         free(s->kafka_properties[i].value);

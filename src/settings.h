@@ -60,6 +60,12 @@ typedef struct {
     bool migrate;       /* STORAGE_MIGRATE=auto (true) or off: run applies pending migrations */
     kafka_property_t *kafka_properties;
     size_t kafka_property_count;
+    /* The schema registry (DESIGN.md: Formats); "" url: none. */
+    char *registry_url;       /* http(s)://host:port[/path] */
+    char *registry_user_info; /* "user:password" for basic auth; "" none: a secret */
+    char *registry_ca_file;   /* CA certificates for https; "": the system's */
+    int registry_timeout_ms;  /* one request, connection included */
+    int registry_cache_schemas; /* schemas each pipeline keeps */
 } settings_t;
 
 /* One setting of the catalog (DESIGN.md: Settings catalog). */

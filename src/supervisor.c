@@ -18,6 +18,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pg/store.h"
+#include "registry/registry.h"
 #include "worker.h"
 
 /* A heartbeat is at most this often: not a system call per poll. */
@@ -28,6 +29,7 @@ typedef struct {
     worker_t worker;
     consumer_t *consumer;
     store_t *store;
+    registry_t *registry; /* a registry format's pipeline: its own client */
     pthread_t thread;
     bool started;
     atomic_bool done;
@@ -206,6 +208,8 @@ static void *pipeline_thread(void *arg)
     p->consumer = NULL;
     store_free(p->store);
     p->store = NULL;
+    registry_free(p->registry);
+    p->registry = NULL;
     heartbeat_mark_stopped(p->heartbeat_path, p->worker.def->name, p->result != 0, &p->heartbeat_warned);
     p->marked_stopped = true;
     LOG_INFO_F(p->worker.def->name, LOG_FIELDS(LF_STR("result", p->result == 0 ? "clean" : "failed")),
@@ -294,6 +298,9 @@ int supervisor_run(const settings_t *s, const char *version)
         settings_group_id(s, i, group, sizeof group);
         p->store = store_new(s, pipeline_get(i));
         store_record_progress(p->store, group);
+        const pipeline_def_t *def = pipeline_get(i);
+        if (FORMAT_NEEDS_REGISTRY(def->format) || FORMAT_NEEDS_REGISTRY(def->key_format))
+            p->registry = registry_new(s, pm);
         p->fault_countdown = fault ? strtol(fault, NULL, 10) : 0;
         p->stop_countdown = freeze ? strtol(freeze, NULL, 10) : 0;
         p->worker = (worker_t){
@@ -315,6 +322,7 @@ int supervisor_run(const settings_t *s, const char *version)
                       .prepared = prepared_adapter},
             .stop = &stop,
             .metrics = pm,
+            .schemas = p->registry ? registry_source(p->registry) : NULL,
             .heartbeat = heartbeat,
             .heartbeat_ctx = p,
             .before_db_write = freeze ? fault_before_db_write : NULL,
@@ -382,6 +390,7 @@ int supervisor_run(const settings_t *s, const char *version)
         /* Pipelines that never started still own their consumer and store. */
         if (p->consumer) consumer_close(p->consumer);
         if (p->store) store_free(p->store);
+        registry_free(p->registry);
     }
     /* Pipelines that never started (the start-up failed) are stopped too. */
     mark_unstarted_stopped(s, runs);

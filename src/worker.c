@@ -225,22 +225,30 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
         if (attempt > 0) {
             if (cls == ERROR_CLASS_FENCED) return BATCH_FENCED;
             if (cls != ERROR_CLASS_TRANSIENT) return fail(w, "database error: %s", err);
-            metrics_db_state(w->metrics, false);
+            /* The batch waited for a writer's schema, not for PostgreSQL. */
+            bool registry = sl->batch.unavailable;
+            const char *what = registry ? "schema registry" : "database";
+            if (!registry) metrics_db_state(w->metrics, false);
             if (attempt > s->db_retry_max_attempts)
-                return fail(w, "database unavailable: %d retries exhausted, last error: %s",
+                return fail(w, "%s unavailable: %d retries exhausted, last error: %s", what,
                             s->db_retry_max_attempts, err);
             long delay = retry_backoff_ms(attempt, s->db_retry_base_ms);
             /* Never dead-letter here: that would throw away healthy data
-             * because PostgreSQL was restarting. */
+             * because PostgreSQL (or the registry) was restarting. */
             char state[6];
-            note_error(w, "transient database error, retrying the batch", err);
+            note_error(w, registry ? "schema registry unavailable, retrying the batch"
+                                   : "transient database error, retrying the batch",
+                       err);
             LOG_WARN_F(w->def->name,
                        LOG_FIELDS(LF_INT("attempt", attempt), LF_INT("max_attempts", s->db_retry_max_attempts),
-                                  LF_INT("delay_ms", delay), LF_STR("sqlstate", retry_sqlstate_of(err, state)),
+                                  LF_INT("delay_ms", delay),
+                                  LF_STR("sqlstate", registry ? "" : retry_sqlstate_of(err, state)),
                                   LF_STR("error", err)),
-                       "transient database error, retrying the same batch");
-            w->store.disconnect(w->store.ctx);
-            if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
+                       "transient %s error, retrying the same batch", what);
+            if (!registry) {
+                w->store.disconnect(w->store.ctx);
+                if (w->metrics) atomic_fetch_add_explicit(&w->metrics->db_retries, 1, memory_order_relaxed);
+            }
             if (back_off(w, delay)) {
                 /* Not "not stored": an attempt whose answer was lost may
                  * have been committed by PostgreSQL. */
@@ -250,6 +258,11 @@ static int store_batch(worker_t *w, slot_t *sl, int attempt, char *err, size_t e
                 return 1;
             }
             batch_decode(&sl->batch, sl->records, sl->n); /* fresh states for the retry */
+        }
+        if (sl->batch.unavailable) {
+            snprintf(err, errlen, "schema registry: %s", sl->batch.unavailable_why);
+            cls = ERROR_CLASS_TRANSIENT;
+            continue;
         }
         memset(counts, 0, sizeof *counts);
         int rc = w->store.resolve(w->store.ctx, &sl->batch, err, errlen, &cls);
@@ -274,6 +287,13 @@ static void send_batch(worker_t *w, slot_t *sl)
     if (!w->store.start) return;
     int rc = 0;
     sl->sent.cls = ERROR_CLASS_FATAL;
+    if (sl->batch.unavailable) { /* nothing sent: finish_batch waits and decodes it again */
+        snprintf(sl->sent.err, sizeof sl->sent.err, "schema registry: %s", sl->batch.unavailable_why);
+        sl->sent.cls = ERROR_CLASS_TRANSIENT;
+        sl->sent.rc = -1;
+        sl->sent.done = true;
+        return;
+    }
     if (!w->store.prepared || !w->store.prepared(w->store.ctx, &sl->batch)) {
         rc = w->store.resolve(w->store.ctx, &sl->batch, sl->sent.err, sizeof sl->sent.err, &sl->sent.cls);
         if (rc == 0) batch_deduplicate(&sl->batch);
@@ -526,6 +546,7 @@ int worker_run(worker_t *w)
     memset(slots, 0, sizeof slots);
     batch_init(&slots[0].batch, w->def);
     batch_init(&slots[1].batch, w->def);
+    slots[0].batch.schemas = slots[1].batch.schemas = w->schemas;
     for (;;) {
         batch_counts_t counts;
 

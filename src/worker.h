@@ -87,6 +87,9 @@ typedef struct {
     worker_store_t store;
     atomic_bool *stop;             /* set by the supervisor; seen at a poll boundary */
     pipeline_metrics_t *metrics;   /* optional */
+    /* Where a registry format's writer schemas come from (DESIGN.md:
+     * Formats); NULL for the other formats. */
+    const schema_source_t *schemas;
     void (*heartbeat)(void *ctx);  /* optional: called every loop, rate-limited inside */
     void *heartbeat_ctx;
     /* Test-only fault points, NULL in production, given the batch's offsets

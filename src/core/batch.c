@@ -32,11 +32,21 @@ void batch_decode(batch_t *b, record_t *records, size_t count)
     b->records = records;
     b->count = count;
     b->generation++;
+    b->unavailable = false;
+    b->unavailable_why[0] = '\0';
+    if (b->schemas && b->schemas->begin) b->schemas->begin(b->schemas->ctx);
     for (size_t i = 0; i < count; i++) {
         entry_t *e = &b->entries[i];
         e->application_id = -1;
         e->with_tombstone = e->mark_first = false;
-        int rc = decode_record_of(b->def, &records[i], &e->event, &e->rejection);
+        int rc = decode_record_from(b->def, &records[i], b->schemas, &e->event, &e->rejection);
+        if (rc == DECODE_UNAVAILABLE) {
+            /* Rejected only until the batch is decoded again: b->unavailable
+             * keeps it from PostgreSQL. */
+            if (!b->unavailable) snprintf(b->unavailable_why, sizeof b->unavailable_why, "%s", e->rejection.detail);
+            b->unavailable = true;
+            rc = -1;
+        }
         e->tombstone = rc == DECODE_TOMBSTONE;
         e->state = rc == 0 ? ENTRY_EVENT : e->tombstone ? ENTRY_TOMBSTONE : ENTRY_REJECTED;
     }

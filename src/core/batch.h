@@ -46,6 +46,14 @@ typedef struct {
     /* How many times the batch was decoded: what was derived from one
      * decode (a COPY text written ahead) is not taken for the next. */
     uint64_t generation;
+    /* Where the writer's schemas of a registry format come from (NULL:
+     * nowhere); set by the batch's owner after batch_init. */
+    const schema_source_t *schemas;
+    /* Set by batch_decode when a record's schema could not be had
+     * (DECODE_UNAVAILABLE): the batch must not be stored, but decoded again
+     * after a wait (DESIGN.md: Formats); why, in `unavailable_why`. */
+    bool unavailable;
+    char unavailable_why[512];
 } batch_t;
 
 /* The offsets a batch covers in one partition of one topic. */
@@ -66,7 +74,8 @@ typedef struct {
 void batch_init(batch_t *b, const pipeline_def_t *def);
 void batch_free(batch_t *b);
 
-/* Take `count` records (borrowed) and decode each into its entry. */
+/* Take `count` records (borrowed) and decode each into its entry; sets
+ * b->unavailable when a schema could not be had. */
 void batch_decode(batch_t *b, record_t *records, size_t count);
 
 /* The partitions the batch's records are in, each with its lowest and

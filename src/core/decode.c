@@ -65,7 +65,8 @@ static size_t event_append(event_t *ev, const char *s, size_t n)
 
 const char *const decode_error_types[DECODE_ERROR_TYPE_COUNT] = {
     ERROR_EMPTY_PAYLOAD, ERROR_INVALID_UTF8,     ERROR_INVALID_JSON,     ERROR_MISSING_FIELD,
-    ERROR_INVALID_FIELD, ERROR_UNREGISTERED_APP, ERROR_DATABASE_REJECTED};
+    ERROR_INVALID_FIELD, ERROR_UNREGISTERED_APP, ERROR_DATABASE_REJECTED, ERROR_NO_MAGIC_BYTE,
+    ERROR_SHORT_HEADER,  ERROR_UNKNOWN_SCHEMA,   ERROR_UNDECODABLE,       ERROR_TRAILING_BYTES};
 
 int decode_error_type_index(const char *type)
 {
@@ -1414,15 +1415,109 @@ static int decode_connect(const pipeline_def_t *def, const char *value, size_t l
     return decode_json_object(def, value + ps, pe - ps, rec, logical, ev, rej, fast);
 }
 
-static int decode_with(const pipeline_def_t *def, const void *value, size_t len, const record_t *rec, event_t *ev,
-                       rejection_t *rej, bool fast)
+/* Bytes of the schema registry's wire format (format `fmt`) as the JSON
+ * text the readers take (DESIGN.md: Formats): *text, *text_len, pointing
+ * into bytes or into *owned (the caller frees it). `what`: "the value" or
+ * "the key", for the rejection. Returns 0, -1 (the record's fault: *rej) or
+ * DECODE_UNAVAILABLE. */
+static int unwrap(value_format_t fmt, const void *bytes, size_t len, const schema_source_t *schemas,
+                  const char *what, const char **text, size_t *text_len, char **owned, rejection_t *rej)
 {
-    if (!def->bound) abort(); /* a caller bug: the checks come from the table (pipeline_bind) */
+    int32_t id = 0;
+    *owned = NULL;
+    int h = wire_header(bytes, len, &id);
+    if (h == -2)
+        return reject(rej, ERROR_NO_MAGIC_BYTE,
+                      "%s does not start with the schema registry's magic byte 0 (first byte 0x%02x)", what,
+                      ((const unsigned char *)bytes)[0]);
+    if (h == -1)
+        return reject(rej, ERROR_SHORT_HEADER,
+                      "%s is %zu bytes, shorter than the schema registry's header (magic byte and 4-byte id)", what,
+                      len);
+    const format_schema_t *schema = NULL;
+    char why[300];
+    schema_answer_t a = SCHEMA_UNAVAILABLE;
+    if (!schemas) snprintf(why, sizeof why, "no schema registry is configured (STORAGE_SCHEMA_REGISTRY_URL)");
+    else a = schemas->get(schemas->ctx, id, &schema, why, sizeof why);
+    if (a == SCHEMA_UNAVAILABLE) {
+        reject(rej, ERROR_UNKNOWN_SCHEMA, "schema %d of %s cannot be had now: %s", (int)id, what, why);
+        return DECODE_UNAVAILABLE;
+    }
+    if (a == SCHEMA_UNKNOWN)
+        return reject(rej, ERROR_UNKNOWN_SCHEMA, "%s's schema id %d is not in the schema registry: %s", what, (int)id,
+                      why);
+    schema_kind_t want = fmt == FORMAT_AVRO ? SCHEMA_AVRO : SCHEMA_JSON;
+    if (schema->kind != want)
+        return reject(rej, ERROR_UNDECODABLE, "%s's schema id %d is not %s schema, and the pipeline reads %s", what,
+                      (int)id, want == SCHEMA_AVRO ? "an Avro" : "a JSON", fmt == FORMAT_AVRO ? "Avro" : "JSON Schema");
+    if (want == SCHEMA_JSON) {
+        *text = (const char *)bytes + WIRE_HEADER;
+        *text_len = len - WIRE_HEADER;
+        return 0;
+    }
+    if (schema->unusable)
+        return reject(rej, ERROR_UNDECODABLE, "%s's schema id %d cannot be used: %s", what, (int)id, schema->unusable);
+    int rc = avro_format_json(schema->avro, (const char *)bytes + WIRE_HEADER, len - WIRE_HEADER, owned, text_len,
+                              why, sizeof why);
+    if (rc == AVRO_TRAILING)
+        return reject(rej, ERROR_TRAILING_BYTES, "%s (schema id %d): %s", what, (int)id, why);
+    if (rc) return reject(rej, ERROR_UNDECODABLE, "%s (schema id %d): %s", what, (int)id, why);
+    *text = *owned;
+    return 0;
+}
+
+/* Kafka Connect's JSON key: its payload's text, or the key itself when it
+ * is not an envelope (a schema-less converter's). */
+static void connect_key(const record_t *rec, const char **text, size_t *len)
+{
+    static const jv_key_t payload[1] = {{"payload", 7}};
+    jv_t v = {.type = JV_ABSENT};
+    size_t s, e;
+    *text = rec->key;
+    *len = rec->key_len;
+    if (json_fast_read(rec->key, rec->key_len, payload, 1, &v) && v.type != JV_ABSENT &&
+        json_member_text(rec->key, rec->key_len, v.member, &s, &e)) {
+        *text = (const char *)rec->key + s;
+        *len = e - s;
+    }
+}
+
+static int decode_value(const pipeline_def_t *def, const void *value, size_t len, const record_t *rec,
+                        const schema_source_t *schemas, event_t *ev, rejection_t *rej, bool fast)
+{
     if (value == NULL && rec && def->tombstones != TOMBSTONE_DEAD_LETTER) return decode_tombstone(def, rec, ev, rej);
     if (value == NULL || len == 0)
         return reject(rej, ERROR_EMPTY_PAYLOAD, "the record value is empty (tombstone or empty message)");
     if (def->format == FORMAT_CONNECT_JSON) return decode_connect(def, value, len, rec, ev, rej, fast);
-    return decode_json_object(def, value, len, rec, NULL, ev, rej, fast);
+    if (!FORMAT_NEEDS_REGISTRY(def->format)) return decode_json_object(def, value, len, rec, NULL, ev, rej, fast);
+    const char *text;
+    size_t text_len;
+    char *owned;
+    int rc = unwrap(def->format, value, len, schemas, "the value", &text, &text_len, &owned, rej);
+    if (rc == 0) rc = decode_json_object(def, text, text_len, rec, NULL, ev, rej, fast);
+    free(owned);
+    return rc;
+}
+
+static int decode_with(const pipeline_def_t *def, const void *value, size_t len, const record_t *rec,
+                       const schema_source_t *schemas, event_t *ev, rejection_t *rej, bool fast)
+{
+    if (!def->bound) abort(); /* a caller bug: the checks come from the table (pipeline_bind) */
+    if (!rec || !rec->key || def->key_format == FORMAT_JSON)
+        return decode_value(def, value, len, rec, schemas, ev, rej, fast);
+    /* The key's members are read from its JSON text. */
+    record_t keyed = *rec;
+    char *owned = NULL;
+    if (def->key_format == FORMAT_CONNECT_JSON) {
+        connect_key(rec, (const char **)&keyed.key, &keyed.key_len);
+    } else if (rec->key_len > 0) {
+        int rc = unwrap(def->key_format, rec->key, rec->key_len, schemas, "the key", (const char **)&keyed.key,
+                        &keyed.key_len, &owned, rej);
+        if (rc) return rc;
+    }
+    int rc = decode_value(def, value, len, &keyed, schemas, ev, rej, fast);
+    free(owned);
+    return rc;
 }
 
 bool event_equal(const pipeline_def_t *def, const event_t *a, const event_t *b)
@@ -1438,16 +1533,22 @@ bool event_equal(const pipeline_def_t *def, const event_t *a, const event_t *b)
 int decode_record(const pipeline_def_t *def, const void *value, size_t len, event_t *ev,
                   rejection_t *rej)
 {
-    return decode_with(def, value, len, NULL, ev, rej, true);
+    return decode_with(def, value, len, NULL, NULL, ev, rej, true);
 }
 
 int decode_record_of(const pipeline_def_t *def, const record_t *r, event_t *ev, rejection_t *rej)
 {
-    return decode_with(def, r->value, r->value_len, r, ev, rej, true);
+    return decode_with(def, r->value, r->value_len, r, NULL, ev, rej, true);
+}
+
+int decode_record_from(const pipeline_def_t *def, const record_t *r, const schema_source_t *schemas, event_t *ev,
+                       rejection_t *rej)
+{
+    return decode_with(def, r->value, r->value_len, r, schemas, ev, rej, true);
 }
 
 int decode_record_reference(const pipeline_def_t *def, const void *value, size_t len,
                             event_t *ev, rejection_t *rej)
 {
-    return decode_with(def, value, len, NULL, ev, rej, false);
+    return decode_with(def, value, len, NULL, NULL, ev, rej, false);
 }

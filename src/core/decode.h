@@ -17,6 +17,7 @@
 
 #include "core/json_value.h"
 #include "core/pipeline.h"
+#include "formats/schemas.h"
 
 #define EVENT_NULL SIZE_MAX
 
@@ -53,10 +54,16 @@ enum { RECORD_TIMESTAMP_NONE = 0, RECORD_TIMESTAMP_CREATE, RECORD_TIMESTAMP_LOG_
 #define ERROR_INVALID_FIELD "invalid_field"
 #define ERROR_UNREGISTERED_APP "unregistered_app"
 #define ERROR_DATABASE_REJECTED "database_rejected"
+/* The schema registry's wire format (DESIGN.md: Formats). */
+#define ERROR_NO_MAGIC_BYTE "no_magic_byte"   /* the first byte is not 0 */
+#define ERROR_SHORT_HEADER "short_header"     /* fewer than the header's 5 bytes */
+#define ERROR_UNKNOWN_SCHEMA "unknown_schema" /* the registry does not know the id (404) */
+#define ERROR_UNDECODABLE "undecodable"       /* the bytes do not decode with the writer's schema */
+#define ERROR_TRAILING_BYTES "trailing_bytes" /* bytes left after the record */
 
 /* Every error_type above, in that order (the operator commands refuse a
  * --type that is none of them). */
-#define DECODE_ERROR_TYPE_COUNT 7
+#define DECODE_ERROR_TYPE_COUNT 12
 extern const char *const decode_error_types[DECODE_ERROR_TYPE_COUNT];
 
 /* The index of `type` in decode_error_types, or -1 when it is none of them. */
@@ -106,6 +113,15 @@ int decode_record(const pipeline_def_t *def, const void *value, size_t len, even
  * natural key alone and returns DECODE_TOMBSTONE. */
 #define DECODE_TOMBSTONE 1
 int decode_record_of(const pipeline_def_t *def, const record_t *r, event_t *ev, rejection_t *rej);
+
+/* decode_record_of for a pipeline whose value or key is in the schema
+ * registry's wire format: the writer's schemas come from `schemas` (NULL:
+ * none, as decode_record_of). Returns DECODE_UNAVAILABLE, with the reason
+ * in rej->detail, when a schema cannot be had now (the registry is down,
+ * or none is configured): not the record's fault, never a dead letter. */
+#define DECODE_UNAVAILABLE 2
+int decode_record_from(const pipeline_def_t *def, const record_t *r, const schema_source_t *schemas, event_t *ev,
+                       rejection_t *rej);
 
 /* decode_record with the reference JSON reader alone (jansson), never the
  * fast one: the outcome decode_record must equal for every input (DESIGN.md:

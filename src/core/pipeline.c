@@ -318,11 +318,35 @@ static void lookup_query(pipeline_def_t *d)
     if (fclose(f) != 0 || !d->lookup_sql) abort();
 }
 
+/* "format" or "key_format" (DESIGN.md: Formats); absent: JSON. */
+static int read_format(reader_t *r, json_t *p, const char *name, value_format_t *out)
+{
+    static const struct {
+        const char *name;
+        value_format_t format;
+    } formats[] = {{"json", FORMAT_JSON},
+                   {"connect_json", FORMAT_CONNECT_JSON},
+                   {"avro", FORMAT_AVRO},
+                   {"json_schema", FORMAT_JSON_SCHEMA}};
+    json_t *v = json_object_get(p, name);
+    *out = FORMAT_JSON;
+    if (!v) return 0;
+    const char *fmt = json_is_string(v) ? json_string_value(v) : "";
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (strcmp(fmt, formats[i].name) == 0) {
+            *out = formats[i].format;
+            return 0;
+        }
+    return def_fail(r, name,
+                    "expected \"json\" (the default), \"connect_json\" (Kafka Connect's JsonConverter with schemas "
+                    "on), \"avro\" or \"json_schema\" (the schema registry's wire format; Protobuf is not read)");
+}
+
 static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
 {
     static const char *const known[] = {"name",        "topic",        "group",      "batch_size",
                                         "table",       "application",  "lookup",     "fields",     "key",
-                                        "format",
+                                        "format",      "key_format",
                                         "on_conflict", "never_writes", "tombstones", NULL};
     static const char *const app_known[] = {"member", "column", NULL};
     static const char *const lookup_known[] = {"member", "table", "match", "take", "column", NULL};
@@ -340,14 +364,8 @@ static int read_pipeline(reader_t *r, json_t *p, pipeline_def_t *d)
     if (!table_name(d->table))
         return def_fail(r, "table", "\"%s\" is not a table name ([schema.]table, each " NAME_RULE ")", d->table);
     d->table_sql = table_sql(d->table);
-    json_t *v = json_object_get(p, "format");
-    if (v) {
-        const char *fmt = json_is_string(v) ? json_string_value(v) : "";
-        if (strcmp(fmt, "connect_json") == 0) d->format = FORMAT_CONNECT_JSON;
-        else if (strcmp(fmt, "json") != 0)
-            return def_fail(r, "format", "expected \"json\" (the default) or \"connect_json\" (Kafka Connect's "
-                                     "JsonConverter with schemas on)");
-    }
+    json_t *v;
+    if (read_format(r, p, "format", &d->format) || read_format(r, p, "key_format", &d->key_format)) return -1;
     v = json_object_get(p, "batch_size");
     d->default_batch_size = 500;
     if (v) {

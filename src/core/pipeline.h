@@ -75,8 +75,13 @@ typedef enum {
 /* How a record's value is written (DESIGN.md: Formats). */
 typedef enum {
     FORMAT_JSON = 0,     /* a JSON object */
-    FORMAT_CONNECT_JSON  /* Kafka Connect's JSON envelope: {"schema": ..., "payload": {...}} */
+    FORMAT_CONNECT_JSON, /* Kafka Connect's JSON envelope: {"schema": ..., "payload": {...}} */
+    FORMAT_AVRO,         /* Avro in the schema registry's wire format */
+    FORMAT_JSON_SCHEMA   /* JSON in the schema registry's wire format (a JSON Schema's id) */
 } value_format_t;
+
+/* Whether records of format `f` carry a schema registry's id. */
+#define FORMAT_NEEDS_REGISTRY(f) ((f) == FORMAT_AVRO || (f) == FORMAT_JSON_SCHEMA)
 
 /* What a tombstone (a record with a key and no value) does (DESIGN.md:
  * Pipelines are declared). */
@@ -274,7 +279,8 @@ typedef struct {
      * than the dead letter needs a key of the record's own fields alone:
      * a tombstone has no value to read a member from. */
     tombstone_rule_t tombstones;
-    value_format_t format; /* "format": how the value is written */
+    value_format_t format;     /* "format": how the value is written */
+    value_format_t key_format; /* "key_format": how the key is, for its members */
     char *mark_column;
     /* Built by pipeline_bind, every name quoted (DESIGN.md: Pipelines are
      * declared): the written columns, the application's first, then each

@@ -1,11 +1,12 @@
 #include "formats/connect_json.h"
 
+#include "formats/logical.h"
+
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const json_t *struct_field(const json_t *schema, const char *name)
 {
@@ -74,56 +75,6 @@ static bool base64_decode(const char *s, size_t len, unsigned char *out, size_t 
     return true;
 }
 
-/* The unscaled two's-complement big-endian integer b[n] with `scale`
- * decimals, as exact decimal text. */
-static char *decimal_text(unsigned char *b, size_t n, int scale)
-{
-    bool negative = n > 0 && (b[0] & 0x80);
-    if (negative) { /* its magnitude: invert and add one */
-        for (size_t i = 0; i < n; i++) b[i] = (unsigned char)~b[i];
-        for (size_t i = n; i-- > 0;)
-            if (++b[i] != 0) break;
-    }
-    /* Digits, least significant first: divide the magnitude by 10 again and again. */
-    size_t cap = n * 3 + 2, d = 0;
-    char *digits = malloc(cap);
-    if (!digits) abort();
-    for (;;) {
-        unsigned rem = 0;
-        bool zero = true;
-        for (size_t i = 0; i < n; i++) {
-            unsigned cur = (rem << 8) | b[i];
-            b[i] = (unsigned char)(cur / 10);
-            rem = cur % 10;
-            zero = zero && b[i] == 0;
-        }
-        digits[d++] = (char)('0' + rem);
-        if (zero) break;
-    }
-    /* Sign, digits, the point `scale` digits from the right (zeros before it
-     * as needed), or zeros after them for a negative scale. */
-    size_t width = scale > 0 && (size_t)scale >= d ? (size_t)scale + 1 : d;
-    size_t size = width + (scale > 0 ? 1 : 0) + (scale < 0 ? (size_t)-scale : 0) + 2;
-    char *out = malloc(size), *o = out;
-    if (!out) abort();
-    bool all_zero = d == 1 && digits[0] == '0';
-    if (negative && !all_zero) *o++ = '-';
-    for (size_t i = width; i-- > 0;) {
-        if (scale > 0 && i + 1 == (size_t)scale) *o++ = '.';
-        *o++ = i < d ? digits[i] : '0';
-    }
-    for (int z = 0; scale < 0 && z < -scale; z++) *o++ = '0';
-    *o = '\0';
-    free(digits);
-    return out;
-}
-
-static int too_far(const char *what, int64_t v, char *why, size_t len)
-{
-    snprintf(why, len, "%s %" PRId64 " is out of range", what, v);
-    return -1;
-}
-
 int connect_text(connect_type_t t, const jv_t *v, char **out, char *why, size_t len)
 {
     *out = NULL;
@@ -143,48 +94,18 @@ int connect_text(connect_type_t t, const jv_t *v, char **out, char *why, size_t 
             snprintf(why, len, "a Decimal's bytes are not base64");
             return -1;
         }
-        *out = decimal_text(bytes, n, t.scale);
+        *out = logical_decimal_text(bytes, n, t.scale);
         return 0;
     }
     if (v->type != JV_INT) {
         snprintf(why, len, "a %s is an integer", t.type == CONNECT_DATE ? "Date" : t.type == CONNECT_TIME ? "Time" : "Timestamp");
         return -1;
     }
-    int64_t x = v->integer, secs, ms = 0;
     char buf[64];
-    struct tm tm;
-    switch (t.type) {
-    case CONNECT_DATE:
-        /* PostgreSQL's dates: 4713 BC to 5874897 AD; gmtime's years fit an int. */
-        /* PostgreSQL's dates: 4713 BC to 5874897 AD. */
-        if (x < -2440588 || x > 2145031948) return too_far("a Date of days", x, why, len);
-        secs = x * 86400;
-        break;
-    case CONNECT_TIME:
-        if (x < 0 || x >= 86400000) return too_far("a Time of milliseconds", x, why, len);
-        snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03d", (int)(x / 3600000), (int)(x / 60000 % 60),
-                 (int)(x / 1000 % 60), (int)(x % 1000));
-        *out = strdup(buf);
-        if (!*out) abort();
-        return 0;
-    default: /* CONNECT_TIMESTAMP */
-        /* Years 1 to 9999: the ISO 8601 form the decoder reads. */
-        if (x < -62135596800000LL || x > 253402300799999LL) return too_far("a Timestamp of milliseconds", x, why, len);
-        secs = x / 1000 - (x % 1000 < 0);
-        ms = x - secs * 1000;
-        break;
-    }
-    time_t tt = (time_t)secs;
-    if (!gmtime_r(&tt, &tm)) return too_far("a value", x, why, len);
-    long year = (long)tm.tm_year + 1900;
-    /* Years before 1 are BC to PostgreSQL: year 0 is 1 BC. */
-    const char *bc = year <= 0 ? " BC" : "";
-    if (year <= 0) year = 1 - year;
-    if (t.type == CONNECT_DATE)
-        snprintf(buf, sizeof buf, "%04ld-%02d-%02d%s", year, tm.tm_mon + 1, tm.tm_mday, bc);
-    else
-        snprintf(buf, sizeof buf, "%04ld-%02d-%02dT%02d:%02d:%02d.%03dZ", year, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                 tm.tm_min, tm.tm_sec, (int)ms);
+    int rc = t.type == CONNECT_DATE   ? logical_date_text(v->integer, buf, sizeof buf, why, len)
+             : t.type == CONNECT_TIME ? logical_time_text(v->integer, 3, buf, sizeof buf, why, len)
+                                      : logical_timestamp_text(v->integer, 3, 1, buf, sizeof buf, why, len);
+    if (rc) return -1;
     *out = strdup(buf);
     if (!*out) abort();
     return 0;

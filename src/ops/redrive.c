@@ -7,6 +7,7 @@
 #include "pg/dead_letters.h"
 #include "pg/store.h"
 #include "pg/tombstones.h"
+#include "registry/registry.h"
 
 /* One pipeline's redrive: its store, its batch and the per-batch arrays. */
 typedef struct {
@@ -34,6 +35,13 @@ static size_t drop_after_tombstones(redrive_t *rd, db_conn_t *conn, size_t m, ch
     int64_t *at = calloc(m, sizeof *at), *buried = calloc(m, sizeof *buried);
     if (!after || !at || !buried) abort();
     batch_decode(&rd->batch, rd->records, m);
+    if (rd->batch.unavailable) {
+        snprintf(err, errlen, "schema registry: %s", rd->batch.unavailable_why);
+        free(after);
+        free(at);
+        free(buried);
+        return (size_t)-1;
+    }
     long found = tombstones_after(conn, 0, &rd->batch, after, at, err, errlen, &cls);
     size_t kept = m, nb = 0;
     if (found > 0) {
@@ -94,6 +102,12 @@ static int redrive_batch(redrive_t *rd, db_conn_t *conn, const stored_letters_t 
     dead_letter_marks_t marks = {.def = rd->def, .ids = rd->ids, .by = rd->by};
     store_hook_t hook = dead_letters_resolve_hook(&marks, !rd->dry_run);
     batch_decode(&rd->batch, rd->records, m);
+    /* A schema the registry cannot give now: stop, storing nothing; the
+     * dead letters wait for the next redrive. */
+    if (rd->batch.unavailable) {
+        snprintf(err, errlen, "schema registry: %s", rd->batch.unavailable_why);
+        return -1;
+    }
     if (store_resolve(rd->store, &rd->batch, err, errlen, &cls)) return -1;
     counts.superseded = batch_deduplicate(&rd->batch);
     if (store_write(rd->store, &rd->batch, &hook, &counts, err, errlen, &cls)) return -1;
@@ -142,6 +156,11 @@ int redrive_pipeline(const settings_t *s, db_conn_t *conn, const pipeline_def_t 
     if (catalog_bind_pipeline(conn, def->id, err, errlen)) return -1;
     rd.store = store_new(s, def);
     batch_init(&rd.batch, def);
+    registry_t *registry = NULL;
+    if (*s->registry_url && (FORMAT_NEEDS_REGISTRY(def->format) || FORMAT_NEEDS_REGISTRY(def->key_format))) {
+        registry = registry_new(s, NULL);
+        rd.batch.schemas = registry_source(registry);
+    }
     for (;;) {
         stored_letters_t letters;
         if (dead_letters_fetch(conn, topic, type, after, s->max_poll_records[def->id], &letters, err, errlen)) {
@@ -157,6 +176,7 @@ int redrive_pipeline(const settings_t *s, db_conn_t *conn, const pipeline_def_t 
         if (rc != 0 || n == 0) break;
     }
     batch_free(&rd.batch);
+    registry_free(registry);
     store_free(rd.store);
     free(rd.records);
     free(rd.ids);

@@ -1945,7 +1945,8 @@ static void every_error_type_is_known_and_nothing_else(void **state)
     (void)state;
     const char *codes[] = {ERROR_EMPTY_PAYLOAD,   ERROR_INVALID_UTF8,     ERROR_INVALID_JSON,
                            ERROR_MISSING_FIELD,   ERROR_INVALID_FIELD,    ERROR_UNREGISTERED_APP,
-                           ERROR_DATABASE_REJECTED};
+                           ERROR_DATABASE_REJECTED, ERROR_NO_MAGIC_BYTE,  ERROR_SHORT_HEADER,
+                           ERROR_UNKNOWN_SCHEMA,    ERROR_UNDECODABLE,    ERROR_TRAILING_BYTES};
     assert_int_equal(sizeof codes / sizeof *codes, DECODE_ERROR_TYPE_COUNT);
     for (size_t i = 0; i < DECODE_ERROR_TYPE_COUNT; i++) {
         assert_string_equal(decode_error_types[i], codes[i]);

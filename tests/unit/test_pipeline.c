@@ -654,7 +654,7 @@ static void a_connect_envelope_stores_its_payload_with_its_logical_types_exact(v
                                      why, sizeof why));
     assert_string_equal(why, "invalid_field|amount: a Decimal's bytes are not base64");
     assert_int_equal(-1, decode_both(def, connect_record(rec, sizeof rec, "{\"id\": 9, \"at\": 86400000}"), &ev, why, sizeof why));
-    assert_string_equal(why, "invalid_field|at: a Time of milliseconds 86400000 is out of range");
+    assert_string_equal(why, "invalid_field|at: a time of milliseconds 86400000 is out of range");
     assert_int_equal(-1, decode_both(def, connect_record(rec, sizeof rec, "null"), &ev, why, sizeof why));
     assert_string_equal(why, "empty_payload|the envelope's payload is null");
     assert_int_equal(-1, decode_both(def, "{\"id\": 7, \"amount\": 1}", &ev, why, sizeof why));
