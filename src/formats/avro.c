@@ -4,8 +4,10 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,121 @@ struct avro_format {
 };
 
 static plan_t leaf = {LOGICAL_NONE, 0, 0, NULL};
+
+/* avro-c leaks the buffer of a string, bytes or fixed value whose bytes
+ * are cut off (its read_bytes returns without freeing it), and allocates
+ * what a record's lengths ask for before reading them: a hostile record of
+ * a few bytes could make it allocate gigabytes, and every undecodable
+ * record would leak. So avro-c allocates through us. During a read, each
+ * block it allocates is remembered until it frees it; after a failed read
+ * the value is destroyed (which frees every block it owns) and what is
+ * left was lost by the library: freed here. And no single block may be
+ * larger than a bound derived from the record's length. */
+typedef struct {
+    bool on;
+    size_t limit; /* largest block during a read; 0: any */
+    void **slot;  /* open addressing, linear probing; NULL: empty */
+    size_t cap, count;
+} tracking_t;
+
+static __thread tracking_t track;
+
+static size_t slot_of(const void *p, size_t cap)
+{
+    uintptr_t x = (uintptr_t)p;
+    x ^= x >> 17;
+    x *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(x >> 20) & (cap - 1);
+}
+
+static void track_add(void *p)
+{
+    if ((track.count + 1) * 2 > track.cap) {
+        size_t cap = track.cap ? track.cap * 2 : 64;
+        void **old = track.slot, **slot = calloc(cap, sizeof *slot);
+        if (!slot) abort();
+        for (size_t i = 0; i < track.cap; i++)
+            if (old[i]) {
+                size_t k = slot_of(old[i], cap);
+                while (slot[k]) k = (k + 1) & (cap - 1);
+                slot[k] = old[i];
+            }
+        free(old);
+        track.slot = slot;
+        track.cap = cap;
+    }
+    size_t k = slot_of(p, track.cap);
+    while (track.slot[k]) k = (k + 1) & (track.cap - 1);
+    track.slot[k] = p;
+    track.count++;
+}
+
+static void track_remove(const void *p)
+{
+    if (!track.count) return;
+    size_t mask = track.cap - 1, k = slot_of(p, track.cap);
+    while (track.slot[k] && track.slot[k] != p) k = (k + 1) & mask;
+    if (!track.slot[k]) return; /* allocated before the read */
+    track.slot[k] = NULL;
+    track.count--;
+    /* Backward shift: the entries after it move up where their probe allows. */
+    for (size_t j = (k + 1) & mask; track.slot[j]; j = (j + 1) & mask) {
+        size_t home = slot_of(track.slot[j], track.cap);
+        if (((j - home) & mask) >= ((j - k) & mask)) {
+            track.slot[k] = track.slot[j];
+            track.slot[j] = NULL;
+            k = j;
+        }
+    }
+}
+
+/* Forget every block: a large table (a large record's) is let go. */
+static void track_reset(void)
+{
+    if (track.cap > 4096) {
+        free(track.slot);
+        track.slot = NULL;
+        track.cap = 0;
+    } else if (track.count) {
+        memset(track.slot, 0, track.cap * sizeof *track.slot);
+    }
+    track.count = 0;
+}
+
+static void *allocate(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    (void)ud;
+    (void)osize;
+    if (track.on && ptr) track_remove(ptr);
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    if (track.on && track.limit && nsize > track.limit) {
+        if (ptr) track_add(ptr); /* still the caller's */
+        return NULL;
+    }
+    void *p = realloc(ptr, nsize);
+    if (track.on) track_add(p ? p : ptr);
+    return p;
+}
+
+static pthread_once_t allocator_once = PTHREAD_ONCE_INIT;
+static void allocator_start(void) { avro_set_allocator(allocate, NULL); }
+
+/* After a failed read: the value (and its class) destroyed and made again,
+ * and the blocks the library lost freed. */
+static void recover(avro_format_t *f)
+{
+    avro_value_decref(&f->value);
+    avro_value_iface_decref(f->iface);
+    track.on = false;
+    for (size_t i = 0; i < track.cap; i++)
+        if (track.slot[i]) free(track.slot[i]);
+    track_reset();
+    f->iface = avro_generic_class_from_schema(f->schema);
+    if (!f->iface || avro_generic_value_new(f->iface, &f->value) != 0) abort();
+}
 
 static void *grow(void *p, size_t n, size_t size)
 {
@@ -191,6 +308,9 @@ static plan_t *compile(avro_format_t *f, const json_t *s, const char *ns)
 void avro_format_free(avro_format_t *f)
 {
     if (!f) return;
+    /* The thread's table of blocks goes with it (the next read makes one). */
+    free(track.slot);
+    track = (tracking_t){0};
     if (f->reader) avro_reader_free(f->reader);
     if (f->iface) {
         avro_value_decref(&f->value);
@@ -209,6 +329,7 @@ void avro_format_free(avro_format_t *f)
 
 avro_format_t *avro_format_new(const char *schema, size_t len, char *why, size_t why_len)
 {
+    pthread_once(&allocator_once, allocator_start);
     avro_format_t *f = calloc(1, sizeof *f);
     if (!f) abort();
     json_error_t jerr;
@@ -448,10 +569,20 @@ int avro_format_json(avro_format_t *f, const void *bytes, size_t len, char **jso
     *json = NULL;
     *json_len = 0;
     avro_reader_memory_set_source(f->reader, (const char *)bytes, (int64_t)len);
-    if (avro_value_read(f->reader, &f->value) != 0) {
+    avro_set_error("%s", ""); /* avro-c prefixes its errors to the last one's text */
+    /* A block larger than this is no record's: every byte of the record
+     * could be an element of an array of records of 64 bytes each. */
+    track.limit = (len + 16) * 64 + ((size_t)1 << 20);
+    track_reset();
+    track.on = true;
+    int read = avro_value_read(f->reader, &f->value);
+    if (read != 0) {
         snprintf(why, why_len, "the bytes do not decode with the writer's schema: %s", avro_strerror());
+        recover(f);
         return AVRO_UNDECODABLE;
     }
+    track.on = false;
+    track_reset();
     char extra;
     if (avro_read(f->reader, &extra, 1) == 0) {
         snprintf(why, why_len, "bytes are left after the record the writer's schema reads");

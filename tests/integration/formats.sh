@@ -96,4 +96,143 @@ test_the_same_orders_in_four_formats_store_four_equal_tables() {
         "38-digit amounts, Avro and JSON"
 }
 
+item_pipeline() { # topic [extra members]
+    cat <<JSON
+{"name": "items", "topic": "$1", "table": "items", "format": "avro",
+  "fields": [{"member": "id", "required": true}, {"member": "name", "required": true}, {"member": "note"},
+             {"member": "score"}${2:-}],
+  "key": ["id"], "on_conflict": "nothing"}
+JSON
+}
+
+# v1, v2 (a field added, with a default) and v3 (an optional field dropped)
+# of one subject, interleaved in one topic: each record is read with its
+# own writer's schema, and a field its schema lacks is absent (NULL).
+test_records_of_three_writer_schemas_in_one_topic_all_store() {
+    begin_test evolve
+    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
+    registry_start
+    broker_ctl topic-create "items-$TEST_NAME" 1 >/dev/null
+    sql "CREATE TABLE items (id BIGINT PRIMARY KEY, name TEXT NOT NULL, note TEXT, score INTEGER)" >/dev/null
+    records items.txt evolving --topic "items-$TEST_NAME" --count 300
+    produce_records items.txt "items-$TEST_NAME"
+    assert_eq 3 "$(curl -sf "$REGISTRY_URL/subjects/items-$TEST_NAME-value/versions/latest" | jq .version)" \
+        "versions of the subject"
+    start_service svc STORAGE_PIPELINES=items "STORAGE_PIPELINES_FILE=$(pipelines_file "$(item_pipeline "items-$TEST_NAME")")" \
+        "STORAGE_SCHEMA_REGISTRY_URL=$REGISTRY_URL"
+    wait_committed "$GROUP_PREFIX.items" "items-$TEST_NAME" 0 300
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+    assert_eq "100|100|100|0|100
+100|100|100|100|100
+100|100|0|100|100" "$(sql "SELECT count(*), count(name), count(note), count(score),
+                                 count(*) FILTER (WHERE name = 'item ' || id) FROM items GROUP BY id % 3 ORDER BY id % 3")" \
+        "per writer's schema (v1, v2, v3): rows, names, notes, scores, names as sent"
+    assert_eq "3|item 3|note 3|
+4|item 4|note 4|40
+5|item 5||50" "$(sql "SELECT id, name, note, score FROM items WHERE id BETWEEN 3 AND 5 ORDER BY id")" "one of each"
+    # Three schemas asked for once each, then kept.
+    assert_eq 3 "$(grep -c 'GET /schemas/ids/' "$WORK/registry-$TEST_NAME.log")" "schema requests to the registry"
+}
+
+# Bad bytes are dead letters of their own class, keeping the bytes; once
+# the unknown id is registered, a redrive decodes and stores its record.
+test_bad_bytes_are_dead_letters_of_their_own_class_and_redrive_once_the_schema_exists() {
+    begin_test bad
+    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
+    registry_start
+    local topic=items-$TEST_NAME
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    sql "CREATE TABLE items (id BIGINT PRIMARY KEY, name TEXT NOT NULL, note TEXT, score INTEGER)" >/dev/null
+    records bad.txt bad --topic "$topic" --unknown-id 2
+    produce_records bad.txt "$topic"
+    local defs
+    defs=$(pipelines_file "$(item_pipeline "$topic")")
+    start_service svc STORAGE_PIPELINES=items "STORAGE_PIPELINES_FILE=$defs" "STORAGE_SCHEMA_REGISTRY_URL=$REGISTRY_URL"
+    wait_committed "$GROUP_PREFIX.items" "$topic" 0 7
+    assert_eq "1|good" "$(sql "SELECT id, name FROM items")" "the good record"
+    assert_eq "1|no_magic_byte|the value does not start with the schema registry's magic byte 0 (first byte 0x7b)
+2|short_header|the value is 3 bytes, shorter than the schema registry's header (magic byte and 4-byte id)
+3|unknown_schema|the value's schema id 2 is not in the schema registry: HTTP 404: Schema 2 not found
+4|undecodable|the value (schema id 1): the bytes do not decode with the writer's schema: Cannot read string value: Cannot read 4 bytes from memory buffer
+5|trailing_bytes|the value (schema id 1): bytes are left after the record the writer's schema reads
+6|undecodable|the value (schema id 1): the bytes do not decode with the writer's schema: Cannot read string value: Cannot allocate buffer for string value" \
+        "$(sql "SELECT kafka_offset, error_type, error_detail FROM dead_letter_events ORDER BY kafka_offset")" \
+        "the dead letters, each its own class"
+    assert_eq "$(sed -n 4p "$WORK/bad.txt" | cut -d' ' -f2)" \
+        "$(sql "SELECT encode(payload, 'hex') FROM dead_letter_events WHERE kafka_offset = 3")" "the bytes kept as sent"
+    stop_clean svc
+
+    assert_eq 2 "$($PY "$RECORDS" register-later --registry "$REGISTRY_URL" --topic "$topic")" "the id registered"
+    OP_ENV=("STORAGE_PIPELINES=items" "STORAGE_PIPELINES_FILE=$defs" "STORAGE_SCHEMA_REGISTRY_URL=$REGISTRY_URL")
+    op redrive dead-letters redrive --pipeline items
+    assert_eq 0 "$OP_RC" "redrive: $(err redrive)"
+    assert_contains "$(out redrive)" "examined=6 stored=1 still_failing=5"
+    assert_eq "1|good
+4|later" "$(sql "SELECT id, name FROM items ORDER BY id")" "the redriven record"
+    assert_eq "unknown_schema" "$(sql "SELECT error_type FROM dead_letter_events WHERE resolved_at IS NOT NULL")" \
+        "the dead letter resolved"
+}
+
+# Registry down: nothing dead-lettered, nothing lost. The records of a
+# schema the pipeline has not fetched wait, /readyz and the metrics say
+# why, and once the registry answers again every record is stored.
+test_a_registry_that_goes_away_mid_ingest_makes_the_batch_wait_and_loses_nothing() {
+    begin_test outage
+    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
+    registry_start
+    local topic=items-$TEST_NAME port port_registry
+    port=$(free_port)
+    port_registry=$(cat "$WORK/registry.port")
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    sql "CREATE TABLE items (id BIGINT PRIMARY KEY, name TEXT NOT NULL, note TEXT, score INTEGER)" >/dev/null
+    # v1, v2 and v3 records, encoded while the registry is up; the first
+    # 30 are v1 only.
+    records all.txt evolving --topic "$topic" --count 300
+    awk 'NR % 3 == 1' "$WORK/all.txt" | head -n 30 >"$WORK/first.txt"
+    awk '!(NR % 3 == 1 && ++n <= 30)' "$WORK/all.txt" >"$WORK/rest.txt"
+    produce_records first.txt "$topic"
+    start_service svc STORAGE_PIPELINES=items "STORAGE_PIPELINES_FILE=$(pipelines_file "$(item_pipeline "$topic")")" \
+        "STORAGE_SCHEMA_REGISTRY_URL=$REGISTRY_URL" STORAGE_METRICS_ADDR="127.0.0.1:$port" \
+        STORAGE_DB_RETRY_MAX_ATTEMPTS=8 STORAGE_DB_RETRY_BASE_MS=100
+    wait_committed "$GROUP_PREFIX.items" "$topic" 0 30
+    registry_stop
+    produce_records rest.txt "$topic"
+    wait_until "the pipeline retried for want of the registry" \
+        "[ \"\$(metric_value $port 'storage_consumer_schema_registry_failures_total{pipeline=\"items\"}')\" -ge 2 ]"
+    local ready
+    ready=$(http_get "$port" /readyz || true)
+    assert_contains "$ready" "items: not ready: the schema registry does not answer"
+    assert_eq "0|30" "$(sql "SELECT (SELECT count(*) FROM dead_letter_events), (SELECT count(*) FROM items)")" \
+        "dead letters and rows while the registry is away"
+    assert_contains "$(cat "$(svc_log svc)")" "transient schema registry error, retrying the same batch"
+    registry_start "$port_registry"
+    wait_committed "$GROUP_PREFIX.items" "$topic" 0 300
+    assert_eq "0|300" "$(sql "SELECT (SELECT count(*) FROM dead_letter_events), (SELECT count(*) FROM items)")" \
+        "dead letters and rows after the registry came back"
+    assert_running svc
+    wait_until "ready again" "http_get $port /readyz | grep -q 'items: ready'"
+}
+
+# An Avro key's members are key columns, and its tombstones delete by them.
+test_an_avro_keys_members_key_the_rows_and_its_tombstones_delete_them() {
+    begin_test keyed
+    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
+    registry_start
+    local topic=keyed-$TEST_NAME
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    sql "CREATE TABLE keyed (shop TEXT, id BIGINT, name TEXT NOT NULL, PRIMARY KEY (shop, id))" >/dev/null
+    records keyed.txt keyed --topic "$topic"
+    produce_records keyed.txt "$topic"
+    local defs
+    defs=$(pipelines_file '{"name": "keyed", "topic": "'"$topic"'", "table": "keyed", "format": "avro", "key_format": "avro",
+  "fields": [{"record": "key", "member": "shop", "required": true}, {"record": "key", "member": "id", "required": true},
+             {"member": "name", "required": true}],
+  "key": ["shop", "id"], "tombstones": "delete", "on_conflict": "nothing"}')
+    start_service svc STORAGE_PIPELINES=keyed "STORAGE_PIPELINES_FILE=$defs" "STORAGE_SCHEMA_REGISTRY_URL=$REGISTRY_URL"
+    wait_committed "$GROUP_PREFIX.keyed" "$topic" 0 13
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters"
+    assert_eq "s0 0 item 0,s0 2 item 2,s1 3 item 3,s1 5 item 5,s0 6 item 6,s0 8 item 8,s1 9 item 9" \
+        "$(sql "SELECT string_agg(shop || ' ' || id || ' ' || name, ',' ORDER BY id) FROM keyed")" "rows left after the tombstones"
+}
+
 run_tests

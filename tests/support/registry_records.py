@@ -11,6 +11,13 @@ SchemaRegistryClient registers the JSON schemas), written one per line as
       records of three writer's schemas of one subject, interleaved.
   registry_records.py keyed --registry URL --topic T
       Avro keys and values, and tombstones of some of the keys.
+  registry_records.py bad --registry URL --topic T --unknown-id N
+      a good record of the first evolving schema, then one of each bad
+      input: no magic byte, a short header, id N (not registered yet: its
+      record is encoded with LATER), bytes the schema does not decode,
+      bytes left after the record, a string longer than the record.
+  registry_records.py register-later --registry URL --topic T
+      registers LATER under the topic's subject and prints its id.
   registry_records.py produce --bootstrap B --topic T [--partition P] < LINES
 """
 import argparse
@@ -141,6 +148,40 @@ def evolving(args):
         emit(None, ser.encode_record_with_schema(args.topic, schemas[v], record))
 
 
+LATER = {"type": "record", "name": "Item", "fields": [
+    {"name": "id", "type": "long"}, {"name": "name", "type": "string"},
+    {"name": "tags", "type": {"type": "array", "items": "string"}, "default": []}]}
+
+
+def avro_body(schema, record):
+    """The Avro binary encoding of record by python3-avro's writer."""
+    import io
+    import avro.io
+    out = io.BytesIO()
+    avro.io.DatumWriter(schema).write(record, avro.io.BinaryEncoder(out))
+    return out.getvalue()
+
+
+def bad(args):
+    ser = avro_serializer(args.registry)
+    v1 = avro_schema(EVOLVING[0])
+    good = ser.encode_record_with_schema(args.topic, v1, {"id": 1, "name": "good", "note": None})
+    emit(None, good)
+    emit(None, b'{"id": 2, "name": "plain JSON"}')
+    emit(None, b"\0\0\1")
+    emit(None, b"\0" + args.unknown_id.to_bytes(4, "big") + avro_body(avro_schema(LATER),
+                                                                      {"id": 4, "name": "later", "tags": ["a"]}))
+    emit(None, good[:-3])
+    emit(None, good + b"\0")
+    # id 1, then a name of 2^30 bytes declared in a record of 11.
+    emit(None, good[:5] + b"\x02\x80\x80\x80\x80\x08")
+
+
+def register_later(args):
+    from confluent_kafka.avro import CachedSchemaRegistryClient
+    print(CachedSchemaRegistryClient({"url": args.registry}).register(args.topic + "-value", avro_schema(LATER)))
+
+
 def keyed(args):
     ser = avro_serializer(args.registry)
     key_schema = avro_schema({"type": "record", "name": "ItemKey", "fields": [
@@ -178,7 +219,9 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     o = sub.add_parser("orders")
     o.add_argument("format", choices=["json", "connect", "avro", "json_schema"])
-    for s in (o, sub.add_parser("evolving"), sub.add_parser("keyed")):
+    b = sub.add_parser("bad")
+    b.add_argument("--unknown-id", type=int, required=True)
+    for s in (o, sub.add_parser("evolving"), sub.add_parser("keyed"), b, sub.add_parser("register-later")):
         s.add_argument("--registry", default="")
         s.add_argument("--topic", required=True)
         s.add_argument("--count", type=int, default=200)
@@ -188,7 +231,8 @@ def main():
     pr.add_argument("--topic", required=True)
     pr.add_argument("--partition", type=int, default=0)
     args = ap.parse_args()
-    {"orders": orders, "evolving": evolving, "keyed": keyed, "produce": produce}[args.cmd](args)
+    {"orders": orders, "evolving": evolving, "keyed": keyed, "bad": bad, "register-later": register_later,
+     "produce": produce}[args.cmd](args)
 
 
 if __name__ == "__main__":
