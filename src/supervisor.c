@@ -49,6 +49,12 @@ typedef struct {
  * outright writes nothing: its file just goes stale. */
 #define HEARTBEAT_STOPPED "stopped"
 
+static void registry_said(void *ctx, int level, const char *text)
+{
+    if (level == REGISTRY_OK) LOG_INFO((const char *)ctx, "schema registry: %s", text);
+    else LOG_WARN((const char *)ctx, "schema registry: %s", text);
+}
+
 static void heartbeat(void *ctx)
 {
     pipeline_run_t *p = ctx;
@@ -299,8 +305,16 @@ int supervisor_run(const settings_t *s, const char *version)
         p->store = store_new(s, pipeline_get(i));
         store_record_progress(p->store, group);
         const pipeline_def_t *def = pipeline_get(i);
-        if (FORMAT_NEEDS_REGISTRY(def->format) || FORMAT_NEEDS_REGISTRY(def->key_format))
+        if (FORMAT_NEEDS_REGISTRY(def->format) || FORMAT_NEEDS_REGISTRY(def->key_format)) {
             p->registry = registry_new(s, pm);
+            /* What verify checks, said as warnings: a registry away or a
+             * field not in the latest schema does not stop the start
+             * (its batches wait, or its records are dead letters). */
+            for (int k = 0; FORMAT_NEEDS_REGISTRY(def->format) && k < s->topics[i].count; k++)
+                if (registry_compare(p->registry, def, s->topics[i].name[k], registry_said, (void *)def->name) ==
+                    REGISTRY_BROKEN)
+                    break;
+        }
         p->fault_countdown = fault ? strtol(fault, NULL, 10) : 0;
         p->stop_countdown = freeze ? strtol(freeze, NULL, 10) : 0;
         p->worker = (worker_t){

@@ -598,3 +598,120 @@ int avro_format_json(avro_format_t *f, const void *bytes, size_t len, char **jso
     *json_len = t.len;
     return 0;
 }
+
+static const char *const primitives[] = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"};
+
+static bool is_primitive(const char *name)
+{
+    for (size_t i = 0; i < sizeof primitives / sizeof primitives[0]; i++)
+        if (strcmp(primitives[i], name) == 0) return true;
+    return false;
+}
+
+/* The definition of named type `name` anywhere in `s` (by its name or
+ * full name's last part), or NULL. */
+static const json_t *named(const json_t *s, const char *name)
+{
+    if (json_is_object(s)) {
+        const char *n = json_string_value(json_object_get(s, "name"));
+        const char *type = json_string_value(json_object_get(s, "type"));
+        if (n && type && (strcmp(type, "record") == 0 || strcmp(type, "enum") == 0 || strcmp(type, "fixed") == 0 ||
+                          strcmp(type, "error") == 0)) {
+            const char *dot = strrchr(name, '.'), *ndot = strrchr(n, '.');
+            if (strcmp(n, name) == 0 || strcmp(ndot ? ndot + 1 : n, dot ? dot + 1 : name) == 0) return s;
+        }
+        const char *key;
+        const json_t *v;
+        json_object_foreach((json_t *)s, key, v)
+        {
+            const json_t *found = named(v, name);
+            if (found) return found;
+        }
+    } else if (json_is_array(s)) {
+        for (size_t i = 0; i < json_array_size(s); i++) {
+            const json_t *found = named(json_array_get(s, i), name);
+            if (found) return found;
+        }
+    }
+    return NULL;
+}
+
+/* `s` with references and {"type": ...} wrappers of plain types resolved. */
+static const json_t *resolved(const json_t *root, const json_t *s)
+{
+    for (int hops = 0; hops < 32; hops++) {
+        if (json_is_string(s) && !is_primitive(json_string_value(s))) {
+            const json_t *d = named(root, json_string_value(s));
+            if (!d) return s;
+            s = d;
+        } else if (json_is_object(s) && !json_is_string(json_object_get(s, "type"))) {
+            s = json_object_get(s, "type");
+        } else {
+            return s;
+        }
+    }
+    return s;
+}
+
+static void type_name(const json_t *root, const json_t *s, char *out, size_t len)
+{
+    s = resolved(root, s);
+    if (json_is_string(s)) {
+        snprintf(out, len, "%s", json_string_value(s));
+    } else if (json_is_array(s)) {
+        size_t at = (size_t)snprintf(out, len, "union[");
+        for (size_t i = 0; i < json_array_size(s) && at < len; i++) {
+            char one[64];
+            type_name(root, json_array_get(s, i), one, sizeof one);
+            at += (size_t)snprintf(out + at, len - at, "%s%s", i ? "," : "", one);
+        }
+        if (at < len) snprintf(out + at, len - at, "]");
+    } else {
+        const char *type = json_string_value(json_object_get(s, "type"));
+        const char *logical = json_string_value(json_object_get(s, "logicalType"));
+        const char *name = json_string_value(json_object_get(s, "name"));
+        if (logical) snprintf(out, len, "%s (%s)", type ? type : "?", logical);
+        else if (name) snprintf(out, len, "%s %s", type ? type : "?", name);
+        else snprintf(out, len, "%s", type ? type : "?");
+    }
+}
+
+static const json_t *walk(const json_t *root, const json_t *s, char *const *path, size_t n)
+{
+    s = resolved(root, s);
+    if (n == 0) return s;
+    if (json_is_array(s)) { /* a union: any branch that leads on */
+        for (size_t i = 0; i < json_array_size(s); i++) {
+            const json_t *found = walk(root, json_array_get(s, i), path, n);
+            if (found) return found;
+        }
+        return NULL;
+    }
+    const char *type = json_string_value(json_object_get(s, "type"));
+    if (!type) return NULL;
+    if (strcmp(type, "record") == 0 || strcmp(type, "error") == 0) {
+        const json_t *fields = json_object_get(s, "fields");
+        for (size_t i = 0; i < json_array_size(fields); i++) {
+            const json_t *f = json_array_get(fields, i);
+            const char *name = json_string_value(json_object_get(f, "name"));
+            if (name && strcmp(name, path[0]) == 0) return walk(root, json_object_get(f, "type"), path + 1, n - 1);
+        }
+        return NULL;
+    }
+    if (strcmp(type, "array") == 0) {
+        if (strspn(path[0], "0123456789") != strlen(path[0]) || !*path[0]) return NULL;
+        return walk(root, json_object_get(s, "items"), path + 1, n - 1);
+    }
+    if (strcmp(type, "map") == 0) return walk(root, json_object_get(s, "values"), path + 1, n - 1);
+    return NULL;
+}
+
+int avro_schema_path(const char *text, size_t len, char *const *path, size_t n, char *type, size_t type_len)
+{
+    json_t *root = json_loadb(text, len, JSON_DECODE_ANY, NULL);
+    if (!root) return -1;
+    const json_t *at = walk(root, root, path, n);
+    if (at) type_name(root, at, type, type_len);
+    json_decref(root);
+    return at ? 1 : 0;
+}

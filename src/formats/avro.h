@@ -31,4 +31,13 @@ void avro_format_free(avro_format_t *f);
 int avro_format_json(avro_format_t *f, const void *bytes, size_t len, char **json, size_t *json_len, char *why,
                      size_t why_len);
 
+/* Where a definition's member path leads in a writer's schema (the
+ * schema's JSON text[len]): through a record's fields by name, an array's
+ * items by index, a map's values by key, and into any branch of a union
+ * that leads on. Returns 1 with the Avro type found there in type[len]
+ * ("long", "union[null,string]", "record Customer"), 0 when the schema has
+ * no such path, -1 when the text is not JSON. For verify and start-up: a
+ * definition read against its subject's latest schema. */
+int avro_schema_path(const char *text, size_t len, char *const *path, size_t n, char *type, size_t type_len);
+
 #endif

@@ -5,6 +5,10 @@
  *
  *   schema        every migration of this binary applied, checksums match,
  *                 and each enabled pipeline's definition matches its table
+ *   registry      only when a pipeline reads the schema registry's wire
+ *                 format: the registry answers with the configured
+ *                 credentials, and each such pipeline's fields are in its
+ *                 subject's latest schema
  *   topics        each enabled pipeline's topic exists, with its partitions
  *   messages      what the topics hold (high watermarks)
  *   rows          what the tables hold
@@ -24,6 +28,8 @@
  *                 a migration is not applied, an applied one was edited, or
  *                 a definition disagrees with its table (the words run's
  *                 start-up would exit with)
+ *   registry      the registry does not answer or refuses the credentials,
+ *                 or a required field is not in the subject's latest schema
  *   topics        a topic is missing, a partition has no leader, or the
  *                 cluster does not answer
  *   messages      the watermarks of a partition cannot be read
@@ -81,6 +87,7 @@
 #include "pg/dead_letters.h"
 #include "pg/db.h"
 #include "pg/migrate.h"
+#include "registry/registry.h"
 
 /* count(*) of a large table may take a while; a verify must still end. */
 #define VERIFY_STATEMENT_TIMEOUT_MS 60000
@@ -165,6 +172,37 @@ static void check_schema(verify_t *v)
     migrate_status_free(&schema);
 out:
     stage_finish(v, "schema", &st);
+}
+
+static void registry_said(void *ctx, int level, const char *text)
+{
+    stage_t *st = ctx;
+    stage_raise(st, level == REGISTRY_BROKEN ? STAGE_BROKEN : level == REGISTRY_WARN ? STAGE_WARN : STAGE_OK);
+    stage_add(st, "%s", text);
+}
+
+/* The schema registry, when an enabled pipeline reads its wire format:
+ * reachable with the configured credentials, and each such pipeline's
+ * fields in its subject's latest schema (DESIGN.md: Formats). */
+static void check_registry(verify_t *v)
+{
+    bool needed = false;
+    for (int i = 0; i < v->nt; i++)
+        needed = needed || FORMAT_NEEDS_REGISTRY(v->t[i].def->format) || FORMAT_NEEDS_REGISTRY(v->t[i].def->key_format);
+    if (!needed) return;
+    stage_t st = {0};
+    char why[400];
+    registry_t *r = registry_new(v->s, NULL);
+    if (registry_reachable(r, why, sizeof why) != 0) {
+        stage_raise(&st, STAGE_BROKEN);
+        stage_add(&st, "schema registry unreachable: %s", why);
+    } else {
+        for (int i = 0; i < v->nt; i++)
+            if (FORMAT_NEEDS_REGISTRY(v->t[i].def->format))
+                registry_compare(r, v->t[i].def, v->t[i].topic, registry_said, &st);
+    }
+    registry_free(r);
+    stage_finish(v, "registry", &st);
 }
 
 static void check_topics(verify_t *v)
@@ -455,6 +493,7 @@ int ops_verify(const settings_t *s, int argc, char **argv)
                         sizeof v.db_error);
 
     check_schema(&v);
+    check_registry(&v);
     check_topics(&v);
     check_messages(&v);
     check_rows(&v);

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,3 +220,87 @@ void registry_free(registry_t *r)
 }
 
 const schema_source_t *registry_source(registry_t *r) { return &r->source; }
+
+int registry_reachable(registry_t *r, char *why, size_t len)
+{
+    char *body;
+    long status;
+    if (registry_get(r, "/subjects", &body, &status, why, len) != 0) return -1;
+    int rc = 0;
+    if (status != 200) {
+        char e[200];
+        answer_error(body, status, e, sizeof e);
+        snprintf(why, len, "GET /subjects: %s", e);
+        rc = -1;
+    }
+    free(body);
+    return rc;
+}
+
+static int say_f(registry_say_t say, void *ctx, int level, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int say_f(registry_say_t say, void *ctx, int level, const char *fmt, ...)
+{
+    char text[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    say(ctx, level, text);
+    return level;
+}
+
+int registry_compare(registry_t *r, const pipeline_def_t *def, const char *topic, registry_say_t say, void *ctx)
+{
+    char path[512], why[400], *body;
+    long status;
+    snprintf(path, sizeof path, "/subjects/%s-value/versions/latest", topic);
+    if (registry_get(r, path, &body, &status, why, sizeof why) != 0)
+        return say_f(say, ctx, REGISTRY_BROKEN, "schema registry unreachable: %s", why);
+    int worst = REGISTRY_OK;
+    json_t *root = NULL;
+    if (status == 404) {
+        worst = say_f(say, ctx, REGISTRY_WARN, "subject %s-value has no schema yet: pipeline %s's fields are not checked",
+                      topic, def->name);
+    } else if (status != 200) {
+        answer_error(body, status, why, sizeof why);
+        worst = say_f(say, ctx, REGISTRY_BROKEN, "GET %s: %s", path, why);
+    } else {
+        root = json_loads(body, 0, NULL);
+        const char *text = json_string_value(json_object_get(root, "schema"));
+        const char *type = json_string_value(json_object_get(root, "schemaType"));
+        int version = (int)json_integer_value(json_object_get(root, "version"));
+        int id = (int)json_integer_value(json_object_get(root, "id"));
+        if (!text) {
+            worst = say_f(say, ctx, REGISTRY_BROKEN, "GET %s: the answer holds no \"schema\" string", path);
+        } else if (type && *type && strcmp(type, "AVRO") != 0) {
+            say_f(say, ctx, REGISTRY_OK, "%s-value: version %d, id %d, a %s schema (its fields are not checked)", topic,
+                  version, id, type);
+        } else {
+            size_t found = 0, checked = 0;
+            for (size_t i = 0; i < def->field_count; i++) {
+                const field_spec_t *f = &def->fields[i];
+                if (f->source != SOURCE_VALUE || f->whole) continue;
+                char *const one[1] = {f->name};
+                char at[200];
+                checked++;
+                int rc = avro_schema_path(text, strlen(text), f->path_count ? f->path : one,
+                                          f->path_count ? f->path_count : 1, at, sizeof at);
+                if (rc == 1) {
+                    found++;
+                    continue;
+                }
+                int level = f->required ? REGISTRY_BROKEN : REGISTRY_WARN;
+                if (level > worst) worst = level;
+                say_f(say, ctx, level, "pipeline %s, field %s: %s in %s-value's latest schema (version %d, id %d)%s",
+                      def->name, f->name, rc < 0 ? "the schema is not JSON" : "not found", topic, version, id,
+                      f->required ? ": records written with it are missing_field dead letters" : "");
+            }
+            if (found == checked)
+                say_f(say, ctx, REGISTRY_OK, "%s-value: version %d, id %d: the %zu fields of pipeline %s are in it",
+                      topic, version, id, checked, def->name);
+        }
+    }
+    json_decref(root);
+    free(body);
+    return worst;
+}

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/pipeline.h"
 #include "formats/schemas.h"
 #include "metrics.h"
 #include "settings.h"
@@ -32,5 +33,20 @@ const schema_source_t *registry_source(registry_t *r);
  * caller frees it) and *status. Returns 0 when an HTTP answer came, or -1
  * with why[len] (unreachable, timed out, TLS refused). */
 int registry_get(registry_t *r, const char *path, char **body, long *status, char *why, size_t len);
+
+/* How a definition stands against its subject's latest schema: one
+ * call of say() per finding, at level REGISTRY_OK, _WARN or _BROKEN. */
+enum { REGISTRY_OK = 0, REGISTRY_WARN, REGISTRY_BROKEN };
+typedef void (*registry_say_t)(void *ctx, int level, const char *text);
+
+/* Whether the registry answers with the configured credentials (GET
+ * /subjects): 0, or -1 with why[len]. */
+int registry_reachable(registry_t *r, char *why, size_t len);
+
+/* Compare pipeline def's value fields with the latest schema of subject
+ * "<topic>-value" (the default naming strategy): each field's path must
+ * exist in it, a required one's or the definition is broken (a warning
+ * for an optional one). Returns the worst level said. */
+int registry_compare(registry_t *r, const pipeline_def_t *def, const char *topic, registry_say_t say, void *ctx);
 
 #endif

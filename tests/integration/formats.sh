@@ -132,6 +132,21 @@ test_records_of_three_writer_schemas_in_one_topic_all_store() {
 5|item 5||50" "$(sql "SELECT id, name, note, score FROM items WHERE id BETWEEN 3 AND 5 ORDER BY id")" "one of each"
     # Three schemas asked for once each, then kept.
     assert_eq 3 "$(grep -c 'GET /schemas/ids/' "$WORK/registry-$TEST_NAME.log")" "schema requests to the registry"
+    # v3 dropped the optional note: said, not refused.
+    assert_contains "$(cat "$(svc_log svc)")" "warn  [items] schema registry: pipeline items, field note: not found in items-$TEST_NAME-value's latest schema (version 3, id 3)"
+
+    # verify reads the definition against the subject's latest schema.
+    OP_ENV=("STORAGE_PIPELINES=items" "STORAGE_SCHEMA_REGISTRY_URL=$REGISTRY_URL"
+            "STORAGE_PIPELINES_FILE=$WORK/pipelines-$TEST_NAME.json")
+    op verify verify
+    assert_eq 0 "$OP_RC" "verify: $(out verify)"
+    assert_contains "$(out verify)" "pipeline items, field note: not found in items-$TEST_NAME-value's latest schema (version 3, id 3)"
+    pipelines_file "$(item_pipeline "items-$TEST_NAME" ', {"path": "/extra/rank", "column": "rank", "required": true}')" >/dev/null
+    sql "ALTER TABLE items ADD COLUMN rank INTEGER" >/dev/null
+    op verify-missing verify
+    assert_eq 1 "$OP_RC" "verify with a required field the schema lacks"
+    assert_contains "$(out verify-missing)" "pipeline items, field /extra/rank: not found in items-$TEST_NAME-value's latest schema (version 3, id 3): records written with it are missing_field dead letters"
+    assert_contains "$(out verify-missing)" "verify: broken at stage registry"
 }
 
 # Bad bytes are dead letters of their own class, keeping the bytes; once
