@@ -228,6 +228,35 @@ test_a_registry_that_goes_away_mid_ingest_makes_the_batch_wait_and_loses_nothing
     wait_until "ready again" "http_get $port /readyz | grep -q 'items: ready'"
 }
 
+# Every Avro type and logical type, each into the column type it belongs in.
+test_every_avro_type_stores_into_its_column_type() {
+    begin_test types
+    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
+    registry_start
+    local topic=types-$TEST_NAME
+    broker_ctl topic-create "$topic" 1 >/dev/null
+    sql "CREATE TABLE everything (id INTEGER PRIMARY KEY, flag BOOLEAN, ratio DOUBLE PRECISION, small REAL,
+           color TEXT, raw BYTEA, mac BYTEA, price NUMERIC(38, 9), uid UUID, at_us TIMESTAMPTZ, local_ms TIMESTAMP,
+           tick_us TIME, tick_ms TIME, tags TEXT[], attrs JSONB, also TEXT, record JSONB)" >/dev/null
+    records types.txt types --topic "$topic"
+    produce_records types.txt "$topic"
+    local m f members=""
+    members='{"member": "id", "required": true}, '
+    for m in flag ratio small color raw mac price uid at_us local_ms tick_us tick_ms tags attrs also; do
+        members="$members{\"member\": \"$m\"}, "
+    done
+    f=$(pipelines_file '{"name": "everything", "topic": "'"$topic"'", "table": "everything", "format": "avro",
+  "fields": ['"$members"'{"path": "", "column": "record"}], "key": ["id"], "on_conflict": "nothing"}')
+    start_service svc STORAGE_PIPELINES=everything "STORAGE_PIPELINES_FILE=$f" "STORAGE_SCHEMA_REGISTRY_URL=$REGISTRY_URL"
+    wait_committed "$GROUP_PREFIX.everything" "$topic" 0 1
+    assert_eq 0 "$(sql "SELECT count(*) FROM dead_letter_events")" "dead letters: $(sql "SELECT error_detail FROM dead_letter_events")"
+    assert_eq "1|t|0.1|1.5|GREEN|\\x0001ff|\\x001b213c4d5e|-12345678901234567890123456789.123456789|1b4e28ba-2fa1-11d2-883f-0016d3cca427|2026-12-01 10:00:00.123456+00|2026-12-01 10:00:00.123|23:59:59.999999|00:00:01.5|{a,\"b,c\",\"d\\\"e\"}|{\"x\": 1, \"y\": -2}|RED" \
+        "$(usql "SELECT id, flag, ratio, small, color, raw, mac, price, uid, at_us, local_ms, tick_us, tick_ms, tags,
+                        attrs, also FROM everything")" "every type"
+    assert_eq 'GREEN|-12345678901234567890123456789.123456789|["a", "b,c", "d\"e"]' \
+        "$(sql "SELECT record->>'color', record->'price', record->'tags' FROM everything")" "the whole value, as JSON"
+}
+
 # An Avro key's members are key columns, and its tombstones delete by them.
 test_an_avro_keys_members_key_the_rows_and_its_tombstones_delete_them() {
     begin_test keyed

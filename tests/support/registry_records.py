@@ -11,6 +11,8 @@ SchemaRegistryClient registers the JSON schemas), written one per line as
       records of three writer's schemas of one subject, interleaved.
   registry_records.py keyed --registry URL --topic T
       Avro keys and values, and tombstones of some of the keys.
+  registry_records.py types --registry URL --topic T
+      one record of every Avro type and logical type.
   registry_records.py bad --registry URL --topic T --unknown-id N
       a good record of the first evolving schema, then one of each bad
       input: no magic byte, a short header, id N (not registered yet: its
@@ -182,6 +184,42 @@ def register_later(args):
     print(CachedSchemaRegistryClient({"url": args.registry}).register(args.topic + "-value", avro_schema(LATER)))
 
 
+TYPES = {"type": "record", "name": "Everything", "namespace": "t", "fields": [
+    {"name": "id", "type": "int"},
+    {"name": "flag", "type": "boolean"},
+    {"name": "ratio", "type": "double"},
+    {"name": "small", "type": "float"},
+    {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN"]}},
+    {"name": "raw", "type": "bytes"},
+    {"name": "mac", "type": {"type": "fixed", "name": "Mac", "size": 6}},
+    {"name": "price", "type": {"type": "fixed", "name": "Price", "size": 16, "logicalType": "decimal",
+                               "precision": 38, "scale": 9}},
+    {"name": "uid", "type": {"type": "string", "logicalType": "uuid"}},
+    {"name": "at_us", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+    {"name": "local_ms", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+    {"name": "tick_us", "type": {"type": "long", "logicalType": "time-micros"}},
+    {"name": "tick_ms", "type": {"type": "int", "logicalType": "time-millis"}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "attrs", "type": {"type": "map", "values": "long"}},
+    {"name": "also", "type": ["null", "Color"], "default": None},
+]}
+
+
+def types(args):
+    ser = avro_serializer(args.registry)
+    record = {"id": 1, "flag": True, "ratio": 0.1, "small": 1.5, "color": "GREEN", "raw": b"\x00\x01\xff",
+              "mac": b"\x00\x1b\x21\x3c\x4d\x5e",
+              "price": Decimal("-12345678901234567890123456789.123456789"),
+              "uid": "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+              "at_us": datetime.datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=datetime.timezone.utc),
+              # python3-avro 1.11 writes local-timestamp-millis as the long it is
+              "local_ms": (datetime.datetime(2026, 12, 1, 10, 0, 0, 123000) - datetime.datetime(1970, 1, 1))
+              // datetime.timedelta(milliseconds=1),
+              "tick_us": datetime.time(23, 59, 59, 999999), "tick_ms": datetime.time(0, 0, 1, 500000),
+              "tags": ["a", "b,c", "d\"e"], "attrs": {"x": 1, "y": -2}, "also": "RED"}
+    emit(None, ser.encode_record_with_schema(args.topic, avro_schema(TYPES), record))
+
+
 def keyed(args):
     ser = avro_serializer(args.registry)
     key_schema = avro_schema({"type": "record", "name": "ItemKey", "fields": [
@@ -221,7 +259,8 @@ def main():
     o.add_argument("format", choices=["json", "connect", "avro", "json_schema"])
     b = sub.add_parser("bad")
     b.add_argument("--unknown-id", type=int, required=True)
-    for s in (o, sub.add_parser("evolving"), sub.add_parser("keyed"), b, sub.add_parser("register-later")):
+    for s in (o, sub.add_parser("evolving"), sub.add_parser("keyed"), b, sub.add_parser("register-later"),
+              sub.add_parser("types")):
         s.add_argument("--registry", default="")
         s.add_argument("--topic", required=True)
         s.add_argument("--count", type=int, default=200)
@@ -231,7 +270,7 @@ def main():
     pr.add_argument("--topic", required=True)
     pr.add_argument("--partition", type=int, default=0)
     args = ap.parse_args()
-    {"orders": orders, "evolving": evolving, "keyed": keyed, "bad": bad, "register-later": register_later,
+    {"orders": orders, "evolving": evolving, "keyed": keyed, "bad": bad, "types": types, "register-later": register_later,
      "produce": produce}[args.cmd](args)
 
 
