@@ -199,7 +199,11 @@ $(BUILD)/bench/consumer_floor: bench/consumer_floor.c src/alloc_settings.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LDLIBS)
 
-bench-bins: all $(BUILD)/bench/bare_pg $(BUILD)/bench/latency $(BUILD)/bench/decode_speed $(BUILD)/bench/consumer_floor
+$(BUILD)/bench/avro_speed: bench/avro_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h src/formats/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/support -o $@ bench/avro_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS)
+
+bench-bins: all $(BUILD)/bench/bare_pg $(BUILD)/bench/latency $(BUILD)/bench/decode_speed $(BUILD)/bench/avro_speed $(BUILD)/bench/consumer_floor
 
 bench: deps
 	$(MAKE) bench-bins

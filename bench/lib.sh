@@ -11,6 +11,7 @@ case $BUILD in /*) ;; *) BUILD=$top/$BUILD ;; esac
 BIN=$BUILD/storage-consumer
 BARE=$BUILD/bench/bare_pg
 DECODE=$BUILD/bench/decode_speed
+AVRO_DECODE=$BUILD/bench/avro_speed
 PG=$top/tests/support/pg.sh
 BROKER=$top/tests/support/broker.sh
 REVIEWS=${BENCH_REVIEWS:-200000}

@@ -64,7 +64,7 @@ LATENCY=$BUILD/bench/latency
 LOGS=$OUT/bench-logs
 JSON=$OUT/bench.json
 DATA=$OUT/bench-data
-bench_check bench "$LATENCY"
+bench_check bench "$LATENCY" "$AVRO_DECODE"
 rm -rf "$DATA" "$OUT/bench-charts"
 mkdir -p "$DATA"
 bench_workdir storage-bench
@@ -83,6 +83,14 @@ DECODE_FAST=$(sed -n 's/.*fast_us=\([0-9.]*\).*/\1/p' <<<"$DECODE_LINE")
 DECODE_REF=$(sed -n 's/.*reference_us=\([0-9.]*\).*/\1/p' <<<"$DECODE_LINE")
 DECODE_DECLINED=$(sed -n 's/.*declined=\([0-9]*\).*/\1/p' <<<"$DECODE_LINE")
 echo "decoding: $DECODE_FAST us per message, jansson alone $DECODE_REF; $DECODE_DECLINED of $REVIEWS left to jansson" >&2
+# The same reviews in Avro (the registry's wire format, encoded by avro-c's
+# writer): the service's decode against avro-c's read alone (the floor) and
+# the JSON path, 3 alternating passes (docs/DESIGN.md: Formats).
+AVRO_LINE=$("$AVRO_DECODE" "$WORK/reviews.tsv" 3) || die "bench/avro_speed failed: $AVRO_LINE"
+AVRO_US=$(sed -n 's/.*avro_us=\([0-9.]*\).*/\1/p' <<<"$AVRO_LINE")
+AVRO_FLOOR=$(sed -n 's/.*floor_us=\([0-9.]*\).*/\1/p' <<<"$AVRO_LINE")
+AVRO_JSON=$(sed -n 's/.*json_us=\([0-9.]*\).*/\1/p' <<<"$AVRO_LINE")
+echo "decoding Avro: $AVRO_US us per message, avro-c's read alone $AVRO_FLOOR, the JSON path $AVRO_JSON" >&2
 LAT_PACKAGE=$(head -1 "$WORK/apps.tsv" | cut -f1)
 
 say "producing the $RECRAWL messages of the next crawl to reviews-recrawl, then the $REVIEWS of the first to reviews (kcat, zstd)"
@@ -470,6 +478,8 @@ printf '   others = CPU used by everything outside the benchmark during the wind
 
 printf '0. decoding alone, us per message (median of 3 passes): %s; jansson alone %s (%s x); %s of the messages left to jansson\n\n' \
     "$DECODE_FAST" "$DECODE_REF" "$(calc %.1f "$DECODE_REF / $DECODE_FAST")" "$DECODE_DECLINED"
+printf '0. decoding Avro, us per message (median of 3 passes): %s; avro-c reading into its generic value alone %s (%s x); the JSON path %s\n\n' \
+    "$AVRO_US" "$AVRO_FLOOR" "$(calc %.1f "$AVRO_US / $AVRO_FLOOR")" "$AVRO_JSON"
 
 printf '%-42s %7s %7s %7s %8s\n' "network-metrics publish -> visible" "p50 ms" "p99 ms" "max ms" "samples"
 printf '%-42s %7s %7s %7s %8s\n' "3. during the all-pipelines ingest" "$LP50" "$LP99" "$LMAX" "$LN"
@@ -560,6 +570,9 @@ cat >"$JSON" <<JSON
   "decode_us_per_message": $DECODE_FAST,
   "decode_us_per_message_jansson_alone": $DECODE_REF,
   "decode_messages_left_to_jansson": $DECODE_DECLINED,
+  "decode_avro_us_per_message": $AVRO_US,
+  "decode_avro_floor_us_per_message": $AVRO_FLOOR,
+  "decode_avro_json_path_us_per_message": $AVRO_JSON,
   "peak_rss_mb": $PEAK_RSS,
   "bare_pg_batch_ms_p50": $(med bare batch_ms_p50),
   "reviews_batch_ms_p50": $(med fresh batch_ms_p50),

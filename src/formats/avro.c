@@ -446,10 +446,17 @@ static int put_integer(text_t *t, int64_t x, const plan_t *p, char *why, size_t 
     case LOGICAL_TS_US: rc = logical_timestamp_text(x, 6, 1, buf, sizeof buf, why, len); break;
     case LOGICAL_LOCAL_TS_MS: rc = logical_timestamp_text(x, 3, 0, buf, sizeof buf, why, len); break;
     case LOGICAL_LOCAL_TS_US: rc = logical_timestamp_text(x, 6, 0, buf, sizeof buf, why, len); break;
-    default:
-        snprintf(buf, sizeof buf, "%" PRId64, x);
-        puts_(t, buf);
+    default: { /* digits, without printf */
+        char *end = buf + sizeof buf, *at = end;
+        uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+        do {
+            *--at = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (x < 0) *--at = '-';
+        put(t, at, (size_t)(end - at));
         return 0;
+    }
     }
     if (rc) return AVRO_UNDECODABLE;
     put_string(t, buf, strlen(buf));

@@ -59,6 +59,32 @@ static int too_far(const char *what, int64_t v, char *why, size_t len)
     return -1;
 }
 
+/* Year, month and day of `days` since 1970-01-01 in the proleptic
+ * Gregorian calendar (the era arithmetic of "chrono-compatible low-level
+ * date algorithms", H. Hinnant): no gmtime, no locale, no lock. */
+static void civil_from_days(int64_t days, int64_t *y, unsigned *m, unsigned *d)
+{
+    days += 719468;
+    int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+    unsigned doe = (unsigned)(days - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    *d = doy - (153 * mp + 2) / 5 + 1;
+    *m = mp < 10 ? mp + 3 : mp - 9;
+    *y = (int64_t)yoe + era * 400 + (*m <= 2);
+}
+
+/* `value` as `width` digits at p (value < 10^width). */
+static char *digits(char *p, int64_t value, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        p[i] = (char)('0' + value % 10);
+        value /= 10;
+    }
+    return p + width;
+}
+
 /* Year, month and day of `secs` since the epoch, years before 1 written
  * as PostgreSQL reads them (year 0 is 1 BC), into buf; *tm for the time. */
 static int civil(int64_t secs, struct tm *tm, char *buf, size_t len, const char **bc)
@@ -97,20 +123,33 @@ int logical_time_text(int64_t units, int digits, char *buf, size_t len, char *wh
     return 0;
 }
 
-int logical_timestamp_text(int64_t units, int digits, int utc, char *buf, size_t len, char *why, size_t why_len)
+int logical_timestamp_text(int64_t units, int digits_after, int utc, char *buf, size_t len, char *why, size_t why_len)
 {
-    int64_t second = per_second(digits);
-    const char *what = digits == 6 ? "a timestamp of microseconds" : "a timestamp of milliseconds";
+    int64_t second = per_second(digits_after);
+    const char *what = digits_after == 6 ? "a timestamp of microseconds" : "a timestamp of milliseconds";
     /* Years 1 to 9999: the ISO 8601 form the decoder reads. */
     if (units < -62135596800LL * second || units > 253402300799LL * second + second - 1)
         return too_far(what, units, why, why_len);
+    if (len < 32) return too_far(what, units, why, why_len);
     int64_t secs = units / second - (units % second < 0);
     int64_t frac = units - secs * second;
-    struct tm tm;
-    const char *bc;
-    char day[48];
-    if (civil(secs, &tm, day, sizeof day, &bc)) return too_far(what, units, why, why_len);
-    snprintf(buf, len, "%sT%02d:%02d:%02d.%0*" PRId64 "%s", day, tm.tm_hour, tm.tm_min, tm.tm_sec, digits, frac,
-             utc ? "Z" : "");
+    int64_t days = secs / 86400 - (secs % 86400 < 0), in_day = secs - days * 86400, year;
+    unsigned month, day;
+    civil_from_days(days, &year, &month, &day);
+    char *p = digits(buf, year, 4);
+    *p++ = '-';
+    p = digits(p, month, 2);
+    *p++ = '-';
+    p = digits(p, day, 2);
+    *p++ = 'T';
+    p = digits(p, in_day / 3600, 2);
+    *p++ = ':';
+    p = digits(p, in_day / 60 % 60, 2);
+    *p++ = ':';
+    p = digits(p, in_day % 60, 2);
+    *p++ = '.';
+    p = digits(p, frac, digits_after);
+    if (utc) *p++ = 'Z';
+    *p = '\0';
     return 0;
 }

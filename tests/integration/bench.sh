@@ -40,7 +40,8 @@ test_bench_json_has_every_figure_and_a_judged_target_for_each_goal() {
         two_member_ratio_to_bare_pg two_member_ratio_to_one_member all_pipelines_reviews_rows_per_s \
         network_metrics_p50_ms network_metrics_p99_ms cpu_us_per_message cpu_us_per_message_replay \
         cpu_us_per_message_two_members cpu_ratio_to_postgres apps peak_rss_mb \
-        decode_us_per_message decode_us_per_message_jansson_alone reobserve_rows_per_s fresh_ratio_to_copy_limit \
+        decode_us_per_message decode_us_per_message_jansson_alone decode_avro_us_per_message \
+        decode_avro_floor_us_per_message decode_avro_json_path_us_per_message reobserve_rows_per_s fresh_ratio_to_copy_limit \
         reobserve_ratio_to_update_limit replay_ratio_to_probe_limit pg_cpu_us_per_row_fresh pg_cpu_us_per_row_reobserve \
         pg_cpu_us_per_row_replay limit_copy_rows_per_s limit_update_rows_per_s limit_probe_rows_per_s \
         tcp_rows_per_s tls_rows_per_s tls_ratio_to_plain; do
