@@ -383,13 +383,19 @@ static void put(text_t *t, const char *s, size_t n)
 
 static void puts_(text_t *t, const char *s) { put(t, s, strlen(s)); }
 
+/* Bytes a JSON string must escape: the control characters, '"' and '\\'. */
+static const unsigned char must_escape[256] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};
+
 static void put_string(text_t *t, const char *s, size_t n)
 {
     put(t, "\"", 1);
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        if (!must_escape[c]) continue;
         put(t, s + run, i - run);
         char esc[8];
         if (c == '"' || c == '\\') snprintf(esc, sizeof esc, "\\%c", c);
@@ -595,7 +601,11 @@ int avro_format_json(avro_format_t *f, const void *bytes, size_t len, char **jso
         snprintf(why, why_len, "bytes are left after the record the writer's schema reads");
         return AVRO_TRAILING;
     }
-    text_t t = {NULL, 0, 0};
+    /* Room for the record's JSON at once, names and quotes included: a
+     * buffer grown while writing costs a copy per doubling. */
+    text_t t = {NULL, 0, 2 * len + 512};
+    t.s = malloc(t.cap);
+    if (!t.s) abort();
     int rc = render(&t, &f->value, f->top, why, why_len, 0);
     if (rc) {
         free(t.s);

@@ -656,7 +656,7 @@ test_bogus_type_is_a_usage_error() {
         # shellcheck disable=SC2086
         assert_eq 2 "$(dl_rc $args)" "dead-letters $args"
         assert_contains "$(cat "$WORK/$TEST_NAME.err")" \
-            "unknown error type $(awk '{print $3}' <<<"$args") (known: empty_payload, invalid_utf8, invalid_json, missing_field, invalid_field, unregistered_app, database_rejected)"
+            "unknown error type $(awk '{print $3}' <<<"$args") (known: empty_payload, invalid_utf8, invalid_json, missing_field, invalid_field, unregistered_app, database_rejected, no_magic_byte, short_header, unknown_schema, undecodable, trailing_bytes)"
     done
     assert_eq "$before" "$(dump_all)" "tables after the usage errors"
     # And a known type is taken.
