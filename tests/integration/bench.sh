@@ -134,7 +134,8 @@ test_bench_fails_when_the_two_members_leave_a_row_missing() {
     local fake=$WORK/lossy out=$WORK/lossy-out rc=0
     mkdir -p "$fake/bench"
     ln -s "$RELEASE/kafka-mock-broker" "$fake/kafka-mock-broker"
-    ln -s "$RELEASE/bench/bare_pg" "$RELEASE/bench/latency" "$RELEASE/bench/decode_speed" "$fake/bench/"
+    ln -s "$RELEASE/bench/bare_pg" "$RELEASE/bench/latency" "$RELEASE/bench/decode_speed" "$RELEASE/bench/avro_speed" \
+        "$fake/bench/"
     cat >"$fake/storage-consumer" <<EOF
 #!/usr/bin/env bash
 "$RELEASE/storage-consumer" "\$@" &
