@@ -111,7 +111,7 @@ $(TSAN_BUILD)/storage-consumer: $(APP_SRC) $(MAIN_SRC) $(TSAN_SUPPORT) $(TSAN_BU
 	$(CC) $(CFLAGS) $(TSAN) -o $@ $(APP_SRC) $(MAIN_SRC) $(TSAN_SUPPORT) $(TSAN_BUILD)/obj/json_fast.o $(LDFLAGS) $(LDLIBS)
 
 sanitize: $(SAN_BUILD)/storage-consumer $(addprefix $(SAN_BUILD)/unit/,$(UNIT_TESTS)) \
-          $(BUILD)/fuzz/fuzz_decode $(SAN_BUILD)/tests/decoder_vs_postgres
+          $(BUILD)/fuzz/fuzz_decode $(BUILD)/fuzz/fuzz_avro $(SAN_BUILD)/tests/decoder_vs_postgres
 
 # The decoder against PostgreSQL, value for value: the decoder's core, the
 # catalog's reading of a table, libpq (tests/integration/decoder_vs_postgres.sh).
@@ -132,9 +132,15 @@ $(BUILD)/fuzz/fuzz_decode: tests/fuzz/fuzz_decode.c $(FUZZ_SRC) $(BUILD)/fuzz/js
 	clang $(CSTD) $(WARN) -g -O1 -Isrc -Itests/support -fsanitize=fuzzer $(FUZZ_SAN) \
 	    -o $@ $< $(FUZZ_SRC) $(BUILD)/fuzz/json_fast.o $(CORE_LIBS)
 
+# The Avro reader alone: avro-c, and our JSON text of its values.
+$(BUILD)/fuzz/fuzz_avro: tests/fuzz/fuzz_avro.c src/formats/avro.c src/formats/logical.c src/core/utf8.c $(wildcard src/formats/*.h)
+	@mkdir -p $(@D)
+	clang $(CSTD) $(WARN) -g -O1 -Isrc -fsanitize=fuzzer $(FUZZ_SAN) \
+	    -o $@ $< src/formats/avro.c src/formats/logical.c src/core/utf8.c $(CORE_LIBS)
+
 FUZZ_SECONDS ?= 60
-fuzz: $(BUILD)/fuzz/fuzz_decode
-	tests/fuzz/run.sh $(BUILD)/fuzz/fuzz_decode $(FUZZ_SECONDS)
+fuzz: $(BUILD)/fuzz/fuzz_decode $(BUILD)/fuzz/fuzz_avro
+	tests/fuzz/run.sh "$(BUILD)/fuzz/fuzz_decode $(BUILD)/fuzz/fuzz_avro" $(FUZZ_SECONDS)
 
 deps:
 	scripts/install-deps.sh
@@ -150,7 +156,7 @@ TEST_JOBS ?= 2
 test: deps
 	$(MAKE) all sanitize bench-bins
 	scripts/check-boundaries.sh $(CC) $(CSTD) -Isrc $(PKG_CFLAGS)
-	FUZZ_BIN=$(BUILD)/fuzz/fuzz_decode FUZZ_SECONDS=$(FUZZ_SECONDS) TEST_JOBS=$(TEST_JOBS) tests/run.sh $(SAN_BUILD)
+	FUZZ_BIN="$(BUILD)/fuzz/fuzz_decode $(BUILD)/fuzz/fuzz_avro" FUZZ_SECONDS=$(FUZZ_SECONDS) TEST_JOBS=$(TEST_JOBS) tests/run.sh $(SAN_BUILD)
 	tests/reliability/run.sh $(BUILD)
 
 # make tsan: the integration suites against the ThreadSanitizer build; any

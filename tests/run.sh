@@ -175,10 +175,12 @@ else
     for s in "${TEST_SUITES_DIR:-$top/tests/integration}"/*.sh; do echo "0 $s"; done
 fi)
 if { [ -z "$filter" ] || [[ fuzz == *"$filter"* ]]; } && ! skipped fuzz; then
-    if [ -n "${FUZZ_BIN:-}" ] && [ -x "$FUZZ_BIN" ]; then
+    fuzz_ok=${FUZZ_BIN:+yes}
+    for b in ${FUZZ_BIN:-}; do [ -x "$b" ] || fuzz_ok=""; done
+    if [ -n "$fuzz_ok" ]; then
         queue+=("fuzz"$'\t'"fuzz")
     else
-        missing fuzz "no fuzz binary [${FUZZ_BIN:-}] (make sanitize builds build/fuzz/fuzz_decode: FUZZ_BIN=build/fuzz/fuzz_decode; SKIP_SUITES=fuzz leaves it out)"
+        missing fuzz "no fuzz binaries [${FUZZ_BIN:-}] (make sanitize builds them: FUZZ_BIN=\"build/fuzz/fuzz_decode build/fuzz/fuzz_avro\"; SKIP_SUITES=fuzz leaves it out)"
     fi
 fi
 

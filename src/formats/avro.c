@@ -538,7 +538,12 @@ static int render(text_t *t, avro_value_t *v, const plan_t *p, char *why, size_t
     case AVRO_ENUM: {
         int i = 0;
         avro_value_get_enum(v, &i);
-        const char *sym = avro_schema_enum_get(avro_value_get_schema(v), i);
+        /* avro-c reads any index and looks it up unchecked. */
+        avro_schema_t schema = avro_value_get_schema(v);
+        if (i < 0 || i >= avro_schema_enum_number_of_symbols(schema))
+            return fail(why, len, "enum index %d is not one of the schema's %d symbols", i,
+                        avro_schema_enum_number_of_symbols(schema));
+        const char *sym = avro_schema_enum_get(schema, i);
         if (!sym) return fail(why, len, "enum symbol %d is not in the schema", i);
         put_string(t, sym, strlen(sym));
         return 0;

@@ -238,6 +238,27 @@ static void a_batch_with_an_unavailable_schema_says_so(void **state)
     batch_free(&b);
 }
 
+/* avro-c reads an enum's index without checking it against the symbols,
+ * and looked it up unchecked: a record of one byte crashed the decoder
+ * (found by fuzz_avro). Now the record is undecodable. */
+static void an_enum_index_beyond_the_symbols_is_undecodable_not_a_crash(void **state)
+{
+    (void)state;
+    static const char schema[] = "{\"type\": \"record\", \"name\": \"R\", \"fields\": [{\"name\": \"e\", \"type\":"
+                                 " {\"type\": \"enum\", \"name\": \"E\", \"symbols\": [\"A\", \"B\"]}}]}";
+    char why[400], *json;
+    size_t len;
+    avro_format_t *f = avro_format_new(schema, sizeof schema - 1, why, sizeof why);
+    assert_non_null(f);
+    assert_int_equal(0, avro_format_json(f, "\2", 1, &json, &len, why, sizeof why));
+    assert_string_equal(json, "{\"e\":\"B\"}");
+    free(json);
+    assert_int_equal(AVRO_UNDECODABLE, avro_format_json(f, "\x0a", 1, &json, &len, why, sizeof why));
+    assert_string_equal(why, "enum index 5 is not one of the schema's 2 symbols");
+    assert_int_equal(AVRO_UNDECODABLE, avro_format_json(f, "\x01", 1, &json, &len, why, sizeof why));
+    avro_format_free(f);
+}
+
 /* The logical types' texts at the edges PostgreSQL and ISO 8601 set. */
 static void logical_texts_hold_their_edges(void **state)
 {
@@ -266,6 +287,7 @@ int main(void)
         cmocka_unit_test(an_avro_record_decodes_with_its_writers_schema_and_logical_types),
         cmocka_unit_test(bad_bytes_are_each_their_own_rejection_and_an_unavailable_schema_none),
         cmocka_unit_test(a_batch_with_an_unavailable_schema_says_so),
+        cmocka_unit_test(an_enum_index_beyond_the_symbols_is_undecodable_not_a_crash),
         cmocka_unit_test(logical_texts_hold_their_edges),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
