@@ -271,11 +271,11 @@ test_containerfile_builds_with_every_library_and_runs_only_their_runtime_package
     grep -qx 'ARG BASE=docker.io/library/debian:bookworm-slim' "$cf" || fail "BASE does not default to debian:bookworm-slim"
     # Every library -dev package the build needs (scripts/install-deps.sh)
     # is in the build stage, and its runtime package in the final stage.
-    for dev in librdkafka-dev libpq-dev libjansson-dev libmicrohttpd-dev; do
+    for dev in librdkafka-dev libpq-dev libjansson-dev libmicrohttpd-dev libavro-dev libcurl4-openssl-dev; do
         grep -q "$dev" "$TOP/scripts/install-deps.sh" || fail "$dev is not in scripts/install-deps.sh"
         grep -q " $dev" "$cf" || fail "the build stage lacks $dev"
     done
-    for pkg in librdkafka1 libpq5 libjansson4 libmicrohttpd12; do
+    for pkg in librdkafka1 libpq5 libjansson4 libmicrohttpd12 libavro23 libcurl4; do
         grep -q " $pkg" "$cf" || fail "the runtime stage lacks $pkg"
     done
     grep -qx 'STOPSIGNAL SIGTERM' "$cf" || fail "no STOPSIGNAL SIGTERM"
