@@ -45,6 +45,17 @@ produce_records() { # file topic [partition]
     $PY "$RECORDS" produce --bootstrap "$BOOTSTRAP" --topic "$2" --partition "${3:-0}" <"$WORK/$1"
 }
 
+# A test with a registry of its own, one topic of one partition (none when
+# TOPIC is empty) and a table (CREATE TABLE ..., if given).
+begin_registry_test() { # name topic [create-table-sql]
+    begin_test "$1"
+    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
+    registry_start
+    [ -z "$2" ] || broker_ctl topic-create "$2" 1 >/dev/null
+    [ -z "${3:-}" ] || sql "$3" >/dev/null
+}
+ITEMS_TABLE="CREATE TABLE items (id BIGINT PRIMARY KEY, name TEXT NOT NULL, note TEXT, score INTEGER)"
+
 pipelines_file() { # json
     echo "{\"pipelines\": [$1]}" >"$WORK/pipelines-$TEST_NAME.json"
     echo "$WORK/pipelines-$TEST_NAME.json"
@@ -61,9 +72,7 @@ JSON
 }
 
 test_the_same_orders_in_four_formats_store_four_equal_tables() {
-    begin_test four
-    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
-    registry_start
+    begin_registry_test four ""
     local f defs="" sep=""
     for f in json connect avro json-schema; do
         broker_ctl topic-create "orders-$f-$TEST_NAME" 1 >/dev/null
@@ -109,11 +118,7 @@ JSON
 # of one subject, interleaved in one topic: each record is read with its
 # own writer's schema, and a field its schema lacks is absent (NULL).
 test_records_of_three_writer_schemas_in_one_topic_all_store() {
-    begin_test evolve
-    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
-    registry_start
-    broker_ctl topic-create "items-$TEST_NAME" 1 >/dev/null
-    sql "CREATE TABLE items (id BIGINT PRIMARY KEY, name TEXT NOT NULL, note TEXT, score INTEGER)" >/dev/null
+    begin_registry_test evolve items-evolve "$ITEMS_TABLE"
     records items.txt evolving --topic "items-$TEST_NAME" --count 300
     produce_records items.txt "items-$TEST_NAME"
     assert_eq 3 "$(curl -sf "$REGISTRY_URL/subjects/items-$TEST_NAME-value/versions/latest" | jq .version)" \
@@ -152,12 +157,8 @@ test_records_of_three_writer_schemas_in_one_topic_all_store() {
 # Bad bytes are dead letters of their own class, keeping the bytes; once
 # the unknown id is registered, a redrive decodes and stores its record.
 test_bad_bytes_are_dead_letters_of_their_own_class_and_redrive_once_the_schema_exists() {
-    begin_test bad
-    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
-    registry_start
-    local topic=items-$TEST_NAME
-    broker_ctl topic-create "$topic" 1 >/dev/null
-    sql "CREATE TABLE items (id BIGINT PRIMARY KEY, name TEXT NOT NULL, note TEXT, score INTEGER)" >/dev/null
+    local topic=items-bad
+    begin_registry_test bad "$topic" "$ITEMS_TABLE"
     records bad.txt bad --topic "$topic" --unknown-id 2
     produce_records bad.txt "$topic"
     local defs
@@ -192,14 +193,10 @@ test_bad_bytes_are_dead_letters_of_their_own_class_and_redrive_once_the_schema_e
 # schema the pipeline has not fetched wait, /readyz and the metrics say
 # why, and once the registry answers again every record is stored.
 test_a_registry_that_goes_away_mid_ingest_makes_the_batch_wait_and_loses_nothing() {
-    begin_test outage
-    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
-    registry_start
-    local topic=items-$TEST_NAME port port_registry
+    local topic=items-outage port port_registry
+    begin_registry_test outage "$topic" "$ITEMS_TABLE"
     port=$(free_port)
     port_registry=$(cat "$WORK/registry.port")
-    broker_ctl topic-create "$topic" 1 >/dev/null
-    sql "CREATE TABLE items (id BIGINT PRIMARY KEY, name TEXT NOT NULL, note TEXT, score INTEGER)" >/dev/null
     # v1, v2 and v3 records, encoded while the registry is up; the first
     # 30 are v1 only.
     records all.txt evolving --topic "$topic" --count 300
@@ -230,14 +227,10 @@ test_a_registry_that_goes_away_mid_ingest_makes_the_batch_wait_and_loses_nothing
 
 # Every Avro type and logical type, each into the column type it belongs in.
 test_every_avro_type_stores_into_its_column_type() {
-    begin_test types
-    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
-    registry_start
-    local topic=types-$TEST_NAME
-    broker_ctl topic-create "$topic" 1 >/dev/null
-    sql "CREATE TABLE everything (id INTEGER PRIMARY KEY, flag BOOLEAN, ratio DOUBLE PRECISION, small REAL,
+    local topic=types-types
+    begin_registry_test types "$topic" "CREATE TABLE everything (id INTEGER PRIMARY KEY, flag BOOLEAN, ratio DOUBLE PRECISION, small REAL,
            color TEXT, raw BYTEA, mac BYTEA, price NUMERIC(38, 9), uid UUID, at_us TIMESTAMPTZ, local_ms TIMESTAMP,
-           tick_us TIME, tick_ms TIME, tags TEXT[], attrs JSONB, also TEXT, record JSONB)" >/dev/null
+           tick_us TIME, tick_ms TIME, tags TEXT[], attrs JSONB, also TEXT, record JSONB)"
     records types.txt types --topic "$topic"
     produce_records types.txt "$topic"
     local m f members=""
@@ -259,12 +252,8 @@ test_every_avro_type_stores_into_its_column_type() {
 
 # An Avro key's members are key columns, and its tombstones delete by them.
 test_an_avro_keys_members_key_the_rows_and_its_tombstones_delete_them() {
-    begin_test keyed
-    unset TOPIC_APP_STATS TOPIC_REVIEWS TOPIC_NETWORK_METRICS
-    registry_start
-    local topic=keyed-$TEST_NAME
-    broker_ctl topic-create "$topic" 1 >/dev/null
-    sql "CREATE TABLE keyed (shop TEXT, id BIGINT, name TEXT NOT NULL, PRIMARY KEY (shop, id))" >/dev/null
+    local topic=keyed-keyed
+    begin_registry_test keyed "$topic" "CREATE TABLE keyed (shop TEXT, id BIGINT, name TEXT NOT NULL, PRIMARY KEY (shop, id))"
     records keyed.txt keyed --topic "$topic"
     produce_records keyed.txt "$topic"
     local defs
