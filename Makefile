@@ -197,17 +197,17 @@ $(BUILD)/bench/latency: bench/latency.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/bench/decode_speed: bench/decode_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h)
+$(BUILD)/bench/decode_speed: bench/decode_speed.c bench/speed_common.c bench/speed_common.h $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Itests/support -o $@ bench/decode_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS)
+	$(CC) $(CFLAGS) -Itests/support -o $@ bench/decode_speed.c bench/speed_common.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS)
 
 $(BUILD)/bench/consumer_floor: bench/consumer_floor.c src/alloc_settings.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/bench/avro_speed: bench/avro_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h src/formats/*.h)
+$(BUILD)/bench/avro_speed: bench/avro_speed.c bench/speed_common.c bench/speed_common.h $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(wildcard src/core/*.h src/formats/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Itests/support -o $@ bench/avro_speed.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS)
+	$(CC) $(CFLAGS) -Itests/support -o $@ bench/avro_speed.c bench/speed_common.c $(BENCH_CORE) $(BUILD)/obj/json_fast.o $(LDFLAGS) $(CORE_LIBS)
 
 bench-bins: all $(BUILD)/bench/bare_pg $(BUILD)/bench/latency $(BUILD)/bench/decode_speed $(BUILD)/bench/avro_speed $(BUILD)/bench/consumer_floor
 

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "shipped_schema.h"
+#include "speed_common.h"
 #include "core/decode.h"
 #include "core/timestamp.h"
 
@@ -41,19 +42,6 @@ static const char REVIEW_SCHEMA[] =
     "{\"name\": \"replied_at\", \"type\": [\"null\", {\"type\": \"long\", \"logicalType\": \"timestamp-millis\"}],"
     " \"default\": null},"
     "{\"name\": \"last_synced_at\", \"type\": {\"type\": \"long\", \"logicalType\": \"timestamp-millis\"}}]}";
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void die(const char *what)
 {
@@ -119,20 +107,10 @@ static schema_answer_t get(void *ctx, int32_t id, const format_schema_t **schema
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: avro_speed FILE [PASSES]\n");
-        return 2;
-    }
-    int passes = argc == 3 ? atoi(argv[2]) : 5;
-    if (passes < 1 || passes > 100) {
-        fprintf(stderr, "avro_speed: PASSES must be 1..100\n");
-        return 2;
-    }
-    FILE *f = fopen(argv[1], "r");
-    if (!f) {
-        perror(argv[1]);
-        return 1;
-    }
+    int passes;
+    speed_messages_t m;
+    int start = speed_start("avro_speed", argc, argv, &passes, &m);
+    if (start) return start;
     avro_schema_t schema;
     if (avro_schema_from_json_length(REVIEW_SCHEMA, sizeof REVIEW_SCHEMA - 1, &schema)) die("the review schema");
     avro_value_iface_t *iface = avro_generic_class_from_schema(schema);
@@ -142,48 +120,24 @@ int main(int argc, char **argv)
                                         "score",        "thumbs_up_count", "app_version", "reviewed_at",
                                         "reply_content", "replied_at", "last_synced_at"};
 
-    size_t n = 0, cap = 0;
-    char **json = NULL, **wire = NULL;
-    size_t *json_len = NULL, *wire_len = NULL;
-    char *line = NULL, buf[1 << 16];
-    size_t line_cap = 0;
-    ssize_t got;
-    while ((got = getline(&line, &line_cap, f)) > 0) {
-        char *tab = memchr(line, '\t', (size_t)got);
-        if (!tab) continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1024;
-            json = realloc(json, cap * sizeof *json);
-            wire = realloc(wire, cap * sizeof *wire);
-            json_len = realloc(json_len, cap * sizeof *json_len);
-            wire_len = realloc(wire_len, cap * sizeof *wire_len);
-            if (!json || !wire || !json_len || !wire_len) abort();
-        }
-        size_t l = (size_t)got - (size_t)(tab + 1 - line);
-        if (l && tab[l] == '\n') l--;
-        json[n] = strndup(tab + 1, l);
-        json_len[n] = l;
-        json_t *review = json_loadb(json[n], l, 0, NULL);
+    /* Each review in the wire format: magic byte 0, schema id 1, the record. */
+    char **json = m.msg, **wire = calloc(m.n, sizeof *wire), buf[1 << 16];
+    size_t *json_len = m.len, *wire_len = calloc(m.n, sizeof *wire_len), n = m.n;
+    if (!wire || !wire_len) abort();
+    for (size_t i = 0; i < n; i++) {
+        json_t *review = json_loadb(json[i], json_len[i], 0, NULL);
         if (!review) die("a review that is not JSON");
         avro_value_reset(&rec);
         for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) set_field(&rec, review, names[k]);
         json_decref(review);
-        /* The wire format: magic byte 0, schema id 1, the record. */
         memcpy(buf, "\0\0\0\0\1", 5);
         avro_writer_t w = avro_writer_memory(buf + 5, sizeof buf - 5);
         if (avro_value_write(w, &rec)) die("writing a review");
-        wire_len[n] = 5 + (size_t)avro_writer_tell(w);
+        wire_len[i] = 5 + (size_t)avro_writer_tell(w);
         avro_writer_free(w);
-        wire[n] = malloc(wire_len[n]);
-        if (!wire[n]) abort();
-        memcpy(wire[n], buf, wire_len[n]);
-        n++;
-    }
-    free(line);
-    fclose(f);
-    if (n == 0) {
-        fprintf(stderr, "avro_speed: no messages in %s\n", argv[1]);
-        return 1;
+        wire[i] = malloc(wire_len[i]);
+        if (!wire[i]) abort();
+        memcpy(wire[i], buf, wire_len[i]);
     }
 
     shipped_schema_bind(); /* the reviews table as migrations/ makes it */
@@ -215,7 +169,7 @@ int main(int argc, char **argv)
     for (int p = 0; p < passes && rc == 0; p++) {
         for (int which = 0; which < 3; which++) {
             int k = (which + p) % 3; /* each goes first in turn */
-            double t0 = now_s();
+            double t0 = speed_now_s();
             for (size_t i = 0; i < n; i++) {
                 if (k == 0) {
                     avro_reader_memory_set_source(reader, wire[i] + 5, (int64_t)wire_len[i] - 5);
@@ -227,16 +181,13 @@ int main(int argc, char **argv)
                     rc = 1;
                 }
             }
-            double us = (now_s() - t0) / (double)n * 1e6;
+            double us = (speed_now_s() - t0) / (double)n * 1e6;
             (k == 0 ? t_floor : k == 1 ? t_avro : t_json)[p] = us;
         }
     }
     if (rc == 0) {
-        qsort(t_avro, (size_t)passes, sizeof(double), cmp_double);
-        qsort(t_floor, (size_t)passes, sizeof(double), cmp_double);
-        qsort(t_json, (size_t)passes, sizeof(double), cmp_double);
-        printf("avro_us=%.3f floor_us=%.3f json_us=%.3f passes=%d messages=%zu\n", t_avro[passes / 2],
-               t_floor[passes / 2], t_json[passes / 2], passes, n);
+        printf("avro_us=%.3f floor_us=%.3f json_us=%.3f passes=%d messages=%zu\n", speed_median(t_avro, passes),
+               speed_median(t_floor, passes), speed_median(t_json, passes), passes, n);
     }
     free(t_avro);
     free(t_floor);
@@ -248,13 +199,9 @@ int main(int argc, char **argv)
     avro_value_decref(&rec);
     avro_value_iface_decref(iface);
     avro_schema_decref(schema);
-    for (size_t i = 0; i < n; i++) {
-        free(json[i]);
-        free(wire[i]);
-    }
-    free(json);
+    for (size_t i = 0; i < n; i++) free(wire[i]);
     free(wire);
-    free(json_len);
     free(wire_len);
+    speed_messages_free(&m);
     return rc;
 }

@@ -16,21 +16,9 @@
 #include <time.h>
 
 #include "shipped_schema.h"
+#include "speed_common.h"
 #include "core/decode.h"
 #include "core/json_value.h"
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef int (*decode_fn)(const pipeline_def_t *, const void *, size_t, event_t *, rejection_t *);
 
@@ -38,60 +26,24 @@ typedef int (*decode_fn)(const pipeline_def_t *, const void *, size_t, event_t *
 static double pass(decode_fn fn, const pipeline_def_t *def, char **msg, size_t *len, size_t n, event_t *ev)
 {
     rejection_t rej;
-    double t0 = now_s();
+    double t0 = speed_now_s();
     for (size_t i = 0; i < n; i++) {
         if (fn(def, msg[i], len[i], ev, &rej) != 0) {
             fprintf(stderr, "decode_speed: message %zu rejected: %s: %s\n", i + 1, rej.error_type, rej.detail);
             return -1;
         }
     }
-    return (now_s() - t0) / (double)n * 1e6;
+    return (speed_now_s() - t0) / (double)n * 1e6;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: decode_speed FILE [PASSES]\n");
-        return 2;
-    }
-    int passes = argc == 3 ? atoi(argv[2]) : 5;
-    if (passes < 1 || passes > 100) {
-        fprintf(stderr, "decode_speed: PASSES must be 1..100\n");
-        return 2;
-    }
-    FILE *f = fopen(argv[1], "r");
-    if (!f) {
-        perror(argv[1]);
-        return 1;
-    }
-    size_t n = 0, cap = 0;
-    char **msg = NULL;
-    size_t *len = NULL;
-    char *line = NULL;
-    size_t line_cap = 0;
-    ssize_t got;
-    while ((got = getline(&line, &line_cap, f)) > 0) {
-        char *tab = memchr(line, '\t', (size_t)got);
-        if (!tab) continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1024;
-            msg = realloc(msg, cap * sizeof *msg);
-            len = realloc(len, cap * sizeof *len);
-            if (!msg || !len) abort();
-        }
-        size_t l = (size_t)got - (size_t)(tab + 1 - line);
-        if (l && tab[l] == '\n') l--;
-        msg[n] = malloc(l ? l : 1);
-        if (!msg[n]) abort();
-        memcpy(msg[n], tab + 1, l);
-        len[n++] = l;
-    }
-    free(line);
-    fclose(f);
-    if (n == 0) {
-        fprintf(stderr, "decode_speed: no messages in %s\n", argv[1]);
-        return 1;
-    }
+    int passes;
+    speed_messages_t m;
+    int start = speed_start("decode_speed", argc, argv, &passes, &m);
+    if (start) return start;
+    char **msg = m.msg;
+    size_t *len = m.len, n = m.n;
 
     shipped_schema_bind(); /* the reviews table as migrations/ makes it */
     const pipeline_def_t *def = pipeline_get(PIPELINE_REVIEWS);
@@ -128,17 +80,13 @@ int main(int argc, char **argv)
         if (fast[p] < 0 || slow[p] < 0) rc = 1;
     }
     if (rc == 0) {
-        qsort(fast, (size_t)passes, sizeof *fast, cmp_double);
-        qsort(slow, (size_t)passes, sizeof *slow, cmp_double);
-        printf("fast_us=%.3f reference_us=%.3f passes=%d messages=%zu declined=%zu\n", fast[passes / 2],
-               slow[passes / 2], passes, n, declined);
+        printf("fast_us=%.3f reference_us=%.3f passes=%d messages=%zu declined=%zu\n", speed_median(fast, passes),
+               speed_median(slow, passes), passes, n, declined);
     }
     free(fast);
     free(slow);
     event_free(&ev);
     event_free(&ref);
-    for (size_t i = 0; i < n; i++) free(msg[i]);
-    free(msg);
-    free(len);
+    speed_messages_free(&m);
     return rc;
 }
